@@ -1,0 +1,86 @@
+// Package binaries resolves the Kubernetes binaries a run uses (the kubelet
+// of every plan version, and the control plane for providers that create
+// one), caches them under the skewtest cache and records where each came from
+// and its sha256, for the report.
+package binaries
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Binary is one resolved executable.
+type Binary struct {
+	Component string `json:"component"`
+	Version   string `json:"version"`
+	// Source says where it came from: "release:<url>", "module:v1.36.3",
+	// "file:/path", "checkout:/path".
+	Source string `json:"source"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// DefaultCacheDir is $SKEWTEST_CACHE, else $XDG_CACHE_HOME/skewtest, else
+// $HOME/.cache/skewtest. It is never inside the repository.
+func DefaultCacheDir() string {
+	if d := os.Getenv("SKEWTEST_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "skewtest")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = os.TempDir()
+	}
+	return filepath.Join(home, ".cache", "skewtest")
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// recordBinary hashes path and writes path.sha256 beside it, so later runs
+// can tell a complete cached binary from a damaged one.
+func recordBinary(path string) (Binary, error) {
+	sum, err := FileSHA256(path)
+	if err != nil {
+		return Binary{}, err
+	}
+	if err := os.WriteFile(path+".sha256", []byte(sum+"\n"), 0o644); err != nil {
+		return Binary{}, err
+	}
+	return Binary{Path: path, SHA256: sum}, nil
+}
+
+// cachedBinary returns a cached binary if it exists and matches its recorded
+// sha256.
+func cachedBinary(path string) (Binary, error) {
+	want, err := os.ReadFile(path + ".sha256")
+	if err != nil {
+		return Binary{}, err
+	}
+	got, err := FileSHA256(path)
+	if err != nil {
+		return Binary{}, err
+	}
+	if strings.TrimSpace(string(want)) != got {
+		return Binary{}, fmt.Errorf("cached %s does not match its recorded sha256", path)
+	}
+	return Binary{Path: path, SHA256: got}, nil
+}

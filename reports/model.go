@@ -1,0 +1,151 @@
+// Package reports turns one run of a scenario into what its readers need: a
+// Markdown sign-off report for the release team, JUnit XML for CI dashboards
+// (Prow and TestGrid read $ARTIFACTS/junit_*.xml), JSON with the same
+// content, and an artifacts directory.
+package reports
+
+import (
+	"time"
+)
+
+// Verdict is the outcome of a run or a check.
+type Verdict string
+
+const (
+	// Pass: every check passed with no deviation.
+	Pass Verdict = "pass"
+	// PassWithExpectedDeviations: every check passed, and some observed
+	// values differ from the ideal in ways the scenario documents (for
+	// example local-volume reconstruction errors). Reported apart from Pass.
+	PassWithExpectedDeviations Verdict = "pass-with-expected-deviations"
+	// Fail: a step failed or an unexpected deviation was seen.
+	Fail Verdict = "fail"
+	// Skipped: the step did not run because an earlier one failed.
+	Skipped Verdict = "skipped"
+)
+
+// Run is everything one scenario run recorded.
+type Run struct {
+	ID       string    `json:"id"`
+	Scenario string    `json:"scenario"`
+	Provider string    `json:"provider"`
+	Node     string    `json:"node"`
+	Plan     []string  `json:"plan"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Environment is an ordered table: host, kernel, Go, API server
+	// version, container runtime, volume kind, replicas...
+	Environment []KeyValue `json:"environment"`
+	Binaries    []Binary   `json:"binaries"`
+	Steps       []Step     `json:"steps"`
+	Hops        []Hop      `json:"hops"`
+	Verdict     Verdict    `json:"verdict"`
+	// Failure is the first failure, one line, naming the UID, path or
+	// metric; empty on a pass.
+	Failure string `json:"failure,omitempty"`
+	// ArtifactsDir is where this run's files are.
+	ArtifactsDir string `json:"artifactsDir,omitempty"`
+}
+
+// KeyValue is one row of an ordered table.
+type KeyValue struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Binary is one binary a run used, as resolved once per run.
+type Binary struct {
+	Component string `json:"component"`
+	Version   string `json:"version"`
+	Source    string `json:"source"`
+	SHA256    string `json:"sha256"`
+}
+
+// Step is one named step of a scenario, in order.
+type Step struct {
+	Index    int       `json:"index"`
+	Name     string    `json:"name"`
+	Hop      int       `json:"hop,omitempty"` // 1-based hop number; 0 for steps outside hops
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Verdict  Verdict   `json:"verdict"`
+	// Error is why the step failed, with the UID, path or metric.
+	Error      string      `json:"error,omitempty"`
+	Commands   []Command   `json:"commands,omitempty"`
+	Evidence   []Evidence  `json:"evidence,omitempty"`
+	Deviations []Deviation `json:"deviations,omitempty"`
+	// Notes are short progress facts worth keeping ("node Ready at v1.36.3
+	// after 0.7s").
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Duration of the step.
+func (s Step) Duration() time.Duration { return s.Finished.Sub(s.Started) }
+
+// Command is one command a step ran on a node.
+type Command struct {
+	Node     string        `json:"node,omitempty"`
+	Command  string        `json:"command"`
+	Stdout   string        `json:"stdout,omitempty"`
+	Stderr   string        `json:"stderr,omitempty"`
+	ExitCode int           `json:"exitCode"`
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration"`
+}
+
+// Evidence is something a step observed: a node-state snapshot, a diff, a
+// metrics scrape. Text is what the report shows; the full content, if
+// larger, is in the artifact at Path (relative to the artifacts dir).
+type Evidence struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"` // "snapshot", "diff", "metrics", "log", "text"
+	Text string `json:"text,omitempty"`
+	Path string `json:"path,omitempty"`
+}
+
+// Deviation is an observed value that differs from the ideal. Expected
+// deviations are documented by the scenario (Reason says why) and do not
+// fail the run; unexpected ones do.
+type Deviation struct {
+	Check    string `json:"check"`
+	Expected string `json:"expected"`
+	Observed string `json:"observed"`
+	// Reason is the scenario's documented explanation; empty means the
+	// deviation was not expected.
+	Reason string `json:"reason,omitempty"`
+}
+
+// IsExpected reports whether the scenario documented this deviation.
+func (d Deviation) IsExpected() bool { return d.Reason != "" }
+
+// Hop is one kubelet version change and what it measured.
+type Hop struct {
+	Number    int    `json:"number"` // 1-based
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Direction string `json:"direction"` // "upgrade", "downgrade", "same"
+	// OldPodUIDs are the UIDs force-deleted while the kubelet was down.
+	OldPodUIDs []string `json:"oldPodUIDs,omitempty"`
+	// Timings are ordered phase durations, e.g. "kubelet stop",
+	// "node Ready", "old mounts gone", "old pod dirs gone"; the cleanup
+	// ones are measured from the kubelet's start.
+	Timings []Timing `json:"timings"`
+	Metrics []Metric `json:"metrics,omitempty"`
+	Verdict Verdict  `json:"verdict"`
+}
+
+// Timing is one measured phase.
+type Timing struct {
+	Phase    string        `json:"phase"`
+	Duration time.Duration `json:"duration"`
+}
+
+// Metric is one kubelet metric read after a hop, with what was expected.
+type Metric struct {
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Present  bool    `json:"present"` // false when this kubelet version does not expose it
+	Expected string  `json:"expected,omitempty"`
+	Verdict  Verdict `json:"verdict,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+}

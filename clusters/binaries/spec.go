@@ -1,0 +1,138 @@
+package binaries
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// Kinds of Spec.
+const (
+	// KindRelease is a released version downloaded from <BaseURL>/release/.
+	KindRelease = "release"
+	// KindMarker is a release marker such as latest-1.37 or stable-1.36,
+	// resolved through <BaseURL>/release/<marker>.txt.
+	KindMarker = "marker"
+	// KindCI is a CI build: either a marker such as latest-1.38, resolved
+	// through <CIBaseURL>/ci/<marker>.txt, or a CI version itself.
+	KindCI = "ci"
+	// KindModule is a release built from the k8s.io/kubernetes Go module.
+	KindModule = "module"
+	// KindFile is an executable on the local disk.
+	KindFile = "file"
+	// KindCheckout is a local kubernetes git checkout built with make.
+	KindCheckout = "checkout"
+)
+
+// Spec is a parsed binary source, as written per plan entry or globally.
+type Spec struct {
+	// Kind is one of the Kind constants.
+	Kind string
+	// Value is the version (release, module, and ci when it is a version,
+	// always with a leading "v"), the marker name (marker, ci), or the path
+	// as written (file, checkout).
+	Value string
+}
+
+// String returns the spec in the form ParseSpec reads.
+func (s Spec) String() string {
+	switch s.Kind {
+	case KindMarker:
+		return s.Value
+	case KindCI:
+		return "ci/" + s.Value
+	}
+	return s.Kind + ":" + s.Value
+}
+
+var (
+	// kubeVersionRE is a Kubernetes version as it appears in download paths
+	// and in `--version` output; version.ParseSemantic checks it further.
+	kubeVersionRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	// releaseMarkerRE names the files under dl.k8s.io/release/ such as
+	// latest-1.37.txt and stable-1.36.txt (and stable.txt, latest-1.txt).
+	releaseMarkerRE = regexp.MustCompile(`^(latest|stable)(-[0-9]+(\.[0-9]+)?)?$`)
+	// ciMarkerRE names the files under dl.k8s.io/ci/ such as latest-1.38.txt.
+	ciMarkerRE = regexp.MustCompile(`^(latest|stable)(-[0-9]+\.[0-9]+|-fast)?$`)
+)
+
+// parseKubeVersion checks that s is a Kubernetes version and returns it with
+// a leading "v".
+func parseKubeVersion(s string) (string, *version.Version, bool) {
+	if !kubeVersionRE.MatchString(s) {
+		return "", nil, false
+	}
+	v, err := version.ParseSemantic(s)
+	if err != nil {
+		return "", nil, false
+	}
+	return "v" + v.String(), v, true
+}
+
+const specHelp = "want vX.Y.Z, release:, module:, file:, checkout:, latest-X.Y, stable-X.Y or ci/latest-X.Y"
+
+// ParseSpec parses a binary source:
+//
+//	v1.36.3                        a release (the default source)
+//	release:v1.36.3                a release from <BaseURL>/release/
+//	latest-1.37, stable-1.36       a release marker, resolved when the run starts
+//	ci/latest-1.38                 a CI build marker (or ci/<ci version>)
+//	module:v1.36.3                 built from the k8s.io/kubernetes Go module
+//	file:/path/to/kubelet          a local executable
+//	checkout:/path/to/kubernetes   a local kubernetes checkout, built with make
+//
+// A bare version with build metadata (v1.38.0-alpha.1.123+abcdef) is a CI
+// build.
+func ParseSpec(spec string) (Spec, error) {
+	s := strings.TrimSpace(spec)
+	if s == "" {
+		return Spec{}, fmt.Errorf("empty kubelet source: %s", specHelp)
+	}
+	kind, value, hasKind := strings.Cut(s, ":")
+	if hasKind {
+		switch kind {
+		case KindRelease:
+			v, parsed, ok := parseKubeVersion(value)
+			if !ok {
+				return Spec{}, fmt.Errorf("kubelet source %q: %q is not a Kubernetes version such as v1.36.3", spec, value)
+			}
+			if parsed.BuildMetadata() != "" {
+				return Spec{}, fmt.Errorf("kubelet source %q: %s is a CI build, not a release: write ci/%s", spec, v, v)
+			}
+			return Spec{Kind: KindRelease, Value: v}, nil
+		case KindModule:
+			v, parsed, ok := parseKubeVersion(value)
+			if !ok || parsed.PreRelease() != "" || parsed.BuildMetadata() != "" {
+				return Spec{}, fmt.Errorf("kubelet source %q: module: needs a release version such as v1.36.3", spec)
+			}
+			return Spec{Kind: KindModule, Value: v}, nil
+		case KindFile, KindCheckout:
+			if strings.TrimSpace(value) == "" {
+				return Spec{}, fmt.Errorf("kubelet source %q: %s: needs a path", spec, kind)
+			}
+			return Spec{Kind: kind, Value: strings.TrimSpace(value)}, nil
+		}
+		return Spec{}, fmt.Errorf("unknown kubelet source %q: %s", spec, specHelp)
+	}
+	if name, ok := strings.CutPrefix(s, "ci/"); ok {
+		if v, _, ok := parseKubeVersion(name); ok {
+			return Spec{Kind: KindCI, Value: v}, nil
+		}
+		if ciMarkerRE.MatchString(name) {
+			return Spec{Kind: KindCI, Value: name}, nil
+		}
+		return Spec{}, fmt.Errorf("unknown kubelet source %q: a CI source is ci/latest-X.Y (or ci/<ci version>)", spec)
+	}
+	if releaseMarkerRE.MatchString(s) {
+		return Spec{Kind: KindMarker, Value: s}, nil
+	}
+	if v, parsed, ok := parseKubeVersion(s); ok {
+		if parsed.BuildMetadata() != "" {
+			return Spec{Kind: KindCI, Value: v}, nil
+		}
+		return Spec{Kind: KindRelease, Value: v}, nil
+	}
+	return Spec{}, fmt.Errorf("unknown kubelet source %q: %s", spec, specHelp)
+}

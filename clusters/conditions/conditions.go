@@ -1,0 +1,72 @@
+// Package conditions holds the wait conditions skewtest polls on besides
+// those sigs.k8s.io/e2e-framework/klient/wait/conditions already has: a
+// node Ready at a given kubelet version. Use them with wait.For.
+package conditions
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+)
+
+// NodeStatus describes a node for progress output and errors.
+func NodeStatus(n *corev1.Node) string {
+	ready := "unknown"
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = fmt.Sprintf("%s (%s: %s)", c.Status, c.Reason, c.Message)
+		}
+	}
+	return fmt.Sprintf("node %s kubelet %s Ready=%s", n.Name, n.Status.NodeInfo.KubeletVersion, ready)
+}
+
+// NodeReadyAt is true once node reports Ready and, when kubeletVersion is
+// not empty, that kubelet version. last, if not nil, receives the latest
+// status for error messages.
+func NodeReadyAt(res *resources.Resources, node, kubeletVersion string, last *string) apimachinerywait.ConditionWithContextFunc {
+	return func(ctx context.Context) (bool, error) {
+		var n corev1.Node
+		if err := res.Get(ctx, node, "", &n); err != nil {
+			if apierrors.IsNotFound(err) {
+				if last != nil {
+					*last = fmt.Sprintf("node %s not registered yet", node)
+				}
+				return false, nil
+			}
+			if last != nil {
+				*last = err.Error()
+			}
+			return false, nil
+		}
+		if last != nil {
+			*last = NodeStatus(&n)
+		}
+		if kubeletVersion != "" && n.Status.NodeInfo.KubeletVersion != kubeletVersion {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				// A stale Ready from before a kubelet restart carries the
+				// old version, which the check above already excluded.
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+// WaitNodeReady waits until NodeReadyAt holds, polling every 100 ms.
+func WaitNodeReady(ctx context.Context, res *resources.Resources, node, kubeletVersion string, timeout time.Duration) error {
+	var last string
+	err := wait.For(NodeReadyAt(res, node, kubeletVersion, &last), wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(100*time.Millisecond), wait.WithImmediate())
+	if err != nil {
+		return fmt.Errorf("wait for node %s Ready at kubelet %s: %w (last seen: %s)", node, kubeletVersion, err, last)
+	}
+	return nil
+}

@@ -1,0 +1,630 @@
+// Package existing is the provider that attaches to a cluster someone else
+// runs: it talks to the API server through a kubeconfig and reaches the
+// nodes it disrupts over SSH, driving their kubelet through systemd. It
+// never creates or deletes the cluster; Down only closes connections.
+package existing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/version"
+	apiversion "k8s.io/apimachinery/pkg/version"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+)
+
+// Name is the provider's name.
+const Name = "existing"
+
+// Defaults.
+const (
+	DefaultKubeletRootDir = "/var/lib/kubelet"
+	DefaultKubeletUnit    = "kubelet"
+	DefaultKubeletBinary  = "/usr/bin/kubelet"
+	DefaultSSHPort        = 22
+	DefaultSSHTimeout     = 10 * time.Second
+)
+
+// apiTimeout bounds one request to the API server when ctx has no sooner
+// deadline.
+const apiTimeout = 30 * time.Second
+
+// Labels and taints that mark a control-plane node, which is never a test
+// node unless named in Config.Nodes.
+var controlPlaneKeys = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
+// Config says which cluster to attach to and how to reach its nodes.
+type Config struct {
+	// Kubeconfig is the kubeconfig file's path; required.
+	Kubeconfig string
+	// Context is the kubeconfig context to use; empty means its current
+	// context.
+	Context string
+	// Nodes are the names of the nodes to test. Empty means every node
+	// without the control-plane (or master) role label or taint.
+	Nodes []string
+	SSH   SSHConfig
+	// KubeletRootDir is the kubelet's --root-dir; default /var/lib/kubelet.
+	KubeletRootDir string
+	// KubeletUnit is the kubelet's systemd unit; default "kubelet".
+	KubeletUnit string
+	// KubeletBinary is the path the unit runs, which SwapKubelet replaces;
+	// default /usr/bin/kubelet.
+	KubeletBinary string
+	// ServiceManager drives the unit; default systemctl and journalctl.
+	ServiceManager ServiceManager
+	Logger         *slog.Logger
+}
+
+// SSHConfig is how nodes are reached.
+type SSHConfig struct {
+	// User to log in as; default the current user. When it is not root,
+	// commands run under sudo -n, which must not ask for a password.
+	User string
+	// Port is sshd's port, for addresses without one; default 22.
+	Port int
+	// KeyFile is an unencrypted private key. Empty means the keys of the
+	// ssh-agent at $SSH_AUTH_SOCK.
+	KeyFile string
+	// KnownHostsFile holds the nodes' host keys; default
+	// ~/.ssh/known_hosts. Host keys are always checked: add a node's with
+	// ssh-keyscan -p PORT HOST >> FILE, after verifying it.
+	KnownHostsFile string
+	// Address maps a node name to host or host:port. nil, or an empty
+	// result, means the node's InternalIP from the API server.
+	Address func(nodeName string) string
+	// Timeout bounds dialling and the SSH handshake; default 10s.
+	Timeout time.Duration
+}
+
+// ServiceManager holds the argv templates that drive the kubelet's unit; in
+// each, "{unit}" is replaced by Config.KubeletUnit. They run on the node
+// through Node.Command, so under sudo -n for a non-root user. Empty fields
+// take the systemd defaults.
+type ServiceManager struct {
+	// Stop stops the unit and should return once it is stopped; default
+	// systemctl stop {unit}.
+	Stop []string
+	// Start starts the unit; default systemctl start {unit}.
+	Start []string
+	// IsActive prints the unit's state (active, activating, inactive,
+	// failed, ...) as its first line; its exit status is ignored when it
+	// prints one. Default systemctl is-active {unit}.
+	IsActive []string
+	// Logs prints the unit's log; default journalctl -u {unit} --no-pager.
+	Logs []string
+}
+
+// SystemdServiceManager is the default ServiceManager.
+var SystemdServiceManager = ServiceManager{
+	Stop:     []string{"systemctl", "stop", "{unit}"},
+	Start:    []string{"systemctl", "start", "{unit}"},
+	IsActive: []string{"systemctl", "is-active", "{unit}"},
+	Logs:     []string{"journalctl", "-u", "{unit}", "--no-pager"},
+}
+
+func (s ServiceManager) withDefaults() ServiceManager {
+	def := SystemdServiceManager
+	if len(s.Stop) == 0 {
+		s.Stop = def.Stop
+	}
+	if len(s.Start) == 0 {
+		s.Start = def.Start
+	}
+	if len(s.IsActive) == 0 {
+		s.IsActive = def.IsActive
+	}
+	if len(s.Logs) == 0 {
+		s.Logs = def.Logs
+	}
+	return s
+}
+
+// argv expands a template for unit.
+func (ServiceManager) argv(tmpl []string, unit string) []string {
+	out := make([]string, len(tmpl))
+	for i, a := range tmpl {
+		out[i] = strings.ReplaceAll(a, "{unit}", unit)
+	}
+	return out
+}
+
+// Provider attaches to an existing cluster. It implements clusters.Provider.
+type Provider struct {
+	cfg    Config
+	log    *slog.Logger
+	dialer *dialer
+
+	mu     sync.Mutex
+	rest   *rest.Config
+	core   corev1client.CoreV1Interface
+	nodes  []*Node          // test nodes, once resolved
+	byName map[string]*Node // every Node made, so connections are reused
+}
+
+// New validates cfg, fills in defaults and loads the SSH credentials and
+// known_hosts. It does not contact the cluster; Up does.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Kubeconfig == "" {
+		return nil, errors.New("existing: Config.Kubeconfig is required")
+	}
+	abs, err := filepath.Abs(cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("existing: kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+	cfg.Kubeconfig = abs
+	raw, err := clientcmd.LoadFromFile(cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("existing: kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+	if cfg.Context != "" {
+		if _, ok := raw.Contexts[cfg.Context]; !ok {
+			var names []string
+			for n := range raw.Contexts {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("existing: kubeconfig %s has no context %q (it has: %s)", cfg.Kubeconfig, cfg.Context, strings.Join(names, ", "))
+		}
+	} else if raw.CurrentContext == "" {
+		return nil, fmt.Errorf("existing: kubeconfig %s has no current-context; set Config.Context", cfg.Kubeconfig)
+	}
+
+	if cfg.KubeletRootDir == "" {
+		cfg.KubeletRootDir = DefaultKubeletRootDir
+	}
+	if cfg.KubeletUnit == "" {
+		cfg.KubeletUnit = DefaultKubeletUnit
+	}
+	if cfg.KubeletBinary == "" {
+		cfg.KubeletBinary = DefaultKubeletBinary
+	}
+	if !strings.HasPrefix(cfg.KubeletRootDir, "/") || !strings.HasPrefix(cfg.KubeletBinary, "/") {
+		return nil, fmt.Errorf("existing: KubeletRootDir %q and KubeletBinary %q must be absolute paths", cfg.KubeletRootDir, cfg.KubeletBinary)
+	}
+	cfg.ServiceManager = cfg.ServiceManager.withDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	d, err := newDialer(&cfg.SSH, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}}, nil
+}
+
+// newDialer fills in s's defaults and loads its key and known_hosts.
+func newDialer(s *SSHConfig, log *slog.Logger) (*dialer, error) {
+	if s.User == "" {
+		u, err := user.Current()
+		if err != nil {
+			return nil, fmt.Errorf("existing: SSH.User not set and the current user is unknown: %w", err)
+		}
+		s.User = u.Username
+	}
+	if s.Port == 0 {
+		s.Port = DefaultSSHPort
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return nil, fmt.Errorf("existing: SSH.Port %d out of range", s.Port)
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = DefaultSSHTimeout
+	}
+	if s.KnownHostsFile == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("existing: SSH.KnownHostsFile not set and no home directory: %w", err)
+		}
+		s.KnownHostsFile = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	hostKeys, err := knownhosts.New(s.KnownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("existing: SSH known_hosts %s: %w (host keys are always checked: add each node's, after verifying it, with ssh-keyscan -p PORT HOST >> %s)", s.KnownHostsFile, err, s.KnownHostsFile)
+	}
+	d := &dialer{
+		user:           s.User,
+		keyFile:        s.KeyFile,
+		knownHostsFile: s.KnownHostsFile,
+		hostKeys:       hostKeys,
+		timeout:        s.Timeout,
+		log:            log,
+	}
+	if s.KeyFile != "" {
+		pem, err := os.ReadFile(s.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("existing: SSH key: %w", err)
+		}
+		d.signer, err = ssh.ParsePrivateKey(pem)
+		var pm *ssh.PassphraseMissingError
+		if errors.As(err, &pm) {
+			return nil, fmt.Errorf("existing: SSH key %s is encrypted: load it into ssh-agent (ssh-add %s) and leave SSH.KeyFile empty", s.KeyFile, s.KeyFile)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("existing: SSH key %s: %w", s.KeyFile, err)
+		}
+	} else {
+		d.agentSock = os.Getenv("SSH_AUTH_SOCK")
+		if d.agentSock == "" {
+			return nil, errors.New("existing: no SSH credentials: set SSH.KeyFile, or run ssh-agent with the key added (SSH_AUTH_SOCK is empty)")
+		}
+	}
+	return d, nil
+}
+
+// Name implements clusters.Provider.
+func (p *Provider) Name() string { return Name }
+
+// KubeconfigPath is Config.Kubeconfig (absolute). With Config.Context set,
+// kubectl needs --context too.
+func (p *Provider) KubeconfigPath() string { return p.cfg.Kubeconfig }
+
+// RESTConfig is the kubeconfig's client config for Config.Context.
+func (p *Provider) RESTConfig() (*rest.Config, error) {
+	rc, _, err := p.clients()
+	if err != nil {
+		return nil, err
+	}
+	return rest.CopyConfig(rc), nil
+}
+
+// clients loads the kubeconfig once.
+func (p *Provider) clients() (*rest.Config, corev1client.CoreV1Interface, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rest != nil {
+		return p.rest, p.core, nil
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: p.cfg.Kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: p.cfg.Context},
+	).ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("existing: kubeconfig %s: %w", p.cfg.Kubeconfig, err)
+	}
+	rc.UserAgent = "skewtest"
+	core, err := corev1client.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("existing: kubeconfig %s: %w", p.cfg.Kubeconfig, err)
+	}
+	p.rest, p.core = rc, core
+	return rc, core, nil
+}
+
+// apiError says which API server failed and why.
+func (p *Provider) apiError(host string, err error) error {
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return fmt.Errorf("API server %s from kubeconfig %s rejected the credentials: %w", host, p.cfg.Kubeconfig, err)
+	}
+	return fmt.Errorf("API server %s from kubeconfig %s unreachable: %w", host, p.cfg.Kubeconfig, err)
+}
+
+// ServerVersion asks the API server for its version.
+func (p *Provider) ServerVersion(ctx context.Context) (*version.Version, error) {
+	rc, core, err := p.clients()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	body, err := core.RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return nil, p.apiError(rc.Host, err)
+	}
+	var info apiversion.Info
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("API server %s: parse /version: %w", rc.Host, err)
+	}
+	v, err := version.ParseSemantic(info.GitVersion)
+	if err != nil {
+		if v, err = version.ParseGeneric(info.GitVersion); err != nil {
+			return nil, fmt.Errorf("API server %s: version %q: %w", rc.Host, info.GitVersion, err)
+		}
+	}
+	return v, nil
+}
+
+// IsUp reports whether the API server answers /version. An unreachable or
+// refusing server is (false, nil); an unusable kubeconfig is an error.
+func (p *Provider) IsUp(ctx context.Context) (bool, error) {
+	if _, _, err := p.clients(); err != nil {
+		return false, err
+	}
+	if _, err := p.ServerVersion(ctx); err != nil {
+		p.log.Debug("API server not up", "err", err)
+		return false, nil
+	}
+	return true, nil
+}
+
+// Up attaches: it checks that the API server answers, that the test nodes
+// exist and are Ready, and that each is reachable over SSH (running true,
+// under sudo -n for a non-root user). Errors name what failed and the fix;
+// every node is checked before Up returns.
+func (p *Provider) Up(ctx context.Context) error {
+	v, err := p.ServerVersion(ctx)
+	if err != nil {
+		return err
+	}
+	p.log.Info("attached to cluster", "kubeconfig", p.cfg.Kubeconfig, "context", p.cfg.Context, "version", v.String())
+	ns, err := p.resolve(ctx, true)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() { errs[i] = n.checkReachable(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("existing: %w", err)
+	}
+	names := make([]string, len(ns))
+	for i, n := range ns {
+		names[i] = n.name + "@" + n.addr
+	}
+	p.log.Info("test nodes reachable over SSH", "nodes", names)
+	return nil
+}
+
+// Down closes the SSH connections. It leaves the cluster and the nodes as
+// they are: in particular it does not restore swapped kubelets (see
+// Node.RestoreKubelet).
+func (p *Provider) Down(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, n := range p.byName {
+		if err := n.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close ssh to %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TestNodes returns the nodes to test, resolved once through the API server.
+func (p *Provider) TestNodes(ctx context.Context) ([]nodes.Node, error) {
+	ns, err := p.resolve(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]nodes.Node, len(ns))
+	for i, n := range ns {
+		out[i] = n
+	}
+	return out, nil
+}
+
+// Node returns the Node for name reached at address (host or host:port),
+// without asking the API server; TestNodes hands out the same Node for the
+// same name.
+func (p *Provider) Node(name, address string) *Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nodeLocked(name, address)
+}
+
+func (p *Provider) nodeLocked(name, address string) *Node {
+	addr := p.hostPort(address)
+	if n, ok := p.byName[name]; ok && n.addr == addr {
+		return n
+	}
+	n := &Node{
+		name:    name,
+		addr:    addr,
+		sudo:    p.dialer.user != "root",
+		conn:    newConn(p.dialer, name, addr),
+		rootDir: p.cfg.KubeletRootDir,
+		unit:    p.cfg.KubeletUnit,
+		binary:  p.cfg.KubeletBinary,
+		svc:     p.cfg.ServiceManager,
+		log:     p.log,
+	}
+	if old, ok := p.byName[name]; ok {
+		old.Close()
+	}
+	p.byName[name] = n
+	return n
+}
+
+// hostPort adds SSH.Port to an address without a port.
+func (p *Provider) hostPort(address string) string {
+	if _, _, err := net.SplitHostPort(address); err == nil {
+		return address
+	}
+	return net.JoinHostPort(strings.Trim(address, "[]"), strconv.Itoa(p.cfg.SSH.Port))
+}
+
+// resolve finds the test nodes through the API server, once; checkReady
+// also requires them to be Ready (checked on every call).
+func (p *Provider) resolve(ctx context.Context, checkReady bool) ([]*Node, error) {
+	rc, core, err := p.clients()
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	cached := p.nodes
+	p.mu.Unlock()
+	if cached != nil && !checkReady {
+		return cached, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	list, err := core.Nodes().List(lctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("existing: list nodes: %w", p.apiError(rc.Host, err))
+	}
+	selected, err := selectNodes(list.Items, p.cfg.Nodes)
+	if err != nil {
+		return nil, fmt.Errorf("existing: %w", err)
+	}
+	var errs []error
+	if checkReady {
+		for _, n := range selected {
+			if err := nodeReady(&n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*Node, 0, len(selected))
+	for _, n := range selected {
+		addr := ""
+		if p.cfg.SSH.Address != nil {
+			addr = p.cfg.SSH.Address(n.Name)
+		}
+		if addr == "" {
+			addr = internalIP(&n)
+		}
+		if addr == "" {
+			errs = append(errs, fmt.Errorf("node %s has no InternalIP address; set SSH.Address for it", n.Name))
+			continue
+		}
+		out = append(out, p.nodeLocked(n.Name, addr))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("existing: %w", err)
+	}
+	p.nodes = out
+	return out, nil
+}
+
+// selectNodes picks the named nodes, or every node that is not a control
+// plane, sorted by name.
+func selectNodes(all []corev1.Node, names []string) ([]corev1.Node, error) {
+	var out []corev1.Node
+	if len(names) == 0 {
+		for _, n := range all {
+			if !isControlPlane(&n) {
+				out = append(out, n)
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("no worker nodes: all %d nodes have a control-plane role label or taint; name the nodes to test in Config.Nodes", len(all))
+		}
+	} else {
+		byName := map[string]corev1.Node{}
+		var known []string
+		for _, n := range all {
+			byName[n.Name] = n
+			known = append(known, n.Name)
+		}
+		sort.Strings(known)
+		var missing []string
+		for _, name := range names {
+			n, ok := byName[name]
+			if !ok {
+				missing = append(missing, name)
+				continue
+			}
+			if !slices.ContainsFunc(out, func(o corev1.Node) bool { return o.Name == name }) {
+				out = append(out, n)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("nodes %s not in the cluster (it has: %s)", strings.Join(missing, ", "), strings.Join(known, ", "))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func isControlPlane(n *corev1.Node) bool {
+	for _, k := range controlPlaneKeys {
+		if _, ok := n.Labels[k]; ok {
+			return true
+		}
+		for _, t := range n.Spec.Taints {
+			if t.Key == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) error {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("node %s is not Ready (%s: %s); fix it or leave it out of Config.Nodes", n.Name, c.Reason, c.Message)
+		}
+	}
+	return fmt.Errorf("node %s has no Ready condition; fix it or leave it out of Config.Nodes", n.Name)
+}
+
+func internalIP(n *corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && a.Address != "" {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// DumpClusterLogs writes each test node's kubelet log (ServiceManager.Logs,
+// journalctl by default) to dir/<node>/kubelet.log. It is best effort: it
+// tries every node, keeps what each wrote, and returns the failures joined.
+func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
+	ns, err := p.resolve(ctx, false)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range ns {
+		if err := n.dumpKubeletLog(ctx, filepath.Join(dir, n.name)); err != nil {
+			p.log.Warn("dump kubelet log", "node", n.name, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) dumpKubeletLog(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("dump kubelet log of %s: %w", n, err)
+	}
+	path := filepath.Join(dir, "kubelet.log")
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("dump kubelet log of %s: %w", n, err)
+	}
+	var stderr strings.Builder
+	argv := n.svc.argv(n.svc.Logs, n.unit)
+	err = n.Command(ctx, argv[0], argv[1:]...).SetStdout(f).SetStderr(&stderr).Run()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("dump kubelet log of %s to %s: %s: %w %s", n, path, exec.JoinArgv(argv), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}

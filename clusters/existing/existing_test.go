@@ -1,0 +1,643 @@
+package existing_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+)
+
+var (
+	_ clusters.Provider = (*existing.Provider)(nil)
+	_ nodes.Node        = (*existing.Node)(nil)
+)
+
+// closedAPIServer returns a kubeconfig pointing at a port nothing listens on.
+func closedAPIServer(t *testing.T) (path, server string) {
+	t.Helper()
+	port, err := sshdtest.ClosedPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = "https://127.0.0.1:" + strconv.Itoa(port)
+	path = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := sshdtest.WriteKubeconfig(path, server); err != nil {
+		t.Fatal(err)
+	}
+	return path, server
+}
+
+// newProvider makes a provider logging in to srv with its client key.
+func newProvider(t *testing.T, srv *sshdtest.Server, mutate func(*existing.Config)) *existing.Provider {
+	t.Helper()
+	kc, _ := closedAPIServer(t)
+	cfg := existing.Config{
+		Kubeconfig: kc,
+		SSH: existing.SSHConfig{
+			User:           srv.User,
+			Port:           srv.Port,
+			KeyFile:        srv.ClientKeyFile,
+			KnownHostsFile: srv.KnownHostsFile,
+			Timeout:        5 * time.Second,
+		},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := existing.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Down(context.Background()); err != nil {
+			t.Errorf("Down: %v", err)
+		}
+	})
+	return p
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestNewErrors(t *testing.T) {
+	dir := t.TempDir()
+	kc, _ := closedAPIServer(t)
+	key := filepath.Join(dir, "id")
+	if _, _, err := sshdtest.WriteKey(key); err != nil {
+		t.Fatal(err)
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := func() existing.Config {
+		return existing.Config{Kubeconfig: kc, SSH: existing.SSHConfig{KeyFile: key, KnownHostsFile: kh}}
+	}
+	missing := filepath.Join(dir, "no-such-kubeconfig")
+	for _, tc := range []struct {
+		name   string
+		mutate func(*existing.Config)
+		want   []string
+	}{
+		{"no kubeconfig", func(c *existing.Config) { c.Kubeconfig = "" }, []string{"Kubeconfig is required"}},
+		{"missing kubeconfig", func(c *existing.Config) { c.Kubeconfig = missing }, []string{missing}},
+		{"unknown context", func(c *existing.Config) { c.Context = "nope" }, []string{kc, `no context "nope"`, "test"}},
+		{"missing key", func(c *existing.Config) { c.SSH.KeyFile = filepath.Join(dir, "nokey") }, []string{filepath.Join(dir, "nokey")}},
+		{"missing known_hosts", func(c *existing.Config) { c.SSH.KnownHostsFile = filepath.Join(dir, "nokh") }, []string{filepath.Join(dir, "nokh"), "ssh-keyscan"}},
+		{"no credentials", func(c *existing.Config) { c.SSH.KeyFile = ""; t.Setenv("SSH_AUTH_SOCK", "") }, []string{"SSH.KeyFile", "SSH_AUTH_SOCK"}},
+		{"relative binary", func(c *existing.Config) { c.KubeletBinary = "kubelet" }, []string{"absolute"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := ok()
+			tc.mutate(&cfg)
+			_, err := existing.New(cfg)
+			if err == nil {
+				t.Fatal("New succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	if _, err := existing.New(ok()); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+}
+
+func TestUpUnreachableAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	kc, server := closedAPIServer(t)
+	key := filepath.Join(dir, "id")
+	if _, _, err := sshdtest.WriteKey(key); err != nil {
+		t.Fatal(err)
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := existing.New(existing.Config{Kubeconfig: kc, SSH: existing.SSHConfig{KeyFile: key, KnownHostsFile: kh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	err = p.Up(ctx)
+	want := fmt.Sprintf("API server %s from kubeconfig %s unreachable", server, kc)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Up = %v, want an error containing %q", err, want)
+	}
+	up, err := p.IsUp(ctx)
+	if up || err != nil {
+		t.Errorf("IsUp = %v, %v; want false, nil", up, err)
+	}
+	if _, err := p.ServerVersion(ctx); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ServerVersion = %v, want %q", err, want)
+	}
+	if p.KubeconfigPath() != kc || p.Name() != "existing" {
+		t.Errorf("KubeconfigPath, Name = %q, %q", p.KubeconfigPath(), p.Name())
+	}
+	rc, err := p.RESTConfig()
+	if err != nil || rc.Host != server {
+		t.Errorf("RESTConfig = %v, %v; want host %s", rc, err, server)
+	}
+	if err := p.Down(ctx); err != nil {
+		t.Errorf("Down: %v", err)
+	}
+}
+
+func TestCommand(t *testing.T) {
+	srv := sshdtest.Start(t)
+	p := newProvider(t, srv, nil)
+	n := p.Node("node-a", srv.Addr)
+	ctx := testContext(t)
+
+	t.Run("exit code and output", func(t *testing.T) {
+		res, err := exec.Output(ctx, n, "sh", "-c", "echo hi; echo err >&2; exit 3")
+		var re *exec.RunError
+		if !errors.As(err, &re) {
+			t.Fatalf("err = %v (%T), want *exec.RunError", err, err)
+		}
+		if res.Stdout != "hi\n" || res.Stderr != "err\n" || res.ExitCode != 3 || exec.ExitCode(err) != 3 {
+			t.Errorf("got stdout %q stderr %q code %d (%d), want hi, err, 3", res.Stdout, res.Stderr, res.ExitCode, exec.ExitCode(err))
+		}
+		if res.Node != "node-a" || !strings.Contains(err.Error(), "exited 3") {
+			t.Errorf("node %q, error %q", res.Node, err)
+		}
+	})
+
+	t.Run("argv quoting", func(t *testing.T) {
+		args := []string{"a b", "it's", "$HOME", `"q"`, "", "semi;colon", "*"}
+		res, err := exec.Output(ctx, n, append([]string{"printf", `%s|`}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.Join(args, "|") + "|"; res.Stdout != want {
+			t.Errorf("stdout %q, want %q", res.Stdout, want)
+		}
+	})
+
+	t.Run("env", func(t *testing.T) {
+		var out bytes.Buffer
+		err := n.Command(ctx, "sh", "-c", `printf '%s/%s' "$FOO" "$BAR"`).SetEnv("FOO=bar baz", "BAR=it's").SetStdout(&out).Run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "bar baz/it's" {
+			t.Errorf("stdout %q", out.String())
+		}
+	})
+
+	t.Run("stdin", func(t *testing.T) {
+		data := make([]byte, 3<<20)
+		if _, err := rand.Read(data); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := n.Command(ctx, "cat").SetStdin(bytes.NewReader(data)).SetStdout(&out).Run(); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), data) {
+			t.Errorf("cat returned %d bytes, sent %d (or they differ)", out.Len(), len(data))
+		}
+		// A command that does not read its stdin still succeeds.
+		if err := n.Command(ctx, "true").SetStdin(bytes.NewReader(data)).Run(); err != nil {
+			t.Errorf("true with unread stdin: %v", err)
+		}
+	})
+
+	t.Run("cancel kills the command", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			done <- n.Command(cctx, "sh", "-c", `echo $$ > "$1"; exec sleep 30`, "sh", pidFile).Run()
+		}()
+		pid := waitPID(t, pidFile)
+		cancel()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("Run did not return 15s after cancel")
+		}
+		t.Logf("returned %v after start: %v", time.Since(start), err)
+		if !errors.Is(err, context.Canceled) || exec.ExitCode(err) != -1 {
+			t.Errorf("err = %v (code %d), want context.Canceled and code -1", err, exec.ExitCode(err))
+		}
+		// sshd sent SIGKILL to the command's process group.
+		deadline := time.Now().Add(10 * time.Second)
+		for processAlive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("remote sleep (pid %d) still runs after cancel", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// The connection is still usable.
+		if _, err := exec.Output(ctx, n, "true"); err != nil {
+			t.Errorf("command after cancel: %v", err)
+		}
+	})
+
+	t.Run("cancelled before run", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		err := n.Command(cctx, "true").Run()
+		if !errors.Is(err, context.Canceled) || exec.ExitCode(err) != -1 {
+			t.Errorf("err = %v", err)
+		}
+	})
+
+	t.Run("reconnects after Down", func(t *testing.T) {
+		if err := p.Down(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := exec.Output(ctx, n, "true"); err != nil {
+			t.Errorf("command after Down: %v", err)
+		}
+	})
+
+	t.Run("parallel", func(t *testing.T) {
+		errs := make(chan error, 20)
+		for i := range 20 {
+			go func() {
+				res, err := exec.Output(ctx, n, "echo", strconv.Itoa(i))
+				if err == nil && res.Stdout != strconv.Itoa(i)+"\n" {
+					err = fmt.Errorf("stdout %q", res.Stdout)
+				}
+				errs <- err
+			}()
+		}
+		for range 20 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+func waitPID(t *testing.T, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(file)
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remote command did not write %s", file)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || !bytes.HasPrefix(bytes.TrimSpace(b[i+1:]), []byte("Z"))
+}
+
+func TestUnknownHostKey(t *testing.T) {
+	srv := sshdtest.Start(t)
+	empty := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = empty })
+	_, err := exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
+	if err == nil {
+		t.Fatal("connected to an unknown host")
+	}
+	for _, w := range []string{"node-a", srv.Addr, "not in known_hosts " + empty, fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> %s", srv.Port, empty)} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if exec.ExitCode(err) != -1 {
+		t.Errorf("exit code %d, want -1", exec.ExitCode(err))
+	}
+}
+
+func TestChangedHostKey(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	other, _, err := sshdtest.WriteKey(filepath.Join(dir, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	line := fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, strings.TrimSpace(string(marshal(other))))
+	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = kh })
+	_, err = exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
+	if err == nil {
+		t.Fatal("connected despite a changed host key")
+	}
+	for _, w := range []string{"does NOT match", kh, "ssh-keygen", "ssh-keyscan"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+func TestWrongKey(t *testing.T) {
+	srv := sshdtest.Start(t)
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	if _, _, err := sshdtest.WriteKey(wrong); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KeyFile = wrong })
+	_, err := exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
+	if err == nil {
+		t.Fatal("logged in with a key not in authorized_keys")
+	}
+	for _, w := range []string{"node-a", srv.Addr, fmt.Sprintf("user %q", srv.User), "authentication", wrong, "authorized_keys"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+func TestAgentAuth(t *testing.T) {
+	srv := sshdtest.Start(t)
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: mustParseKey(t, srv.ClientKeyFile)}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = agent.ServeAgent(keyring, c); c.Close() }()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KeyFile = "" })
+	res, err := exec.Output(testContext(t), p.Node("node-a", srv.Addr), "echo", "via agent")
+	if err != nil || res.Stdout != "via agent\n" {
+		t.Fatalf("got %q, %v", res.Stdout, err)
+	}
+}
+
+func TestUnreachablePort(t *testing.T) {
+	srv := sshdtest.Start(t) // for its keys; the node points elsewhere
+	port, err := sshdtest.ClosedPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.Port = port })
+	n := p.Node("node-b", "127.0.0.1")
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	if n.Address() != addr {
+		t.Errorf("Address = %q, want %q", n.Address(), addr)
+	}
+	_, err = exec.Output(testContext(t), n, "true")
+	if err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	for _, w := range []string{"node-b", addr, "SSH.Address"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if exec.ExitCode(err) != -1 {
+		t.Errorf("exit code %d, want -1", exec.ExitCode(err))
+	}
+}
+
+func TestSwapRestoreKubelet(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	kubelet := filepath.Join(dir, "bin", "kubelet")
+	if err := os.MkdirAll(filepath.Dir(kubelet), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, kubelet, "original kubelet", 0o755)
+	p := newProvider(t, srv, func(c *existing.Config) { c.KubeletBinary = kubelet })
+	n := p.Node("node-a", srv.Addr)
+	ctx := testContext(t)
+
+	newBin := func(name, content string) binaries.Binary {
+		path := filepath.Join(dir, name)
+		writeFile(t, path, content, 0o644)
+		sum, err := binaries.FileSHA256(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return binaries.Binary{Component: "kubelet", Version: name, Path: path, SHA256: sum}
+	}
+	v1 := newBin("v1.35.0", "kubelet 1.35")
+	v2 := newBin("v1.36.0", strings.Repeat("kubelet 1.36\n", 200000))
+
+	if err := n.SwapKubelet(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, kubelet, "kubelet 1.35", 0o755)
+	assertFile(t, kubelet+existing.OrigSuffix, "original kubelet", 0o755)
+	assertMissing(t, kubelet+existing.NewSuffix)
+
+	if err := n.SwapKubelet(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, kubelet, strings.Repeat("kubelet 1.36\n", 200000), 0o755)
+	assertFile(t, kubelet+existing.OrigSuffix, "original kubelet", 0o755)
+
+	bad := v1
+	bad.SHA256 = strings.Repeat("0", 64)
+	err := n.SwapKubelet(ctx, bad)
+	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "node-a") {
+		t.Errorf("swap with wrong sha256 = %v", err)
+	}
+	assertFile(t, kubelet, strings.Repeat("kubelet 1.36\n", 200000), 0o755)
+	assertMissing(t, kubelet+existing.NewSuffix)
+
+	missing := v1
+	missing.Path = filepath.Join(dir, "nope")
+	if err := n.SwapKubelet(ctx, missing); err == nil || !strings.Contains(err.Error(), missing.Path) {
+		t.Errorf("swap with missing file = %v", err)
+	}
+
+	if err := n.RestoreKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, kubelet, "original kubelet", 0o755)
+	assertMissing(t, kubelet+existing.OrigSuffix)
+	// Nothing to restore is fine.
+	if err := n.RestoreKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, kubelet, "original kubelet", 0o755)
+}
+
+// fakeServiceManager writes a script standing in for systemctl: it records
+// its arguments in dir/calls and keeps the unit's state in dir/state;
+// start sets the state to dir/after-start's content (default active).
+func fakeServiceManager(t *testing.T) (existing.ServiceManager, string) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "svc")
+	writeFile(t, script, `#!/bin/sh
+d=$(dirname "$0")
+echo "$*" >> "$d/calls"
+case "$1" in
+stop) echo inactive > "$d/state" ;;
+start) if [ -f "$d/after-start" ]; then cat "$d/after-start" > "$d/state"; else echo active > "$d/state"; fi ;;
+is-active) s=$(cat "$d/state"); echo "$s"; [ "$s" = active ] ;;
+logs) echo "log of $2"; echo "more log" ;;
+noop) ;;
+esac
+`, 0o755)
+	writeFile(t, filepath.Join(dir, "state"), "active\n", 0o644)
+	return existing.ServiceManager{
+		Stop:     []string{script, "stop", "{unit}"},
+		Start:    []string{script, "start", "{unit}"},
+		IsActive: []string{script, "is-active", "{unit}"},
+		Logs:     []string{script, "logs", "{unit}"},
+	}, dir
+}
+
+func TestStopStartKubelet(t *testing.T) {
+	srv := sshdtest.Start(t)
+	svc, dir := fakeServiceManager(t)
+	p := newProvider(t, srv, func(c *existing.Config) {
+		c.ServiceManager = svc
+		c.KubeletUnit = "kubelet-test"
+	})
+	n := p.Node("node-a", srv.Addr)
+	ctx := testContext(t)
+	calls := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "calls"))
+		os.Remove(filepath.Join(dir, "calls"))
+		return string(b)
+	}
+
+	if err := n.StopKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := calls(), "stop kubelet-test\nis-active kubelet-test\n"; got != want {
+		t.Errorf("stop calls %q, want %q", got, want)
+	}
+	if err := n.StartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := calls(), "start kubelet-test\nis-active kubelet-test\n"; got != want {
+		t.Errorf("start calls %q, want %q", got, want)
+	}
+	if s, err := n.KubeletState(ctx); s != "active" || err != nil {
+		t.Errorf("KubeletState = %q, %v", s, err)
+	}
+
+	// A unit that fails to start.
+	writeFile(t, filepath.Join(dir, "after-start"), "failed\n", 0o644)
+	err := n.StartKubelet(ctx)
+	if err == nil || !strings.Contains(err.Error(), "start kubelet on node-a") || !strings.Contains(err.Error(), "failed") {
+		t.Errorf("StartKubelet of a failing unit = %v", err)
+	}
+
+	// A unit that does not stop: the wait ends with ctx.
+	writeFile(t, filepath.Join(dir, "state"), "active\n", 0o644)
+	p2 := newProvider(t, srv, func(c *existing.Config) {
+		c.ServiceManager = svc
+		c.ServiceManager.Stop = []string{svc.Stop[0], "noop", "{unit}"}
+	})
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	err = p2.Node("node-a", srv.Addr).StopKubelet(sctx)
+	if err == nil || !strings.Contains(err.Error(), "stop kubelet on node-a") || !strings.Contains(err.Error(), `still "active"`) {
+		t.Errorf("StopKubelet of a unit that stays active = %v", err)
+	}
+
+	// A failing stop command.
+	p3 := newProvider(t, srv, func(c *existing.Config) {
+		c.ServiceManager = svc
+		c.ServiceManager.Stop = []string{"sh", "-c", "echo no such unit >&2; exit 5"}
+	})
+	err = p3.Node("node-a", srv.Addr).StopKubelet(ctx)
+	if err == nil || exec.ExitCode(err) != 5 || !strings.Contains(err.Error(), "no such unit") {
+		t.Errorf("StopKubelet with a failing stop = %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if string(b) != content {
+		t.Errorf("%s holds %.40q..., want %.40q...", path, b, content)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
+		t.Errorf("%s mode %v, want %v", path, fi.Mode().Perm(), mode)
+	}
+}
+
+func assertMissing(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s exists (%v)", path, err)
+	}
+}
+
+func marshal(k ssh.PublicKey) []byte { return ssh.MarshalAuthorizedKey(k) }
+
+func mustParseKey(t *testing.T, path string) any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.ParseRawPrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

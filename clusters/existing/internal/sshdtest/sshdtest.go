@@ -1,0 +1,280 @@
+// Package sshdtest runs a real OpenSSH sshd on 127.0.0.1 for tests, with
+// its own host key, client key, authorized_keys and known_hosts in a temp
+// directory. The test's cleanup stops it and its per-connection children.
+package sshdtest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// SSHD is the sshd binary the tests run.
+const SSHD = "/usr/sbin/sshd"
+
+// Server is a running sshd.
+type Server struct {
+	Dir            string
+	Host           string // 127.0.0.1
+	Port           int
+	Addr           string // Host:Port
+	User           string // the current user, whom the client key logs in as
+	ClientKeyFile  string // an unencrypted ed25519 key in authorized_keys
+	ClientKey      ssh.Signer
+	KnownHostsFile string // holds the host key for [127.0.0.1]:Port
+	HostKey        ssh.PublicKey
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stderr *lockedBuffer
+}
+
+// Start starts sshd, skipping the test if it is not installed.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := os.Stat(SSHD); err != nil {
+		t.Skipf("%s not found (install openssh-server): %v", SSHD, err)
+	}
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sshd's privilege separation needs its empty directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &Server{Dir: dir, Host: "127.0.0.1", User: u.Username}
+
+	hostKeyFile := filepath.Join(dir, "ssh_host_ed25519_key")
+	if s.HostKey, _, err = WriteKey(hostKeyFile); err != nil {
+		t.Fatal(err)
+	}
+	s.ClientKeyFile = filepath.Join(dir, "id_ed25519")
+	var clientPub ssh.PublicKey
+	if clientPub, s.ClientKey, err = WriteKey(s.ClientKeyFile); err != nil {
+		t.Fatal(err)
+	}
+	authorizedKeys := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(authorizedKeys, ssh.MarshalAuthorizedKey(clientPub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgFile := filepath.Join(dir, "sshd_config")
+		cfg := fmt.Sprintf(`Port %d
+ListenAddress 127.0.0.1
+HostKey %s
+AuthorizedKeysFile %s
+PidFile %s
+StrictModes no
+UsePAM no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+PrintMotd no
+PrintLastLog no
+LogLevel VERBOSE
+`, port, hostKeyFile, authorizedKeys, filepath.Join(dir, "sshd.pid"))
+		if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if lastErr = s.start(cfgFile, port); lastErr == nil {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatalf("start sshd: %v", lastErr)
+	}
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() {
+			t.Logf("sshd log:\n%s", s.stderr.String())
+		}
+	})
+
+	s.KnownHostsFile = filepath.Join(dir, "known_hosts")
+	line := knownhosts.Line([]string{knownhosts.Normalize(s.Addr)}, s.HostKey) + "\n"
+	if err := os.WriteFile(s.KnownHostsFile, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// start runs sshd on port and waits until it accepts connections.
+func (s *Server) start(cfgFile string, port int) error {
+	s.stderr = &lockedBuffer{}
+	cmd := exec.Command(SSHD, "-D", "-e", "-f", cfgFile)
+	cmd.Stdout = s.stderr
+	cmd.Stderr = s.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("sshd exited: %s", s.stderr.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+			return fmt.Errorf("sshd not listening on %s after 10s: %v\n%s", addr, err, s.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.cmd, s.Port, s.Addr = cmd, port, addr
+	s.exited = exited
+	return nil
+}
+
+// stop kills sshd's per-connection children, then sshd.
+func (s *Server) stop() {
+	if s.cmd == nil {
+		return
+	}
+	pid := s.cmd.Process.Pid
+	for _, child := range children(pid) {
+		_ = syscall.Kill(child, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+	}
+	s.cmd = nil
+}
+
+// children lists the processes whose parent is pid (sshd's connection
+// processes start their own sessions, so the group kill misses them).
+func children(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parens.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// WriteKey writes a new unencrypted ed25519 private key to path (0600) and
+// returns its public key and signer.
+func WriteKey(path string) (ssh.PublicKey, ssh.Signer, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, nil, err
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return signer.PublicKey(), signer, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ClosedPort returns a 127.0.0.1 port nothing listens on (racy, as any).
+func ClosedPort() (int, error) { return freePort() }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// WriteKubeconfig writes a kubeconfig whose current context "test" points
+// at server (e.g. https://127.0.0.1:PORT) with a dummy token.
+func WriteKubeconfig(path, server string) error {
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: test
+  user:
+    token: dummy
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: test
+current-context: test
+`, server)
+	return os.WriteFile(path, []byte(cfg), 0o600)
+}

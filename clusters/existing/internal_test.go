@@ -1,0 +1,149 @@
+package existing
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+)
+
+func TestRemoteCommand(t *testing.T) {
+	for _, tc := range []struct {
+		sudo      bool
+		env, argv []string
+		want      string
+	}{
+		{false, nil, []string{"true"}, "true"},
+		{false, nil, []string{"sh", "-c", "echo $X; exit 3"}, `sh -c 'echo $X; exit 3'`},
+		{true, nil, []string{"systemctl", "stop", "kubelet"}, "sudo -n systemctl stop kubelet"},
+		{true, []string{"A=b c", "D=e"}, []string{"cat", "it's"}, `sudo -n env 'A=b c' D=e cat 'it'\''s'`},
+		{false, []string{"A=1"}, []string{"env"}, "env A=1 env"},
+	} {
+		if got := remoteCommand(tc.sudo, tc.env, tc.argv); got != tc.want {
+			t.Errorf("remoteCommand(%v, %q, %q) = %q, want %q", tc.sudo, tc.env, tc.argv, got, tc.want)
+		}
+	}
+}
+
+func TestSelectNodes(t *testing.T) {
+	node := func(name string, labels map[string]string, taints ...string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		for _, k := range taints {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: k, Effect: corev1.TaintEffectNoSchedule})
+		}
+		return n
+	}
+	all := []corev1.Node{
+		node("cp", map[string]string{"node-role.kubernetes.io/control-plane": ""}),
+		node("old-master", nil, "node-role.kubernetes.io/master"),
+		node("w2", map[string]string{"kubernetes.io/os": "linux"}),
+		node("w1", nil, "example.com/other"),
+	}
+	names := func(ns []corev1.Node) string {
+		var s []string
+		for _, n := range ns {
+			s = append(s, n.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	got, err := selectNodes(all, nil)
+	if err != nil || names(got) != "w1,w2" {
+		t.Errorf("workers = %q, %v; want w1,w2", names(got), err)
+	}
+	got, err = selectNodes(all, []string{"cp", "w2", "cp"})
+	if err != nil || names(got) != "cp,w2" {
+		t.Errorf("named = %q, %v; want cp,w2", names(got), err)
+	}
+	if _, err := selectNodes(all, []string{"w1", "ghost"}); err == nil || !strings.Contains(err.Error(), "ghost") || !strings.Contains(err.Error(), "cp, old-master, w1, w2") {
+		t.Errorf("missing node error = %v", err)
+	}
+	if _, err := selectNodes(all[:2], nil); err == nil || !strings.Contains(err.Error(), "Config.Nodes") {
+		t.Errorf("no workers error = %v", err)
+	}
+}
+
+func TestNodeReadyAndAddress(t *testing.T) {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}}
+	if err := nodeReady(&n); err == nil {
+		t.Error("node without conditions is Ready")
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "PLEG"}}
+	if err := nodeReady(&n); err == nil || !strings.Contains(err.Error(), "KubeletNotReady") {
+		t.Errorf("not ready: %v", err)
+	}
+	n.Status.Conditions[0].Status = corev1.ConditionTrue
+	if err := nodeReady(&n); err != nil {
+		t.Error(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "w1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}
+	if got := internalIP(&n); got != "10.0.0.7" {
+		t.Errorf("internalIP = %q", got)
+	}
+}
+
+func TestHostPort(t *testing.T) {
+	p := &Provider{cfg: Config{SSH: SSHConfig{Port: 2222}}}
+	for in, want := range map[string]string{
+		"10.0.0.1":       "10.0.0.1:2222",
+		"10.0.0.1:22":    "10.0.0.1:22",
+		"node.example":   "node.example:2222",
+		"fd00::1":        "[fd00::1]:2222",
+		"[fd00::1]":      "[fd00::1]:2222",
+		"[fd00::1]:2200": "[fd00::1]:2200",
+	} {
+		if got := p.hostPort(in); got != want {
+			t.Errorf("hostPort(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDumpClusterLogs(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := sshdtest.WriteKubeconfig(kc, "https://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{
+		Kubeconfig:  kc,
+		KubeletUnit: "kubelet-x",
+		SSH:         SSHConfig{User: srv.User, Port: srv.Port, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile},
+		ServiceManager: ServiceManager{
+			Logs: []string{"sh", "-c", `echo "journal of $1"; echo line2`, "sh", "{unit}"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Down(context.Background())
+	good := p.Node("node-a", srv.Addr)
+	closed, err := sshdtest.ClosedPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := p.Node("node-b", "127.0.0.1:"+strconv.Itoa(closed))
+	p.nodes = []*Node{good, bad} // as resolved by the API server
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := filepath.Join(dir, "logs")
+	err = p.DumpClusterLogs(ctx, out)
+	if err == nil || !strings.Contains(err.Error(), "node-b") {
+		t.Errorf("DumpClusterLogs = %v, want an error for node-b only", err)
+	}
+	b, rerr := os.ReadFile(filepath.Join(out, "node-a", "kubelet.log"))
+	if rerr != nil || string(b) != "journal of kubelet-x\nline2\n" {
+		t.Errorf("node-a kubelet.log = %q, %v", b, rerr)
+	}
+	if err != nil && strings.Contains(err.Error(), "node-a") {
+		t.Errorf("node-a failed: %v", err)
+	}
+}

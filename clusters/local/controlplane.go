@@ -1,0 +1,124 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+)
+
+// startDaemon starts one component, records it for Down, and waits for
+// ready.
+func (p *Provider) startDaemon(ctx context.Context, name string, argv []string, timeout time.Duration, ready func(context.Context) error) error {
+	proc, err := process.Start(name, p.path("logs", name+".log"), p.path("pids", name+".pid"), argv, nil)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.procs = append(p.procs, proc)
+	p.mu.Unlock()
+	if ready == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := proc.WaitReady(wctx, 100*time.Millisecond, ready); err != nil {
+		return fmt.Errorf("local provider: start %s: %w", name, err)
+	}
+	return nil
+}
+
+func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binaries.Binary) error {
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", p.ports.etcdClient)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", p.ports.etcdPeer)
+	err := p.startDaemon(ctx, "etcd", []string{"/usr/bin/etcd",
+		"--name=skewtest", "--data-dir=" + p.path("etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=skewtest=" + peerURL, "--initial-cluster-state=new",
+		"--logger=zap", "--log-outputs=stderr",
+	}, 30*time.Second, httpOK(etcdURL+"/health", nil))
+	if err != nil {
+		return err
+	}
+	pk := func(f string) string { return p.path("pki", f) }
+	err = p.startDaemon(ctx, "kube-apiserver", []string{bins["kube-apiserver"].Path,
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ports.apiserver),
+		"--advertise-address=" + p.nodeIP.String(),
+		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--client-ca-file=" + pk("ca.crt"),
+		"--tls-cert-file=" + pk("apiserver.crt"), "--tls-private-key-file=" + pk("apiserver.key"),
+		"--kubelet-client-certificate=" + pk("apiserver-kubelet-client.crt"), "--kubelet-client-key=" + pk("apiserver-kubelet-client.key"),
+		// Without this the node proxy (kubelet logs, metrics) dials the
+		// node name, which does not resolve.
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + pk("sa.pub"), "--service-account-signing-key-file=" + pk("sa.key"),
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--profiling=false",
+	}, 90*time.Second, p.apiserverReady)
+	if err != nil {
+		return err
+	}
+	if err := p.startDaemon(ctx, "kube-controller-manager", []string{bins["kube-controller-manager"].Path,
+		"--kubeconfig=" + p.path("kubeconfig", "controller-manager.kubeconfig"),
+		"--authentication-kubeconfig=" + p.path("kubeconfig", "controller-manager.kubeconfig"),
+		"--authorization-kubeconfig=" + p.path("kubeconfig", "controller-manager.kubeconfig"),
+		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + pk("sa.key"),
+		"--root-ca-file=" + pk("ca.crt"),
+		"--cluster-signing-cert-file=" + pk("ca.crt"), "--cluster-signing-key-file=" + pk("ca.key"),
+		"--allocate-node-cidrs=false",
+		"--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+	}, 0, nil); err != nil {
+		return err
+	}
+	return p.startDaemon(ctx, "kube-scheduler", []string{bins["kube-scheduler"].Path,
+		"--kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
+		"--authentication-kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
+		"--authorization-kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
+		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--leader-elect=false",
+	}, 0, nil)
+}
+
+func (p *Provider) apiserverReady(ctx context.Context) error {
+	cs, err := p.client()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
+	return err
+}
+
+func httpOK(url string, client *http.Client) func(context.Context) error {
+	if client == nil {
+		client = &http.Client{Timeout: 2 * time.Second}
+	}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,191 @@
+// Package process runs the long-lived daemons of a local cluster (etcd, the
+// control plane, containerd, the kubelet) as children of the harness, each
+// with its own log file and a pid file so a later `skewtest clean` can find
+// them after the harness itself was killed.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is one started daemon.
+type Process struct {
+	Name    string
+	LogFile string
+	PIDFile string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+// Start runs argv with output appended to logFile and writes pidFile. The
+// process gets its own process group so that stopping it stops its
+// children too, and it is not tied to ctx: daemons outlive the call that
+// started them and are stopped with Stop.
+func Start(name, logFile, pidFile string, argv []string, env []string) (*Process, error) {
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log for %s: %w", name, err)
+	}
+	fmt.Fprintf(lf, "==== skewtest: %s starting at %s: %s\n", name, time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s (%s): %w", name, argv[0], err)
+	}
+	p := &Process{Name: name, LogFile: logFile, PIDFile: pidFile, cmd: cmd, done: make(chan struct{})}
+	if pidFile != "" {
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+			_ = cmd.Process.Kill()
+		}
+	}
+	go func() {
+		p.err = cmd.Wait()
+		lf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PID of the process.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has exited, and its error.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Done is closed when the process exits.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Stop sends SIGTERM to the process group, waits up to grace, then
+// SIGKILLs it. It returns once the process is gone.
+func (p *Process) Stop(grace time.Duration) error {
+	if exited, _ := p.Exited(); exited {
+		p.removePIDFile()
+		return nil
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, p.cmd.Process.Pid)
+		}
+	}
+	p.removePIDFile()
+	return nil
+}
+
+func (p *Process) removePIDFile() {
+	if p.PIDFile != "" {
+		os.Remove(p.PIDFile)
+	}
+}
+
+// WaitReady polls ready every interval until it returns nil, the process
+// exits (an error with the tail of its log), or ctx ends.
+func (p *Process) WaitReady(ctx context.Context, interval time.Duration, ready func(context.Context) error) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last error
+	for {
+		if last = ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited before it was ready (%v); last log lines from %s:\n%s", p.Name, p.err, p.LogFile, TailFile(p.LogFile, 15))
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w (last check: %v); log: %s", p.Name, ctx.Err(), last, p.LogFile)
+		case <-t.C:
+		}
+	}
+}
+
+// TailFile returns the last n lines of a file, for error messages.
+func TailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// KillPIDFile kills (SIGKILL) the process group recorded in pidFile, if it
+// is still alive, and removes the file. For cleanup after a harness that
+// died without stopping its children.
+func KillPIDFile(pidFile string) error {
+	b, err := os.ReadFile(pidFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		os.Remove(pidFile)
+		return nil
+	}
+	if err := KillAndWait(pid, 10*time.Second); err != nil {
+		return err
+	}
+	return os.Remove(pidFile)
+}
+
+// KillAndWait SIGKILLs pid's process group and pid, and waits for pid to
+// disappear.
+func KillAndWait(pid int, timeout time.Duration) error {
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if !Alive(pid) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("pid %d still alive %s after SIGKILL", pid, timeout)
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// State is the field after the parenthesised command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}

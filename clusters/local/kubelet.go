@@ -1,0 +1,257 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+)
+
+// Node is the local cluster's one node: this host, with the kubelet run
+// as a child process.
+type Node struct {
+	exec.Local
+	p   *Provider
+	st  state
+	mu  sync.Mutex
+	bin binaries.Binary // installed kubelet
+	run int             // kubelet runs so far, for log names
+	// proc is the running kubelet, nil when stopped.
+	proc *process.Process
+	log  string
+	// notes are facts the harness should report ("removed checkpoint ...").
+	notes []string
+}
+
+var _ interface {
+	exec.Cmder
+	String() string
+} = (*Node)(nil)
+
+func (p *Provider) newNode(st state) (*Node, error) {
+	for _, d := range []string{p.kubeletRoot(), p.path("kubelet-config"), p.path("pod-logs"), p.path("flexvolume")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	return &Node{p: p, st: st}, nil
+}
+
+func (p *Provider) kubeletRoot() string { return p.path("kubelet") }
+
+// String is the node name.
+func (n *Node) String() string { return NodeName }
+
+// KubeletRootDir implements nodes.Node.
+func (n *Node) KubeletRootDir() string { return n.p.kubeletRoot() }
+
+// LogFile is the current (or last) kubelet run's log.
+func (n *Node) LogFile() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.log
+}
+
+// Notes returns and clears what the node did that a report should say.
+func (n *Node) Notes() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.notes
+	n.notes = nil
+	return out
+}
+
+// StopKubelet implements nodes.Node: SIGTERM, then SIGKILL after 30 s.
+func (n *Node) StopKubelet(context.Context) error {
+	n.mu.Lock()
+	proc := n.proc
+	n.proc = nil
+	n.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	if err := proc.Stop(30 * time.Second); err != nil {
+		return fmt.Errorf("stop kubelet on %s: %w", NodeName, err)
+	}
+	return nil
+}
+
+// SwapKubelet implements nodes.Node: the next start runs bin with a
+// configuration written for its version.
+func (n *Node) SwapKubelet(_ context.Context, bin binaries.Binary) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc != nil {
+		return fmt.Errorf("swap kubelet on %s: the kubelet is running; stop it first", NodeName)
+	}
+	v, err := version.ParseSemantic(bin.Version)
+	if err != nil {
+		return fmt.Errorf("swap kubelet on %s: version %q of %s: %w", NodeName, bin.Version, bin.Path, err)
+	}
+	if _, err := os.Stat(bin.Path); err != nil {
+		return fmt.Errorf("swap kubelet on %s: %w", NodeName, err)
+	}
+	if err := os.WriteFile(n.configFile(v), []byte(n.kubeletConfig(v)), 0o644); err != nil {
+		return fmt.Errorf("swap kubelet on %s: write config: %w", NodeName, err)
+	}
+	n.bin = bin
+	return nil
+}
+
+func (n *Node) configFile(v *version.Version) string {
+	return n.p.path("kubelet-config", fmt.Sprintf("kubelet-v%s.yaml", v))
+}
+
+// StartKubelet implements nodes.Node. It returns once the kubelet answers
+// /healthz. An older kubelet may refuse checkpoint files a newer one wrote
+// ("checkpoint is corrupted"): then the checkpoint files are removed, the
+// start is retried once, and a note says so.
+func (n *Node) StartKubelet(ctx context.Context) error {
+	err := n.startOnce(ctx)
+	if err == nil {
+		return nil
+	}
+	var ce *checkpointError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	var removed []string
+	for _, f := range []string{"cpu_manager_state", "memory_manager_state", "dra_manager_state"} {
+		path := filepath.Join(n.KubeletRootDir(), f)
+		if os.Remove(path) == nil {
+			removed = append(removed, f)
+		}
+	}
+	n.mu.Lock()
+	n.notes = append(n.notes, fmt.Sprintf("kubelet %s refused a checkpoint written by another version (%s); removed %s and started again", n.bin.Version, ce.line, strings.Join(removed, ", ")))
+	n.mu.Unlock()
+	return n.startOnce(ctx)
+}
+
+type checkpointError struct{ line string }
+
+func (e *checkpointError) Error() string { return "kubelet refused a checkpoint: " + e.line }
+
+func (n *Node) startOnce(ctx context.Context) error {
+	n.mu.Lock()
+	if n.proc != nil {
+		n.mu.Unlock()
+		return fmt.Errorf("start kubelet on %s: already running", NodeName)
+	}
+	if n.bin.Path == "" {
+		n.mu.Unlock()
+		return fmt.Errorf("start kubelet on %s: no kubelet installed (SwapKubelet first)", NodeName)
+	}
+	n.run++
+	v, _ := version.ParseSemantic(n.bin.Version)
+	logFile := n.p.path("logs", fmt.Sprintf("kubelet-%d-%s.log", n.run, n.bin.Version))
+	argv := []string{n.bin.Path,
+		"--config=" + n.configFile(v),
+		"--kubeconfig=" + n.p.path("kubeconfig", "kubelet.kubeconfig"),
+		"--root-dir=" + n.KubeletRootDir(),
+		"--hostname-override=" + NodeName,
+		"--node-ip=" + n.p.nodeIP.String(),
+		"--v=2",
+	}
+	proc, err := process.Start("kubelet", logFile, n.p.path("pids", "kubelet.pid"), argv, nil)
+	if err != nil {
+		n.mu.Unlock()
+		return fmt.Errorf("start kubelet on %s: %w", NodeName, err)
+	}
+	n.proc, n.log = proc, logFile
+	n.mu.Unlock()
+
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	err = proc.WaitReady(wctx, 50*time.Millisecond, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.p.ports.kubeletHealthz), nil))
+	if err == nil {
+		return nil
+	}
+	n.mu.Lock()
+	n.proc = nil
+	n.mu.Unlock()
+	_ = proc.Stop(5 * time.Second)
+	logTail := process.TailFile(logFile, 40)
+	for _, line := range strings.Split(logTail, "\n") {
+		if strings.Contains(line, "checkpoint is corrupted") || strings.Contains(line, "checkpoint is corrupt") {
+			return &checkpointError{line: strings.TrimSpace(line)}
+		}
+	}
+	return fmt.Errorf("start kubelet %s on %s: the kubelet did not become healthy: %w\n(if it rejected a flag, config field or feature gate, that version does not know it; log: %s)", n.bin.Version, NodeName, err, logFile)
+}
+
+// kubeletConfig is the KubeletConfiguration for version v. It names only
+// fields every supported version (1.31+) knows: an unknown field is only a
+// warning, but an unknown feature gate or a removed flag is fatal.
+func (n *Node) kubeletConfig(v *version.Version) string {
+	var b strings.Builder
+	_ = kubeletConfigTmpl.Execute(&b, map[string]any{
+		"CA":          n.p.path("pki", "ca.crt"),
+		"CgroupRoot":  n.st.CgroupRoot,
+		"Runtime":     "unix://" + n.p.ContainerdSocket(),
+		"PodLogs":     n.p.path("pod-logs"),
+		"Flex":        n.p.path("flexvolume"),
+		"Address":     n.p.nodeIP.String(),
+		"Port":        n.p.ports.kubelet,
+		"HealthzPort": n.p.ports.kubeletHealthz,
+		// cgroup v1 hosts: kubelets from 1.35 refuse to start unless told.
+		"FailCgroupV1": !cgroupV1Host(),
+		"Version":      v.String(),
+	})
+	return b.String()
+}
+
+var kubeletConfigTmpl = template.Must(template.New("kubelet").Parse(`# skewtest: KubeletConfiguration for kubelet v{{.Version}}
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: {{.CA}}
+authorization:
+  mode: Webhook
+address: {{.Address}}
+port: {{.Port}}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: {{.HealthzPort}}
+cgroupDriver: cgroupfs
+cgroupRoot: {{.CgroupRoot}}
+failCgroupV1: {{.FailCgroupV1}}
+containerRuntimeEndpoint: {{.Runtime}}
+podLogsDir: {{.PodLogs}}
+volumePluginDir: {{.Flex}}
+failSwapOn: false
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+syncFrequency: 10s
+nodeStatusUpdateFrequency: 2s
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%"
+  nodefs.inodesFree: "1%"
+  imagefs.available: "1%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+`))
+
+func cgroupV1Host() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err != nil
+}
+

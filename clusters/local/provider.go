@@ -1,0 +1,208 @@
+// Package local is the provider that runs a real single-node cluster on
+// this Linux host with no Docker, cloud account or registry: etcd, the
+// control plane and containerd built or installed offline, one real kubelet,
+// and skewtest's own CSI node plugin making real mounts. Everything a run
+// makes lives under one run directory (sockets, state, logs, the kubelet's
+// root) so it never collides with a containerd or kubelet the host already
+// runs, and Down removes it all.
+package local
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+)
+
+// DefaultRunRoot holds one directory per run.
+const DefaultRunRoot = "/var/lib/skewtest"
+
+// NodeName is the name the kubelet registers.
+const NodeName = "skewtest-worker"
+
+// CSIDriverName is the name of skewtest's own CSI node plugin.
+const CSIDriverName = "csi.skewtest.k8s.io"
+
+// Config configures a local cluster.
+type Config struct {
+	// RunID names the run directory <RunRoot>/<RunID>.
+	RunID   string
+	RunRoot string
+	// CacheDir is the binary cache (binaries.DefaultCacheDir()).
+	CacheDir string
+	// APIServerVersion is the control plane's version: the plan's newest.
+	APIServerVersion *version.Version
+	// Kubelet is the binary the node starts with: the plan's first.
+	Kubelet binaries.Binary
+	Logger  *slog.Logger
+}
+
+// Provider is a local cluster.
+type Provider struct {
+	cfg    Config
+	dir    string
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	procs     []*process.Process // control plane and containerd, in start order
+	node      *Node
+	driver    *csidriver.Driver
+	nodeIP    net.IP
+	ports     ports
+	binaries  []binaries.Binary
+	restCfg   *rest.Config
+	clientset kubernetes.Interface
+}
+
+// New validates cfg; nothing is created until Up.
+func New(cfg Config) (*Provider, error) {
+	if cfg.RunID == "" {
+		return nil, fmt.Errorf("local provider: a run ID is required")
+	}
+	if cfg.RunRoot == "" {
+		cfg.RunRoot = DefaultRunRoot
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = binaries.DefaultCacheDir()
+	}
+	if cfg.APIServerVersion == nil {
+		return nil, fmt.Errorf("local provider: the API server version is required")
+	}
+	if cfg.Kubelet.Path == "" {
+		return nil, fmt.Errorf("local provider: the initial kubelet binary is required")
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger}, nil
+}
+
+// Name implements clusters.Provider.
+func (p *Provider) Name() string { return "local" }
+
+// RunDir is the directory holding everything this run made.
+func (p *Provider) RunDir() string { return p.dir }
+
+func (p *Provider) path(elem ...string) string { return filepath.Join(append([]string{p.dir}, elem...)...) }
+
+// KubeconfigPath implements clusters.Provider.
+func (p *Provider) KubeconfigPath() string { return p.path("kubeconfig", "admin.kubeconfig") }
+
+// RESTConfig implements clusters.Provider.
+func (p *Provider) RESTConfig() (*rest.Config, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.restCfg != nil {
+		return rest.CopyConfig(p.restCfg), nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.KubeconfigPath())
+	if err != nil {
+		return nil, fmt.Errorf("local provider: load %s (is the cluster up?): %w", p.KubeconfigPath(), err)
+	}
+	p.restCfg = cfg
+	return rest.CopyConfig(cfg), nil
+}
+
+// IsUp implements clusters.Provider.
+func (p *Provider) IsUp(ctx context.Context) (bool, error) {
+	cs, err := p.client()
+	if err != nil {
+		return false, nil
+	}
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return false, nil
+	}
+	return true, nil
+}
+
+// TestNodes implements clusters.Provider: the one node.
+func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.node == nil {
+		return nil, fmt.Errorf("local provider: no node (Up has not completed)")
+	}
+	return []nodes.Node{p.node}, nil
+}
+
+// Binaries are the binaries this cluster runs (control plane, runtime),
+// for the report; the kubelets are reported by the scenario.
+func (p *Provider) Binaries() []binaries.Binary {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]binaries.Binary(nil), p.binaries...)
+}
+
+// DumpClusterLogs implements clusters.Provider: copies every component log
+// (one file per kubelet run) into dir.
+func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
+	src := p.path("logs")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("dump local cluster logs from %s: %w", src, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Provider) client() (kubernetes.Interface, error) {
+	p.mu.Lock()
+	cs := p.clientset
+	p.mu.Unlock()
+	if cs != nil {
+		return cs, nil
+	}
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.clientset = cs
+	p.mu.Unlock()
+	return cs, nil
+}
+
+func (p *Provider) resources() (*resources.Resources, error) {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return resources.New(cfg)
+}

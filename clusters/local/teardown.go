@@ -1,0 +1,420 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+	"sigs.k8s.io/skewtest/clusters/mountinfo"
+)
+
+// Down implements clusters.Provider: stops everything this run started and
+// removes everything it made. It is safe after a partial Up and repeatable.
+func (p *Provider) Down(ctx context.Context) error {
+	start := time.Now()
+	var errs []error
+	p.mu.Lock()
+	node, driver, procs := p.node, p.driver, p.procs
+	p.procs, p.driver = nil, nil
+	p.mu.Unlock()
+	if node != nil {
+		if err := node.StopKubelet(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if driver != nil {
+		driver.Stop()
+	}
+	// Pods first, so containerd has nothing to wait for; then the daemons
+	// in reverse start order.
+	if st, err := readState(p.dir); err == nil && st.CgroupRoot != "" {
+		killCgroup(st.CgroupRoot)
+	}
+	for i := len(procs) - 1; i >= 0; i-- {
+		if err := procs[i].Stop(20 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := Clean(ctx, p.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		p.logger.Info("local cluster removed", "dir", p.dir, "took", time.Since(start).Round(100*time.Millisecond))
+	}
+	return errors.Join(errs...)
+}
+
+// Clean removes everything a local run left under and outside runDir:
+// processes (from pid files and the run's cgroups), containerd shims,
+// mounts, cgroups, the kubelet's iptables chains, the CNI bridge, the
+// kubelet's /var/log/containers links and CNI cache entries, then runDir
+// itself. It is what Down does after stopping its own processes, and what
+// `skewtest clean` runs for a harness that was killed.
+func Clean(ctx context.Context, runDir string) error {
+	if _, err := os.Stat(runDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	st, err := readState(runDir)
+	if err != nil {
+		return fmt.Errorf("clean %s: read state: %w", runDir, err)
+	}
+	var errs []error
+	// The kubelet first so it does not restart containers; then the pods.
+	if err := process.KillPIDFile(filepath.Join(runDir, "pids", "kubelet.pid")); err != nil {
+		errs = append(errs, err)
+	}
+	if st.CgroupRoot != "" {
+		killCgroup(st.CgroupRoot)
+	}
+	pids, _ := filepath.Glob(filepath.Join(runDir, "pids", "*.pid"))
+	for _, f := range pids {
+		if err := process.KillPIDFile(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// containerd's shims outlive containerd; they name its socket.
+	killMatching(filepath.Join(runDir, "containerd", "containerd.sock"))
+	if err := unmountUnder(runDir); err != nil {
+		errs = append(errs, err)
+	}
+	if st.CgroupRoot != "" {
+		if err := removeCgroup(st.CgroupRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeNewChains(ctx, st.IPTablesBefore); err != nil {
+		errs = append(errs, err)
+	}
+	if st.Bridge != "" {
+		if _, err := os.Stat("/sys/class/net/" + st.Bridge); err == nil {
+			if out, err := exec.CommandContext(ctx, "ip", "link", "delete", st.Bridge).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", st.Bridge, err, out))
+			}
+		}
+	}
+	removeLinksInto("/var/log/containers", runDir)
+	if st.CNINetwork != "" {
+		for _, pattern := range []string{"/var/lib/cni/results/" + st.CNINetwork + "-*", "/var/lib/cni/networks/" + st.CNINetwork} {
+			matches, _ := filepath.Glob(pattern)
+			for _, m := range matches {
+				os.RemoveAll(m)
+			}
+		}
+	}
+	if !st.ContainerdRunDirExisted && st.CNINetwork != "" {
+		// Shim sockets go to /run/containerd/s whatever the state dir is.
+		os.RemoveAll("/run/containerd")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("clean %s: %w", runDir, errors.Join(errs...))
+	}
+	// Never RemoveAll across a mount point: it would delete what is inside.
+	if left := mountsUnder(runDir); len(left) > 0 {
+		return fmt.Errorf("clean %s: %d mounts still under it (first: %s); not removing the directory", runDir, len(left), left[0].MountPoint)
+	}
+	if err := os.RemoveAll(runDir); err != nil {
+		return fmt.Errorf("clean %s: %w", runDir, err)
+	}
+	return nil
+}
+
+func mountsUnder(dir string) []mountinfo.Mount {
+	mounts, err := mountinfo.ParseFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	return mountinfo.Under(mounts, dir)
+}
+
+// unmountUnder unmounts every mount at or below dir, deepest and newest
+// first, repeating for stacked mounts; busy ones are detached.
+func unmountUnder(dir string) error {
+	for range 10 {
+		left := mountsUnder(dir)
+		if len(left) == 0 {
+			return nil
+		}
+		sort.SliceStable(left, func(i, j int) bool {
+			di, dj := strings.Count(left[i].MountPoint, "/"), strings.Count(left[j].MountPoint, "/")
+			if di != dj {
+				return di > dj
+			}
+			return left[i].ID > left[j].ID
+		})
+		for _, m := range left {
+			if err := unix.Unmount(m.MountPoint, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				_ = unix.Unmount(m.MountPoint, unix.MNT_DETACH)
+			}
+		}
+	}
+	if left := mountsUnder(dir); len(left) > 0 {
+		return fmt.Errorf("unmount under %s: %d mounts remain (first: %s)", dir, len(left), left[0].MountPoint)
+	}
+	return nil
+}
+
+func cgroupDirs(root string) []string {
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	var dirs []string
+	for _, h := range hier {
+		d := filepath.Join(h, root)
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			dirs = append(dirs, d)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join("/sys/fs/cgroup", root)); err == nil && fi.IsDir() {
+		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", root))
+	}
+	return dirs
+}
+
+// killCgroup SIGKILLs every process in the run's cgroup trees: the pods'
+// containers, which containerd's shims would otherwise leave behind.
+func killCgroup(root string) {
+	for range 3 {
+		var pids []int
+		for _, d := range cgroupDirs(root) {
+			_ = filepath.WalkDir(d, func(path string, e os.DirEntry, err error) error {
+				if err != nil || e.Name() != "cgroup.procs" {
+					return nil
+				}
+				b, _ := os.ReadFile(path)
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						pids = append(pids, pid)
+					}
+				}
+				return nil
+			})
+		}
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = process.KillAndWait(pid, 5*time.Second)
+		}
+	}
+}
+
+// removeCgroup removes the run's cgroup trees, deepest first.
+func removeCgroup(root string) error {
+	var errs []error
+	for _, d := range cgroupDirs(root) {
+		var dirs []string
+		_ = filepath.WalkDir(d, func(path string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			var err error
+			// A cgroup whose last task just died can be briefly busy.
+			for range 20 {
+				if err = unix.Rmdir(dirs[i]); err == nil || errors.Is(err, unix.ENOENT) {
+					err = nil
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killMatching kills processes whose command line contains s.
+func killMatching(s string) {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+			_ = process.KillAndWait(pid, 5*time.Second)
+		}
+	}
+}
+
+func removeLinksInto(dir, target string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if dest, err := os.Readlink(path); err == nil && strings.HasPrefix(dest, target+"/") {
+			os.Remove(path)
+		}
+	}
+}
+
+// iptables: the kubelet adds KUBE-FIREWALL, KUBE-KUBELET-CANARY and
+// KUBE-IPTABLES-HINT chains (and jumps to them) in several tables. We note
+// which chains exist before the kubelet runs and remove the KUBE-* ones it
+// added.
+
+func iptablesChains(ctx context.Context) []string {
+	var out []string
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		for _, c := range savedChains(ctx, tool) {
+			out = append(out, tool+"|"+c.table+"|"+c.name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+type chain struct{ table, name string }
+
+type savedRule struct {
+	table string
+	args  []string // after "-A"
+}
+
+func iptablesSave(ctx context.Context, tool string) (chains []chain, rules []savedRule) {
+	out, err := exec.CommandContext(ctx, tool+"-save").Output()
+	if err != nil {
+		return nil, nil
+	}
+	table := ""
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, ":"):
+			if f := strings.Fields(line[1:]); len(f) > 0 {
+				chains = append(chains, chain{table, f[0]})
+			}
+		case strings.HasPrefix(line, "-A "):
+			rules = append(rules, savedRule{table, splitSaved(line[3:])})
+		}
+	}
+	return chains, rules
+}
+
+func savedChains(ctx context.Context, tool string) []chain {
+	c, _ := iptablesSave(ctx, tool)
+	return c
+}
+
+func removeNewChains(ctx context.Context, before []string) error {
+	if before == nil {
+		// Never recorded (bring-up stopped before): nothing of ours.
+		return nil
+	}
+	had := map[string]bool{}
+	for _, b := range before {
+		had[b] = true
+	}
+	var errs []error
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		chains, rules := iptablesSave(ctx, tool)
+		ours := map[chain]bool{}
+		for _, c := range chains {
+			if strings.HasPrefix(c.name, "KUBE-") && !had[tool+"|"+c.table+"|"+c.name] {
+				ours[c] = true
+			}
+		}
+		if len(ours) == 0 {
+			continue
+		}
+		// Jumps into our chains from chains we keep.
+		for _, r := range rules {
+			if len(r.args) == 0 || ours[chain{r.table, r.args[0]}] {
+				continue
+			}
+			for i, a := range r.args {
+				if (a == "-j" || a == "-g") && i+1 < len(r.args) && ours[chain{r.table, r.args[i+1]}] {
+					args := append([]string{"-w", "-t", r.table, "-D"}, r.args...)
+					if out, err := exec.CommandContext(ctx, tool, args...).CombinedOutput(); err != nil {
+						errs = append(errs, fmt.Errorf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out))
+					}
+					break
+				}
+			}
+		}
+		for c := range ours {
+			_ = exec.CommandContext(ctx, tool, "-w", "-t", c.table, "-F", c.name).Run()
+		}
+		for c := range ours {
+			if out, err := exec.CommandContext(ctx, tool, "-w", "-t", c.table, "-X", c.name).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", tool, c.table, c.name, err, out))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// splitSaved splits an iptables-save rule into arguments; comments are
+// double-quoted with backslash escapes.
+func splitSaved(s string) []string {
+	var args []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\' && inQuote && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+		case c == '"':
+			inQuote, have = !inQuote, true
+		case c == ' ' && !inQuote:
+			if have || cur.Len() > 0 {
+				args = append(args, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	if have || cur.Len() > 0 {
+		args = append(args, cur.String())
+	}
+	return args
+}
+
+// makeCgroupRoot creates the kubelet's cgroupRoot in every hierarchy (the
+// kubelet refuses a cgroupRoot that does not exist). cpuset children start
+// empty on cgroup v1, so they get the parent's CPUs and memory nodes.
+func makeCgroupRoot(root string) error {
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hier {
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue
+		}
+		d := filepath.Join(h, root)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create cgroup %s: %w", d, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if b, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+				_ = os.WriteFile(filepath.Join(d, f), b, 0o644)
+			}
+		}
+	}
+	return nil
+}

@@ -39,6 +39,9 @@ type Run struct {
 	Binaries    []Binary   `json:"binaries"`
 	Steps       []Step     `json:"steps"`
 	Hops        []Hop      `json:"hops"`
+	// Timings are run-level phases: cluster bring-up, workload Running,
+	// teardown, the whole run.
+	Timings []Timing `json:"timings,omitempty"`
 	Verdict     Verdict    `json:"verdict"`
 	// Failure is the first failure, one line, naming the UID, path or
 	// metric; empty on a pass.

@@ -4,19 +4,26 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -146,6 +153,7 @@ func TestUpUnreachableAPIServer(t *testing.T) {
 	}
 	ctx := testContext(t)
 	err = p.Up(ctx)
+	t.Logf("Up: %v", err)
 	want := fmt.Sprintf("API server %s from kubeconfig %s unreachable", server, kc)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Up = %v, want an error containing %q", err, want)
@@ -336,6 +344,7 @@ func TestUnknownHostKey(t *testing.T) {
 	if err == nil {
 		t.Fatal("connected to an unknown host")
 	}
+	t.Logf("error: %v", err)
 	for _, w := range []string{"node-a", srv.Addr, "not in known_hosts " + empty, fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> %s", srv.Port, empty)} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
@@ -363,6 +372,7 @@ func TestChangedHostKey(t *testing.T) {
 	if err == nil {
 		t.Fatal("connected despite a changed host key")
 	}
+	t.Logf("error: %v", err)
 	for _, w := range []string{"does NOT match", kh, "ssh-keygen", "ssh-keyscan"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
@@ -381,6 +391,7 @@ func TestWrongKey(t *testing.T) {
 	if err == nil {
 		t.Fatal("logged in with a key not in authorized_keys")
 	}
+	t.Logf("error: %v", err)
 	for _, w := range []string{"node-a", srv.Addr, fmt.Sprintf("user %q", srv.User), "authentication", wrong, "authorized_keys"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
@@ -433,6 +444,7 @@ func TestUnreachablePort(t *testing.T) {
 	if err == nil {
 		t.Fatal("connected to a closed port")
 	}
+	t.Logf("error: %v", err)
 	for _, w := range []string{"node-b", addr, "SSH.Address"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
@@ -640,4 +652,174 @@ func mustParseKey(t *testing.T, path string) any {
 		t.Fatal(err)
 	}
 	return k
+}
+
+func TestHostKeyTypeNotOffered(t *testing.T) {
+	srv := sshdtest.Start(t)
+	dir := t.TempDir()
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&rsaKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh := filepath.Join(dir, "known_hosts")
+	line := fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, strings.TrimSpace(string(marshal(pub))))
+	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = kh })
+	_, err = exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
+	if err == nil {
+		t.Fatal("connected although known_hosts has only an RSA key the node lacks")
+	}
+	t.Logf("error: %v", err)
+	for _, w := range []string{"node-a", kh, "ssh-keygen", "rsa"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+// fakeAPIServer serves /version and the node list a test sets.
+type fakeAPIServer struct {
+	mu    sync.Mutex
+	nodes []corev1.Node
+}
+
+func (f *fakeAPIServer) setNodes(ns ...corev1.Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = ns
+}
+
+func (f *fakeAPIServer) start(t *testing.T) string {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/version":
+			_ = json.NewEncoder(w).Encode(map[string]string{"major": "1", "minor": "36", "gitVersion": "v1.36.3"})
+		case "/api/v1/nodes":
+			f.mu.Lock()
+			list := corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: f.nodes}
+			f.mu.Unlock()
+			_ = json.NewEncoder(w).Encode(list)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func apiNode(name string, ready bool, ip string, labels map[string]string) corev1.Node {
+	status := corev1.ConditionTrue
+	if !ready {
+		status = corev1.ConditionFalse
+	}
+	return corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "Test", Message: "set by test"}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}},
+		},
+	}
+}
+
+func TestUpWithFakeAPIServer(t *testing.T) {
+	srv := sshdtest.Start(t)
+	api := &fakeAPIServer{}
+	url := api.start(t)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := sshdtest.WriteKubeconfig(kc, url); err != nil {
+		t.Fatal(err)
+	}
+	closed, err := sshdtest.ClosedPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := fakeServiceManager(t)
+	newP := func(mutate func(*existing.Config)) *existing.Provider {
+		return newProvider(t, srv, func(c *existing.Config) {
+			c.Kubeconfig = kc
+			c.ServiceManager = svc
+			if mutate != nil {
+				mutate(c)
+			}
+		})
+	}
+	ctx := testContext(t)
+	cp := apiNode("cp", true, "127.0.0.1", map[string]string{"node-role.kubernetes.io/control-plane": ""})
+
+	t.Run("workers by default, address from InternalIP", func(t *testing.T) {
+		api.setNodes(cp, apiNode("w1", true, "127.0.0.1", nil))
+		p := newP(nil)
+		if err := p.Up(ctx); err != nil {
+			t.Fatalf("Up: %v", err)
+		}
+		v, err := p.ServerVersion(ctx)
+		if err != nil || v.String() != "1.36.3" {
+			t.Errorf("ServerVersion = %v, %v", v, err)
+		}
+		if up, err := p.IsUp(ctx); !up || err != nil {
+			t.Errorf("IsUp = %v, %v", up, err)
+		}
+		ns, err := p.TestNodes(ctx)
+		if err != nil || len(ns) != 1 || ns[0].String() != "w1" {
+			t.Fatalf("TestNodes = %v, %v; want [w1]", ns, err)
+		}
+		if a := ns[0].(*existing.Node).Address(); a != srv.Addr {
+			t.Errorf("w1 address %q, want %q", a, srv.Addr)
+		}
+		if ns[0].KubeletRootDir() != existing.DefaultKubeletRootDir {
+			t.Errorf("KubeletRootDir = %q", ns[0].KubeletRootDir())
+		}
+		out := t.TempDir()
+		if err := p.DumpClusterLogs(ctx, out); err != nil {
+			t.Errorf("DumpClusterLogs: %v", err)
+		}
+		if b, err := os.ReadFile(filepath.Join(out, "w1", "kubelet.log")); err != nil || !strings.Contains(string(b), "log of kubelet") {
+			t.Errorf("w1 kubelet.log = %q, %v", b, err)
+		}
+	})
+
+	t.Run("not ready", func(t *testing.T) {
+		api.setNodes(cp, apiNode("w1", false, "127.0.0.1", nil))
+		err := newP(nil).Up(ctx)
+		t.Logf("Up: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "node w1 is not Ready") {
+			t.Errorf("Up = %v", err)
+		}
+	})
+
+	t.Run("named nodes, Address, one unreachable", func(t *testing.T) {
+		api.setNodes(cp, apiNode("w1", true, "10.255.0.1", nil), apiNode("w2", true, "10.255.0.2", nil))
+		p := newP(func(c *existing.Config) {
+			c.Nodes = []string{"w2", "cp"}
+			c.SSH.Address = func(name string) string {
+				switch name {
+				case "cp":
+					return srv.Addr
+				case "w2":
+					return "127.0.0.1:" + strconv.Itoa(closed)
+				}
+				return ""
+			}
+		})
+		err := p.Up(ctx)
+		t.Logf("Up: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "node w2 at 127.0.0.1:"+strconv.Itoa(closed)) || strings.Contains(err.Error(), " on cp") {
+			t.Errorf("Up = %v, want an error for w2 only", err)
+		}
+	})
+
+	t.Run("unknown named node", func(t *testing.T) {
+		api.setNodes(cp, apiNode("w1", true, "127.0.0.1", nil))
+		err := newP(func(c *existing.Config) { c.Nodes = []string{"ghost"} }).Up(ctx)
+		if err == nil || !strings.Contains(err.Error(), "ghost") {
+			t.Errorf("Up = %v", err)
+		}
+	})
 }

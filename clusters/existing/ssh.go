@@ -3,11 +3,13 @@ package existing
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +86,7 @@ func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, erro
 
 	var mu sync.Mutex
 	var hkErr error
+	algos := d.hostKeyAlgorithms(addr, conn.RemoteAddr())
 	cfg := &ssh.ClientConfig{
 		User: d.user,
 		Auth: auth,
@@ -97,7 +100,7 @@ func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, erro
 			}
 			return nil
 		},
-		HostKeyAlgorithms: d.hostKeyAlgorithms(addr, conn.RemoteAddr()),
+		HostKeyAlgorithms: algos,
 		Timeout:           d.timeout,
 	}
 	// The handshake is bounded by the timeout and by ctx.
@@ -118,6 +121,9 @@ func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, erro
 			return nil, e
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("ssh to node %s at %s: %w", node, addr, context.Cause(ctx))
+		case algos != nil && strings.Contains(err.Error(), "no common algorithm for host key"):
+			return nil, &hostKeyError{fmt.Sprintf("host key of node %s at %s: known_hosts %s has only %s keys for it, which the node does not offer: the node was reinstalled or the connection is intercepted; after checking, replace the entry: ssh-keygen -f %s -R %s && %s (%v)",
+				node, addr, d.knownHostsFile, strings.Join(algos, "/"), exec.ShellQuote(d.knownHostsFile), exec.ShellQuote(knownhosts.Normalize(addr)), d.keyscan(addr), err)}
 		case strings.Contains(err.Error(), "unable to authenticate"):
 			return nil, fmt.Errorf("ssh to node %s at %s as user %q: authentication with %s failed (add its public key to ~%s/.ssh/authorized_keys on the node, or set SSH.User / SSH.KeyFile): %w",
 				node, addr, d.user, d.authDesc(), d.user, err)
@@ -133,11 +139,7 @@ func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, erro
 // explainHostKey turns a known_hosts failure into an error that says what
 // to do about it.
 func (d *dialer) explainHostKey(node, hostport string, key ssh.PublicKey, err error) error {
-	host, port, serr := net.SplitHostPort(hostport)
-	if serr != nil {
-		host, port = hostport, "22"
-	}
-	scan := fmt.Sprintf("ssh-keyscan -p %s %s >> %s", port, exec.ShellQuote(host), exec.ShellQuote(d.knownHostsFile))
+	scan := d.keyscan(hostport)
 	var ke *knownhosts.KeyError
 	var re *knownhosts.RevokedError
 	switch {
@@ -158,6 +160,15 @@ func (d *dialer) explainHostKey(node, hostport string, key ssh.PublicKey, err er
 	default:
 		return &hostKeyError{fmt.Sprintf("host key of node %s at %s: checking known_hosts %s: %v", node, hostport, d.knownHostsFile, err)}
 	}
+}
+
+// keyscan is the command adding hostport's keys to known_hosts.
+func (d *dialer) keyscan(hostport string) string {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, "22"
+	}
+	return fmt.Sprintf("ssh-keyscan -p %s %s >> %s", port, exec.ShellQuote(host), exec.ShellQuote(d.knownHostsFile))
 }
 
 // probeKey is a key no known_hosts holds; checking it reveals the keys
@@ -381,7 +392,16 @@ func (c *sshCmd) Run() error {
 			return fail(err)
 		}
 	}
-	if err := sess.Start(line); err != nil {
+	// A cancellable command carries a marker in its environment, which
+	// its processes inherit, so cancel can find and kill them: sshd
+	// refuses the signal request for root logins, and closing the channel
+	// does not end the command.
+	env, marker := c.env, ""
+	if ctx.Done() != nil {
+		marker = runMarkerVar + "=" + rand.Text()
+		env = append(slices.Clip(env), marker)
+	}
+	if err := sess.Start(remoteCommand(c.n.sudo, env, c.argv)); err != nil {
 		return fail(err)
 	}
 	if in != nil {
@@ -398,8 +418,8 @@ func (c *sshCmd) Run() error {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		// killpg on the session's process group, then close the channel.
-		_ = sess.Signal(ssh.SIGKILL)
+		_ = sess.Signal(ssh.SIGKILL) // works for non-root users
+		c.n.killMarked(ctx, marker)
 		sess.Close()
 		select {
 		case <-done:
@@ -424,6 +444,41 @@ func (c *sshCmd) Run() error {
 		}
 	}
 	return nil
+}
+
+// runMarkerVar is the environment variable marking a cancellable
+// command's processes.
+const runMarkerVar = "SKEWTEST_RUN"
+
+// killScript SIGKILLs every process whose environment holds the line $1,
+// a few rounds in case one forked meanwhile.
+const killScript = `i=0
+while [ $i -lt 5 ]; do
+  i=$((i+1))
+  ps=$(grep -lzxF -- "$1" /proc/[0-9]*/environ 2>/dev/null)
+  [ -n "$ps" ] || break
+  for f in $ps; do p=${f#/proc/}; kill -KILL "${p%/environ}" 2>/dev/null; done
+done
+true`
+
+// killMarked kills the processes of a cancelled command, over a session of
+// its own (outside the session limit, which the cancelled command holds).
+func (n *Node) killMarked(ctx context.Context, marker string) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelGrace)
+	defer cancel()
+	err := func() error {
+		sess, err := n.conn.session(kctx)
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		stop := context.AfterFunc(kctx, func() { sess.Close() })
+		defer stop()
+		return sess.Run(remoteCommand(n.sudo, nil, []string{"sh", "-c", killScript, "sh", marker}))
+	}()
+	if err != nil {
+		n.log.Warn("kill cancelled command", "node", n.name, "err", err)
+	}
 }
 
 // gateWriter passes writes on until closed, then drops them.

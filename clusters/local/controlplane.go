@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"time"
@@ -71,24 +72,23 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--kubeconfig=" + p.path("kubeconfig", "controller-manager.kubeconfig"),
 		"--authentication-kubeconfig=" + p.path("kubeconfig", "controller-manager.kubeconfig"),
 		"--authorization-kubeconfig=" + p.path("kubeconfig", "controller-manager.kubeconfig"),
-		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ports.controllerManager),
 		"--leader-elect=false",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + pk("sa.key"),
 		"--root-ca-file=" + pk("ca.crt"),
 		"--cluster-signing-cert-file=" + pk("ca.crt"), "--cluster-signing-key-file=" + pk("ca.key"),
 		"--allocate-node-cidrs=false",
-		"--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
-	}, 0, nil); err != nil {
+	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.controllerManager), insecureClient)); err != nil {
 		return err
 	}
 	return p.startDaemon(ctx, "kube-scheduler", []string{bins["kube-scheduler"].Path,
 		"--kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
 		"--authentication-kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
 		"--authorization-kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
-		"--bind-address=127.0.0.1", "--secure-port=0",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ports.scheduler),
 		"--leader-elect=false",
-	}, 0, nil)
+	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.scheduler), insecureClient))
 }
 
 func (p *Provider) apiserverReady(ctx context.Context) error {
@@ -101,6 +101,10 @@ func (p *Provider) apiserverReady(ctx context.Context) error {
 	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
 	return err
 }
+
+// insecureClient reads the self-signed /healthz endpoints of the
+// controller manager and scheduler; only readiness is learnt from them.
+var insecureClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
 func httpOK(url string, client *http.Client) func(context.Context) error {
 	if client == nil {

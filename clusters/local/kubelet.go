@@ -254,4 +254,3 @@ func cgroupV1Host() bool {
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
 	return err != nil
 }
-

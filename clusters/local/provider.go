@@ -102,7 +102,9 @@ func (p *Provider) Name() string { return "local" }
 // RunDir is the directory holding everything this run made.
 func (p *Provider) RunDir() string { return p.dir }
 
-func (p *Provider) path(elem ...string) string { return filepath.Join(append([]string{p.dir}, elem...)...) }
+func (p *Provider) path(elem ...string) string {
+	return filepath.Join(append([]string{p.dir}, elem...)...)
+}
 
 // KubeconfigPath implements clusters.Provider.
 func (p *Provider) KubeconfigPath() string { return p.path("kubeconfig", "admin.kubeconfig") }

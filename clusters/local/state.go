@@ -20,6 +20,9 @@ type state struct {
 	// IPTablesBefore lists "iptables|table|chain" that existed before the
 	// kubelet ran; teardown removes the KUBE-* chains that did not.
 	IPTablesBefore []string `json:"iptablesBefore"`
+	// IPTablesRecorded is set once IPTablesBefore was taken (it may be
+	// empty); without it teardown leaves iptables alone.
+	IPTablesRecorded bool `json:"iptablesRecorded"`
 	// ContainerdRunDirExisted tells whether /run/containerd existed before
 	// the run (shims put their sockets in /run/containerd/s).
 	ContainerdRunDirExisted bool `json:"containerdRunDirExisted"`

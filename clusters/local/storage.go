@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
@@ -53,8 +52,8 @@ func (p *Provider) createCSIDriverObject(ctx context.Context) error {
 	obj := &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: CSIDriverName},
 		Spec: storagev1.CSIDriverSpec{
-			AttachRequired: ptr.To(false),
-			PodInfoOnMount: ptr.To(false),
+			AttachRequired:       ptr.To(false),
+			PodInfoOnMount:       ptr.To(false),
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
 		},
 	}
@@ -97,9 +96,6 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 		return storage.Volumes{}, fmt.Errorf("create StorageClass %s: %w", scName, err)
 	}
 	out := storage.Volumes{StorageClass: scName}
-	if req.Kind == storage.CSI {
-		out.Driver = CSIDriverName
-	}
 	for i, claim := range req.Claims {
 		pvName := fmt.Sprintf("skewtest-%s-%s-%d", req.Kind, shortID(p.cfg.RunID), i)
 		pv := &corev1.PersistentVolume{
@@ -118,7 +114,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 		rec := storage.PV{Name: pvName, Claim: claim}
 		switch req.Kind {
 		case storage.CSI:
-			rec.VolumeHandle = "vol-" + pvName
+			rec.Driver, rec.VolumeHandle = CSIDriverName, "vol-"+pvName
 			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{
 				Driver:           CSIDriverName,
 				VolumeHandle:     rec.VolumeHandle,
@@ -152,5 +148,3 @@ func mountTmpfs(path, size string) error {
 	}
 	return nil
 }
-
-var _ = filepath.Join

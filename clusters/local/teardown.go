@@ -93,7 +93,7 @@ func Clean(ctx context.Context, runDir string) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := removeNewChains(ctx, st.IPTablesBefore); err != nil {
+	if err := removeNewChains(ctx, st); err != nil {
 		errs = append(errs, err)
 	}
 	if st.Bridge != "" {
@@ -316,13 +316,13 @@ func savedChains(ctx context.Context, tool string) []chain {
 	return c
 }
 
-func removeNewChains(ctx context.Context, before []string) error {
-	if before == nil {
+func removeNewChains(ctx context.Context, st state) error {
+	if !st.IPTablesRecorded {
 		// Never recorded (bring-up stopped before): nothing of ours.
 		return nil
 	}
 	had := map[string]bool{}
-	for _, b := range before {
+	for _, b := range st.IPTablesBefore {
 		had[b] = true
 	}
 	var errs []error

@@ -29,7 +29,7 @@ var hostPrograms = []struct{ path, pkg string }{
 }
 
 type ports struct {
-	etcdClient, etcdPeer, apiserver, kubelet, kubeletHealthz int
+	etcdClient, etcdPeer, apiserver, kubelet, kubeletHealthz, controllerManager, scheduler int
 }
 
 // Up implements clusters.Provider: builds or reuses the binaries, then
@@ -69,6 +69,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		Bridge:                  "skw" + short,
 		CNINetwork:              "skewtest-" + short,
 		IPTablesBefore:          iptablesChains(ctx),
+		IPTablesRecorded:        true,
 		ContainerdRunDirExisted: statErr == nil,
 	}
 	if err := writeState(p.dir, st); err != nil {
@@ -189,7 +190,7 @@ func debianVersion(ctx context.Context, pkg string) string {
 
 func (p *Provider) allocatePorts() error {
 	var got []int
-	for range 5 {
+	for range 7 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return fmt.Errorf("allocate a port: %w", err)
@@ -197,7 +198,7 @@ func (p *Provider) allocatePorts() error {
 		defer l.Close()
 		got = append(got, l.Addr().(*net.TCPAddr).Port)
 	}
-	p.ports = ports{etcdClient: got[0], etcdPeer: got[1], apiserver: got[2], kubelet: got[3], kubeletHealthz: got[4]}
+	p.ports = ports{etcdClient: got[0], etcdPeer: got[1], apiserver: got[2], kubelet: got[3], kubeletHealthz: got[4], controllerManager: got[5], scheduler: got[6]}
 	return nil
 }
 

@@ -37,20 +37,21 @@ type Request struct {
 	Node string
 }
 
-// Volumes is what the provider made.
+// Volumes is what the provider made: at least a StorageClass; PVs when
+// it pre-created them (the scenario reads the bound PVs from the API
+// either way).
 type Volumes struct {
 	StorageClass string
-	// Driver is the CSI driver name; empty for local volumes.
-	Driver string
-	PVs    []PV
+	PVs          []PV
 }
 
-// PV is one pre-created PersistentVolume.
+// PV is one PersistentVolume bound to a claim.
 type PV struct {
 	Name  string
 	Claim string
-	// VolumeHandle is the CSI volume handle (the global mount is named
-	// after its sha256); empty for local volumes.
+	// Driver and VolumeHandle identify a CSI volume (the global mount is
+	// named after the handle's sha256); empty for local volumes.
+	Driver       string
 	VolumeHandle string
 	// Path is the local volume's path on the node; empty for CSI.
 	Path string
@@ -62,4 +63,11 @@ type Workload struct {
 	Image string
 	// PullPolicy is Never where images are imported, not pulled.
 	PullPolicy string
+	// Command, when set, replaces the image's entrypoint; it must write
+	// /data/marker once and then keep running (see BusyboxCommand).
+	Command []string
 }
+
+// BusyboxCommand is the workload for clusters that pull a stock image
+// (existing clusters): the same marker protocol as podbin, in sh.
+var BusyboxCommand = []string{"sh", "-c", `if [ -f /data/marker ]; then echo "marker found: $(cat /data/marker)"; else echo "written by pod $POD_NAME uid $POD_UID at $(date -u +%Y-%m-%dT%H:%M:%SZ)" > /data/marker.tmp && mv /data/marker.tmp /data/marker && echo "marker written"; fi; trap 'exit 0' TERM INT; while true; do sleep 1; done`}

@@ -1,9 +1,18 @@
-// Command skewtest holds the operations around a run that are not tests:
-// prefetching binaries into the cache and cleaning up after a killed run.
+// Command skewtest runs skew runs outside Ginkgo and the chores around
+// them:
+//
+//	skewtest run                 one run, configured by the same environment
+//	                             variables as make test-skew (PLAN, PROVIDER, ...)
+//	skewtest bench [-rounds N]   N runs, phase timings min/median/max, JSON
+//	skewtest build VERSION C,..  build Kubernetes components from the Go module
+//	skewtest build-containerd    build containerd v2 from its Go module
+//	skewtest clean [RUNDIR...]   remove what killed local runs left behind
+//	skewtest settings            list the environment variables
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -14,26 +23,48 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 func main() {
+	// The first SIGINT/SIGTERM cancels the run, which then tears down; a
+	// second one exits at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:])
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "skewtest:", err)
+		if errors.Is(err, skewrun.ErrInvalid) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
+const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | clean [RUNDIR...] | settings"
+
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
-		return fmt.Errorf("usage: skewtest build VERSION COMPONENT[,COMPONENT...]")
+		return errors.New(usage)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	switch args[0] {
+	case "run":
+		o, err := skewrun.OptionsFromEnv(nil)
+		if err != nil {
+			return err
+		}
+		o.Logger = logger
+		_, err = skewrun.Run(ctx, o)
+		return err
+	case "bench":
+		return bench(ctx, logger, args[1:])
 	case "build":
 		if len(args) != 3 {
-			return fmt.Errorf("usage: skewtest build VERSION COMPONENT[,COMPONENT...]")
+			return errors.New(usage)
 		}
 		v, err := version.ParseSemantic(args[1])
 		if err != nil {
@@ -44,10 +75,29 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		for _, bin := range bins {
-			fmt.Printf("%s\t%s\t%s\t%s\n", bin.Component, bin.Version, bin.SHA256, bin.Path)
+		printBinaries(bins)
+		return nil
+	case "build-containerd":
+		b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
+		bins, err := b.BuildTool(ctx, binaries.Containerd)
+		if err != nil {
+			return err
+		}
+		printBinaries(bins)
+		return nil
+	case "clean":
+		return clean(ctx, logger, args[1:])
+	case "settings":
+		for _, s := range skewrun.Settings {
+			fmt.Printf("%-36s %-28s %s\n", s.Name, s.Default, s.Help)
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown command %q", args[0])
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+func printBinaries(bins map[string]binaries.Binary) {
+	for _, bin := range bins {
+		fmt.Printf("%s\t%s\t%s\t%s\n", bin.Component, bin.Version, bin.SHA256, bin.Path)
+	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+	"golang.org/x/sys/unix"
 )
 
 // SSHD is the sshd binary the tests run.
@@ -59,6 +60,7 @@ func Start(t testing.TB) *Server {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil && os.Geteuid() == 0 {
 		t.Fatal(err)
 	}
+	becomeSubreaper()
 	dir := t.TempDir()
 	s := &Server{Dir: dir, Host: "127.0.0.1", User: u.Username}
 
@@ -161,48 +163,138 @@ func (s *Server) start(cfgFile string, port int) error {
 	return nil
 }
 
-// stop kills sshd's per-connection children, then sshd.
+// stop kills sshd's descendants, deepest first so each is reaped by its
+// parent, then sshd itself. sshd processes orphaned meanwhile (a
+// connection's process may exit before its child) come to this process,
+// the subreaper, which reaps them: PID 1 of a container may never do it.
 func (s *Server) stop() {
 	if s.cmd == nil {
 		return
 	}
 	pid := s.cmd.Process.Pid
-	for _, child := range children(pid) {
-		_ = syscall.Kill(child, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		desc := descendants(pid)
+		orphans := reapOrphans(pid)
+		if len(desc) == 0 && orphans == 0 {
+			break
+		}
+		for p, hasChildren := range desc {
+			if !hasChildren && !zombie(p) {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = s.cmd.Process.Kill()
 	select {
 	case <-s.exited:
 	case <-time.After(10 * time.Second):
 	}
+	for end := time.Now().Add(2 * time.Second); reapOrphans(0) > 0 && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	s.cmd = nil
 }
 
-// children lists the processes whose parent is pid (sshd's connection
-// processes start their own sessions, so the group kill misses them).
-func children(pid int) []int {
+var subreaper sync.Once
+
+// becomeSubreaper makes orphaned descendants of this process its children.
+func becomeSubreaper() {
+	subreaper.Do(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) })
+}
+
+// reapOrphans reaps (or kills, to reap later) the sshd processes that are
+// children of this process, other than master; it returns how many it saw.
+func reapOrphans(master int) int {
+	self := os.Getpid()
+	n := 0
 	ents, _ := os.ReadDir("/proc")
-	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == master {
+			continue
+		}
+		if pp, ok := ppid(p); !ok || pp != self {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if !strings.HasPrefix(string(comm), "sshd") {
+			continue
+		}
+		n++
+		if zombie(p) {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(p, &ws, unix.WNOHANG, nil)
+		} else {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	return n
+}
+
+// descendants maps each descendant of pid to whether it has children.
+func descendants(pid int) map[int]bool {
+	parent := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
+		if pp, ok := ppid(p); ok {
+			parent[p] = pp
 		}
-		// pid (comm) state ppid ...; comm may hold spaces and parens.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
+	}
+	out := map[int]bool{}
+	var under func(p int) bool
+	under = func(p int) bool {
+		for i := 0; i < 64 && p > 1; i++ {
+			p = parent[p]
+			if p == pid {
+				return true
+			}
 		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
+		return false
+	}
+	for p := range parent {
+		if under(p) {
+			if _, ok := out[p]; !ok {
+				out[p] = false
+			}
+			if pp := parent[p]; pp != pid {
+				out[pp] = true
+			}
 		}
 	}
 	return out
+}
+
+// stat returns the fields of /proc/pid/stat after the command name.
+func stat(pid int) []string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+func ppid(pid int) (int, bool) {
+	f := stat(pid)
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+func zombie(pid int) bool {
+	f := stat(pid)
+	return len(f) > 0 && f[0] == "Z"
 }
 
 // WriteKey writes a new unencrypted ed25519 private key to path (0600) and

@@ -32,8 +32,13 @@ type Process struct {
 // children too, and it is not tied to ctx: daemons outlive the call that
 // started them and are stopped with Stop.
 func Start(name, logFile, pidFile string, argv []string, env []string) (*Process, error) {
-	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
-		return nil, err
+	for _, f := range []string{logFile, pidFile} {
+		if f == "" {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return nil, err
+		}
 	}
 	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -49,16 +54,18 @@ func Start(name, logFile, pidFile string, argv []string, env []string) (*Process
 		return nil, fmt.Errorf("start %s (%s): %w", name, argv[0], err)
 	}
 	p := &Process{Name: name, LogFile: logFile, PIDFile: pidFile, cmd: cmd, done: make(chan struct{})}
-	if pidFile != "" {
-		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
-			_ = cmd.Process.Kill()
-		}
-	}
 	go func() {
 		p.err = cmd.Wait()
 		lf.Close()
 		close(p.done)
 	}()
+	if pidFile != "" {
+		// Without its pid file a killed harness could not clean it up.
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+			_ = p.Stop(time.Second)
+			return nil, fmt.Errorf("record pid of %s: %w", name, err)
+		}
+	}
 	return p, nil
 }
 

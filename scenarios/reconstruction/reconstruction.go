@@ -1,0 +1,732 @@
+// Package reconstruction is the scenario behind KEP-3756's upgrade and
+// downgrade sign-off, made repeatable: a StatefulSet with one PVC per pod
+// on one node; then, for each hop of the plan, stop the kubelet, swap its
+// binary, force-delete the pods while it is down, start it, and check that
+// nothing of the old pods is left (mounts, pod dirs, plugin entries), that
+// the re-created pods run on the same volumes with their data, that each
+// CSI global mount is mounted exactly once, and that the kubelet's
+// reconstruction metrics report no errors beyond what the scenario
+// documents for the volume kind.
+package reconstruction
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+)
+
+// Cluster is what the scenario needs of a provider beyond its node.
+type Cluster interface {
+	RESTConfig() (*rest.Config, error)
+	ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error)
+	Workload() storage.Workload
+}
+
+// Config is one scenario run.
+type Config struct {
+	Plan plan.Plan
+	// Kubelets holds one binary per plan entry, in plan order.
+	Kubelets  []binaries.Binary
+	Replicas  int
+	Kind      storage.Kind
+	Size      string
+	Namespace string
+	Name      string
+	// PollInterval is how often node state is read while waiting; the
+	// harness notices a change within this time.
+	PollInterval time.Duration
+	// CleanupTimeout bounds each wait for the kubelet to clean up.
+	CleanupTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Kind == "" {
+		c.Kind = storage.CSI
+	}
+	if c.Size == "" {
+		c.Size = "16Mi"
+	}
+	if c.Namespace == "" {
+		c.Namespace = "skewtest"
+	}
+	if c.Name == "" {
+		c.Name = "web"
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = 3 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Scenario holds the state carried between steps.
+type Scenario struct {
+	cfg     Config
+	cluster Cluster
+	node    nodes.Node
+	run     *reports.Run
+	res     *resources.Resources
+	cs      kubernetes.Interface
+	reader  nodestate.Reader
+
+	volumes storage.Volumes
+	pvOf    map[string]string // claim -> PV
+	markers map[string]string // PV -> marker content written at deploy
+	pods    map[string]corev1.Pod
+	initial *nodestate.Snapshot
+	// per hop
+	oldUIDs     []string
+	down        *nodestate.Snapshot
+	kubeletUp   time.Time
+	hop         *reports.Hop
+	volsAtStart int
+}
+
+// New prepares a scenario; it creates nothing until its steps run.
+func New(cfg Config, cluster Cluster, node nodes.Node, run *reports.Run) (*Scenario, error) {
+	cfg.defaults()
+	if len(cfg.Kubelets) != len(cfg.Plan.Versions) {
+		return nil, fmt.Errorf("reconstruction: %d kubelet binaries for a plan of %d versions", len(cfg.Kubelets), len(cfg.Plan.Versions))
+	}
+	rc, err := cluster.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	res, err := resources.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Scenario{
+		cfg: cfg, cluster: cluster, node: node, run: run, res: res, cs: cs,
+		pvOf: map[string]string{}, markers: map[string]string{},
+	}, nil
+}
+
+// Steps returns the scenario's steps in order.
+func (s *Scenario) Steps() []scenarios.Step {
+	steps := []scenarios.Step{
+		{Name: fmt.Sprintf("deploy a StatefulSet of %d pods on %s volumes", s.cfg.Replicas, s.cfg.Kind), Run: s.deploy},
+		{Name: "snapshot node state (before)", Run: s.snapshotBefore},
+	}
+	for i, h := range s.cfg.Plan.Hops() {
+		bin := s.cfg.Kubelets[i+1]
+		n := h.Number
+		to := "v" + h.To.String()
+		steps = append(steps,
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d (%s v%s → %s): stop kubelet", n, h.Direction, h.From, to), Run: s.stopKubelet(h)},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: swap kubelet binary to %s", n, to), Run: s.swapKubelet(bin)},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: force-delete the pods while the kubelet is down", n), Run: s.forceDelete},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: start kubelet %s", n, to), Run: s.startKubelet},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: wait for the node Ready at kubelet %s", n, to), Run: s.waitReady(to)},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: wait until the old pods' mounts and directories are gone", n), Run: s.waitCleanup},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: re-created pods Running on the same volumes with their data", n), Run: s.checkRecreated},
+			scenarios.Step{Hop: n, Name: fmt.Sprintf("hop %d: kubelet metrics", n), Run: s.checkMetrics},
+		)
+	}
+	steps = append(steps,
+		scenarios.Step{Name: "snapshot node state (after) and compare", Run: s.snapshotAfter},
+		scenarios.Step{Name: "delete the StatefulSet and check its volumes are unmounted", Run: s.deleteWorkload},
+	)
+	return steps
+}
+
+func (s *Scenario) reader0() nodestate.Reader {
+	return nodestate.Reader{Node: s.node, KubeletRoot: s.node.KubeletRootDir()}
+}
+
+func (s *Scenario) snapshot(ctx context.Context, node exec.Cmder) (*nodestate.Snapshot, error) {
+	r := s.reader0()
+	r.Node = node
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot node %s: %w", s.node, err)
+	}
+	return snap, nil
+}
+
+func (s *Scenario) snapshotEvidence(sc *scenarios.StepContext, name string, snap *nodestate.Snapshot) {
+	path, _ := sc.Artifact(slugName(name)+"-mountinfo.txt", []byte(snap.Mountinfo))
+	sc.Evidence(reports.Evidence{Name: name, Kind: "snapshot", Text: snap.String(), Path: path})
+}
+
+func slugName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(s))
+}
+
+// deploy creates the namespace, the volumes and the StatefulSet, and waits
+// until every pod runs with its marker written.
+func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Namespace}}
+	if err := s.res.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
+	}
+	claims := make([]string, s.cfg.Replicas)
+	for i := range claims {
+		claims[i] = claimName(s.cfg.Name, i)
+	}
+	vols, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String()})
+	if err != nil {
+		return fmt.Errorf("provision %s volumes: %w", s.cfg.Kind, err)
+	}
+	s.volumes.StorageClass = vols.StorageClass
+	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, s.cluster.Workload())
+	if err := s.res.Create(ctx, sts); err != nil {
+		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
+	}
+	start := time.Now()
+	pods, err := s.waitPodsRunning(ctx, nil, 3*time.Minute)
+	if err != nil {
+		return err
+	}
+	sc.Note("%d pods Running after %s", len(pods), time.Since(start).Round(10*time.Millisecond))
+	if err := s.boundVolumes(ctx, sc, claims); err != nil {
+		return err
+	}
+	snap, err := s.snapshot(ctx, sc.QuietNode)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		pv := s.pvOf[claimOf(p)]
+		marker, err := s.readMarker(ctx, sc.Node, snap, p, pv)
+		if err != nil {
+			return err
+		}
+		s.markers[pv] = marker
+		sc.Note("pod %s uid %s on PV %s wrote marker %q", p.Name, p.UID, pv, marker)
+	}
+	return nil
+}
+
+// boundVolumes reads the PV bound to each claim: its name, and for CSI the
+// driver and volume handle the global mount is named after.
+func (s *Scenario) boundVolumes(ctx context.Context, sc *scenarios.StepContext, claims []string) error {
+	s.volumes.PVs = nil
+	for _, claim := range claims {
+		var pvc corev1.PersistentVolumeClaim
+		if err := s.res.Get(ctx, claim, s.cfg.Namespace, &pvc); err != nil {
+			return fmt.Errorf("get PVC %s/%s: %w", s.cfg.Namespace, claim, err)
+		}
+		var pv corev1.PersistentVolume
+		if err := s.res.Get(ctx, pvc.Spec.VolumeName, "", &pv); err != nil {
+			return fmt.Errorf("get PV %q bound to claim %s: %w", pvc.Spec.VolumeName, claim, err)
+		}
+		rec := storage.PV{Name: pv.Name, Claim: claim}
+		switch {
+		case pv.Spec.CSI != nil && s.cfg.Kind == storage.CSI:
+			rec.Driver, rec.VolumeHandle = pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle
+		case pv.Spec.Local != nil && s.cfg.Kind == storage.Local:
+			rec.Path = pv.Spec.Local.Path
+		default:
+			return fmt.Errorf("PV %s bound to claim %s is not a %s volume; check the storage class %s", pv.Name, claim, s.cfg.Kind, s.volumes.StorageClass)
+		}
+		s.volumes.PVs = append(s.volumes.PVs, rec)
+		s.pvOf[claim] = pv.Name
+		sc.Note("claim %s bound to PV %s (%s)", claim, pv.Name, describePV(rec))
+	}
+	return nil
+}
+
+func describePV(pv storage.PV) string {
+	if pv.Driver != "" {
+		return fmt.Sprintf("CSI driver %s, volume handle %s, global mount %s", pv.Driver, pv.VolumeHandle, nodestate.CSIGlobalMountPath(pv.Driver, pv.VolumeHandle))
+	}
+	return "local path " + pv.Path
+}
+
+func claimOf(p corev1.Pod) string {
+	for _, v := range p.Spec.Volumes {
+		if v.Name == volumeName && v.PersistentVolumeClaim != nil {
+			return v.PersistentVolumeClaim.ClaimName
+		}
+	}
+	return ""
+}
+
+// readMarker reads the marker through the pod's volume mount on the node,
+// which is what the container sees at /data.
+func (s *Scenario) readMarker(ctx context.Context, node exec.Cmder, snap *nodestate.Snapshot, p corev1.Pod, pv string) (string, error) {
+	dir := snap.Abs(podVolumeDir(s.cfg.Kind, string(p.UID), pv))
+	res, err := exec.Output(ctx, node, "cat", dir+"/marker")
+	if err != nil {
+		return "", fmt.Errorf("read the marker of pod %s (uid %s) on PV %s at %s/marker: %w", p.Name, p.UID, pv, dir, err)
+	}
+	return strings.TrimSpace(res.Stdout), nil
+}
+
+// listPods returns the StatefulSet's pods by ordinal name.
+func (s *Scenario) listPods(ctx context.Context) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := s.res.WithNamespace(s.cfg.Namespace).List(ctx, &list, resources.WithLabelSelector(appLabel+"="+s.cfg.Name)); err != nil {
+		return nil, err
+	}
+	pods := list.Items
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods, nil
+}
+
+// waitPodsRunning waits until Replicas pods run and are ready on the test
+// node, none of them with a UID in exclude.
+func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bool, timeout time.Duration) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	var last string
+	cond := func(ctx context.Context) (bool, error) {
+		got, err := s.listPods(ctx)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		var status []string
+		ready := 0
+		for _, p := range got {
+			st := string(p.Status.Phase)
+			if exclude[p.UID] {
+				st = "old uid"
+			} else if p.Status.Phase == corev1.PodRunning && podReady(p) && p.Spec.NodeName == s.node.String() {
+				ready++
+				st = "Running"
+			} else if reason := waitingReason(p); reason != "" {
+				st += "/" + reason
+			}
+			status = append(status, fmt.Sprintf("%s(%s)=%s", p.Name, p.UID, st))
+		}
+		last = strings.Join(status, ", ")
+		if len(got) == 0 {
+			last = "no pods yet (is the StatefulSet controller running?)"
+		}
+		pods = got
+		return ready == s.cfg.Replicas && len(got) == s.cfg.Replicas, nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		return nil, fmt.Errorf("wait for %d pods of %s/%s Running on %s: %w (last seen: %s)", s.cfg.Replicas, s.cfg.Namespace, s.cfg.Name, s.node, err, last)
+	}
+	return pods, nil
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func waitingReason(p corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil {
+			return cs.State.Waiting.Reason
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+func (s *Scenario) snapshotBefore(ctx context.Context, sc *scenarios.StepContext) error {
+	snap, err := s.snapshot(ctx, sc.Node)
+	if err != nil {
+		return err
+	}
+	s.initial = snap
+	s.snapshotEvidence(sc, "node state before the first hop", snap)
+	if s.cfg.Kind == storage.CSI {
+		for _, pv := range s.volumes.PVs {
+			path, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle)
+			if n != 1 {
+				return fmt.Errorf("CSI global mount of PV %s at %s is mounted %d times before any hop; want 1", pv.Name, path, n)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.StepContext) error {
+	return func(ctx context.Context, sc *scenarios.StepContext) error {
+		s.hop = &reports.Hop{Number: h.Number, From: "v" + h.From.String(), To: "v" + h.To.String(), Direction: h.Direction}
+		s.run.Hops = append(s.run.Hops, *s.hop)
+		s.hop = &s.run.Hops[len(s.run.Hops)-1]
+		pods, err := s.listPods(ctx)
+		if err != nil {
+			return fmt.Errorf("list pods before stopping the kubelet: %w", err)
+		}
+		s.oldUIDs = nil
+		for _, p := range pods {
+			s.oldUIDs = append(s.oldUIDs, string(p.UID))
+		}
+		s.hop.OldPodUIDs = append([]string(nil), s.oldUIDs...)
+		start := time.Now()
+		if err := s.node.StopKubelet(ctx); err != nil {
+			return err
+		}
+		s.timing("kubelet stop", time.Since(start))
+		sc.Note("kubelet stopped in %s; pods to force-delete: %s", time.Since(start).Round(time.Millisecond), strings.Join(s.oldUIDs, ", "))
+		return nil
+	}
+}
+
+func (s *Scenario) timing(phase string, d time.Duration) {
+	s.hop.Timings = append(s.hop.Timings, reports.Timing{Phase: phase, Duration: d})
+}
+
+func (s *Scenario) swapKubelet(bin binaries.Binary) func(context.Context, *scenarios.StepContext) error {
+	return func(ctx context.Context, sc *scenarios.StepContext) error {
+		start := time.Now()
+		if err := s.node.SwapKubelet(ctx, bin); err != nil {
+			return err
+		}
+		s.timing("swap binary", time.Since(start))
+		sc.Note("kubelet %s from %s (sha256 %s) installed", bin.Version, bin.Source, bin.SHA256)
+		return nil
+	}
+}
+
+// forceDelete deletes the pods with grace period 0 while the kubelet is
+// down, as the manual sign-off did, then records the node state the new
+// kubelet will find.
+func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) error {
+	start := time.Now()
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		if err := s.res.Delete(ctx, &pods[i], resources.WithGracePeriod(0)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("force-delete pod %s/%s (uid %s): %w", pods[i].Namespace, pods[i].Name, pods[i].UID, err)
+		}
+	}
+	old := map[string]bool{}
+	for _, u := range s.oldUIDs {
+		old[u] = true
+	}
+	gone := func(ctx context.Context) (bool, error) {
+		now, err := s.listPods(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range now {
+			if old[string(p.UID)] {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if err := wait.For(gone, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(100*time.Millisecond), wait.WithImmediate()); err != nil {
+		return fmt.Errorf("force-deleted pods still in the API: %w", err)
+	}
+	s.timing("force delete", time.Since(start))
+	snap, err := s.snapshot(ctx, sc.Node)
+	if err != nil {
+		return err
+	}
+	s.down = snap
+	left := snap.Leftovers(s.oldUIDs)
+	s.volsAtStart = 0
+	for _, u := range s.oldUIDs {
+		for _, e := range snap.Pod(u).Entries {
+			// pods/<uid>/volumes/<plugin>/<name>: the dirs reconstruction lists.
+			if strings.Count(e, "/") == 2 && strings.HasPrefix(e, "volumes/") {
+				s.volsAtStart++
+			}
+		}
+	}
+	sc.Note("%d pods force-deleted; with the kubelet down the node still holds %d of their mounts and directories, %d volume dirs for reconstruction", len(pods), len(left), s.volsAtStart)
+	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)
+	if len(left) == 0 {
+		return fmt.Errorf("nothing of the old pods %v is on the node while the kubelet is down: the scenario would prove nothing", s.oldUIDs)
+	}
+	return nil
+}
+
+func (s *Scenario) startKubelet(ctx context.Context, sc *scenarios.StepContext) error {
+	s.kubeletUp = time.Now()
+	if err := s.node.StartKubelet(ctx); err != nil {
+		return err
+	}
+	if n, ok := s.node.(interface{ Notes() []string }); ok {
+		for _, note := range n.Notes() {
+			sc.Note("%s", note)
+		}
+	}
+	sc.Note("kubelet process healthy %s after start", time.Since(s.kubeletUp).Round(time.Millisecond))
+	return nil
+}
+
+func (s *Scenario) waitReady(version string) func(context.Context, *scenarios.StepContext) error {
+	return func(ctx context.Context, sc *scenarios.StepContext) error {
+		if err := conditions.WaitNodeReady(ctx, s.res, s.node.String(), version, 2*time.Minute); err != nil {
+			return err
+		}
+		d := time.Since(s.kubeletUp)
+		s.timing("node Ready", d)
+		sc.Note("node %s Ready at kubelet %s, %s after the kubelet started", s.node, version, d.Round(10*time.Millisecond))
+		return nil
+	}
+}
+
+// waitCleanup polls node state until no mount and then nothing at all of
+// the old pods is left, recording when each happened (from the kubelet's
+// start).
+func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) error {
+	var last *nodestate.Snapshot
+	var lastErr error
+	mountsGone, polls := time.Duration(0), 0
+	cond := func(ctx context.Context) (bool, error) {
+		polls++
+		snap, err := s.snapshot(ctx, sc.QuietNode)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		last = snap
+		left := snap.Leftovers(s.oldUIDs)
+		mounts := 0
+		for _, l := range left {
+			if l.Kind == "mount" {
+				mounts++
+			}
+		}
+		if mounts == 0 && mountsGone == 0 {
+			mountsGone = time.Since(s.kubeletUp)
+		}
+		return len(left) == 0, nil
+	}
+	err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.cfg.CleanupTimeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
+	dirsGone := time.Since(s.kubeletUp)
+	if last != nil {
+		s.snapshotEvidence(sc, "node state after cleanup", last)
+		sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, last)})
+	}
+	if err != nil {
+		var detail []string
+		if last != nil {
+			for _, l := range last.Leftovers(s.oldUIDs) {
+				detail = append(detail, l.String())
+			}
+		} else if lastErr != nil {
+			detail = append(detail, lastErr.Error())
+		}
+		return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start (%d polls): %s", s.cfg.CleanupTimeout, polls, strings.Join(detail, "; "))
+	}
+	s.timing("old mounts gone", mountsGone)
+	s.timing("old pod dirs gone", dirsGone)
+	sc.Note("old pods' mounts gone %s and their directories %s after the kubelet started (%d polls every %s)",
+		mountsGone.Round(10*time.Millisecond), dirsGone.Round(10*time.Millisecond), polls, s.cfg.PollInterval)
+	return nil
+}
+
+// checkRecreated checks the StatefulSet's new pods: new UIDs, same node,
+// same claims bound to the same PVs, marker readable and unchanged, each
+// pod's volume mounted, and each CSI global mount mounted exactly once.
+func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext) error {
+	exclude := map[types.UID]bool{}
+	for _, u := range s.oldUIDs {
+		exclude[types.UID(u)] = true
+	}
+	pods, err := s.waitPodsRunning(ctx, exclude, 3*time.Minute)
+	if err != nil {
+		return err
+	}
+	s.timing("pods Running", time.Since(s.kubeletUp))
+	snap, err := s.snapshot(ctx, sc.QuietNode)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		claim := claimOf(p)
+		pv := s.pvOf[claim]
+		var pvc corev1.PersistentVolumeClaim
+		if err := s.res.Get(ctx, claim, s.cfg.Namespace, &pvc); err != nil {
+			return fmt.Errorf("get PVC %s of pod %s: %w", claim, p.Name, err)
+		}
+		if pvc.Spec.VolumeName != pv {
+			return fmt.Errorf("pod %s (uid %s) claim %s is bound to PV %q; it was %q before the hop", p.Name, p.UID, claim, pvc.Spec.VolumeName, pv)
+		}
+		dir := podVolumeDir(s.cfg.Kind, string(p.UID), pv)
+		if n := snap.MountCount(dir); n < 1 {
+			return fmt.Errorf("pod %s (uid %s): its volume %s is not mounted at %s", p.Name, p.UID, pv, snap.Abs(dir))
+		}
+		marker, err := s.readMarker(ctx, sc.Node, snap, p, pv)
+		if err != nil {
+			return err
+		}
+		if marker != s.markers[pv] {
+			return fmt.Errorf("pod %s (uid %s): marker on PV %s is %q, want %q (written before the first hop)", p.Name, p.UID, pv, marker, s.markers[pv])
+		}
+		sc.Note("pod %s uid %s on %s, claim %s → PV %s, marker intact", p.Name, p.UID, p.Spec.NodeName, claim, pv)
+	}
+	if s.cfg.Kind == storage.CSI {
+		for _, pv := range s.volumes.PVs {
+			path, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle)
+			if n != 1 {
+				return fmt.Errorf("CSI global mount of PV %s at %s is mounted %d times; want exactly 1", pv.Name, path, n)
+			}
+		}
+		sc.Note("each of the %d CSI global mounts is mounted exactly once", len(s.volumes.PVs))
+	}
+	s.snapshotEvidence(sc, "node state with the re-created pods", snap)
+	return nil
+}
+
+// checkMetrics scrapes the kubelet through the API server's node proxy and
+// checks the scenario's expectations for the volume kind.
+func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) error {
+	scrape, err := kubeletmetrics.Fetch(ctx, s.cs, s.node.String())
+	if err != nil {
+		return err
+	}
+	if path, err := sc.Artifact("metrics.txt", scrape.Raw); err == nil {
+		sc.Evidence(reports.Evidence{Name: "kubelet metrics", Kind: "metrics", Path: path})
+	}
+	exps := kubeletmetrics.CSIExpectations(s.volsAtStart)
+	if s.cfg.Kind == storage.Local {
+		exps = kubeletmetrics.LocalVolumeExpectations(s.volsAtStart)
+	}
+	var failed []string
+	for _, r := range kubeletmetrics.Evaluate(scrape, exps) {
+		m := reports.Metric{Name: r.Metric, Value: r.Value, Present: r.Present, Expected: r.Expected, Verdict: reports.Verdict(r.Verdict), Reason: r.Reason}
+		s.hop.Metrics = append(s.hop.Metrics, m)
+		switch m.Verdict {
+		case reports.Fail:
+			failed = append(failed, fmt.Sprintf("%s = %v, expected %s", r.Metric, r.Value, r.Expected))
+		case reports.PassWithExpectedDeviations:
+			sc.Deviation(reports.Deviation{Check: "metric " + r.Metric, Expected: r.Expected, Observed: fmt.Sprint(r.Value), Reason: r.Reason})
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("kubelet metrics: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+func (s *Scenario) snapshotAfter(ctx context.Context, sc *scenarios.StepContext) error {
+	snap, err := s.snapshot(ctx, sc.Node)
+	if err != nil {
+		return err
+	}
+	s.snapshotEvidence(sc, "node state after the last hop", snap)
+	sc.Evidence(reports.Evidence{Name: "changes since before the first hop", Kind: "diff", Text: nodestate.Diff(s.initial, snap)})
+	return nil
+}
+
+// deleteWorkload deletes the StatefulSet normally and checks that the
+// kubelet unmounts its volumes, including the CSI global mounts no pod
+// uses any more, then deletes the claims and volumes.
+func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext) error {
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	var uids []string
+	for _, p := range pods {
+		uids = append(uids, string(p.UID))
+	}
+	start := time.Now()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Name, Namespace: s.cfg.Namespace}}
+	if err := s.res.Delete(ctx, sts, resources.WithDeletePropagation(string(metav1.DeletePropagationForeground))); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
+	}
+	var last *nodestate.Snapshot
+	cond := func(ctx context.Context) (bool, error) {
+		snap, err := s.snapshot(ctx, sc.QuietNode)
+		if err != nil {
+			return false, nil
+		}
+		last = snap
+		if len(snap.Leftovers(uids)) > 0 {
+			return false, nil
+		}
+		if s.cfg.Kind == storage.CSI {
+			for _, pv := range s.volumes.PVs {
+				if _, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.cfg.CleanupTimeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		msg := fmt.Sprintf("volumes of the deleted StatefulSet still on the node after %s", s.cfg.CleanupTimeout)
+		if last != nil {
+			s.snapshotEvidence(sc, "node state after deleting the StatefulSet", last)
+			var detail []string
+			for _, l := range last.Leftovers(uids) {
+				detail = append(detail, l.String())
+			}
+			for _, pv := range s.volumes.PVs {
+				if path, n := last.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
+					detail = append(detail, fmt.Sprintf("CSI global mount %s still mounted %d times", path, n))
+				}
+			}
+			msg += ": " + strings.Join(detail, "; ")
+		}
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	sc.Note("StatefulSet deleted; its pods' mounts, directories and global mounts gone after %s", time.Since(start).Round(10*time.Millisecond))
+	return s.deleteVolumes(ctx)
+}
+
+func (s *Scenario) deleteVolumes(ctx context.Context) error {
+	for _, pv := range s.volumes.PVs {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: pv.Claim, Namespace: s.cfg.Namespace}}
+		if err := s.res.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete PVC %s: %w", pv.Claim, err)
+		}
+		obj := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name}}
+		if err := s.res.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete PV %s: %w", pv.Name, err)
+		}
+	}
+	if s.volumes.StorageClass != "" {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: s.volumes.StorageClass}}
+		if err := s.res.Delete(ctx, sc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete StorageClass %s: %w", s.volumes.StorageClass, err)
+		}
+	}
+	return nil
+}

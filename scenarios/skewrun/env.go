@@ -1,0 +1,97 @@
+package skewrun
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/existing"
+)
+
+// Settings are the environment variables `make test-skew`, the suite and
+// `skewtest run` read, with what each means; the README's table is this.
+var Settings = []struct{ Name, Default, Help string }{
+	{"PROVIDER", "local", "local (a real cluster on this Linux host) or existing (KUBECONFIG plus SSH)"},
+	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
+	{"REPLICAS", "3", "StatefulSet replicas, one PVC each, all on the test node"},
+	{"VOLUME_KIND", "csi", "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
+	{"KUBELET_SOURCE", "module", "module (build from the k8s.io/kubernetes Go module) or release (download from dl.k8s.io, sha256-checked)"},
+	{"KUBELETS", "", "one binary spec per plan entry, overriding KUBELET_SOURCE: vX.Y.Z, release:vX.Y.Z, module:vX.Y.Z, file:/path, checkout:/path, latest-X.Y, ci/latest-X.Y"},
+	{"RELEASE_BASE_URL", "https://dl.k8s.io", "mirror for release downloads"},
+	{"ARTIFACTS", "./_artifacts/<run-id>", "where reports, JUnit and logs go"},
+	{"KEEP_CLUSTER_ON_FAILURE", "false", "leave a failed cluster up and print how to reach and remove it"},
+	{"SKEWTEST_CACHE", "$HOME/.cache/skewtest", "binary cache (never in the repository)"},
+	{"POLL_INTERVAL", "250ms", "how often node state is read while waiting"},
+	{"CLEANUP_TIMEOUT", "3m", "how long the kubelet gets to clean up after each hop"},
+	{"KUBECONFIG", "", "existing: the cluster's kubeconfig"},
+	{"NODES", "", "existing: comma-separated test nodes (default: every worker)"},
+	{"SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", "$USER / agent / ~/.ssh/known_hosts", "existing: how to reach nodes (host keys are always checked)"},
+	{"STORAGE_CLASS", "", "existing: a StorageClass that provisions volumes on the test node"},
+	{"KUBELET_BINARY / KUBELET_UNIT", "/usr/bin/kubelet / kubelet", "existing: the kubelet's path and systemd unit"},
+}
+
+// OptionsFromEnv reads Options from environment variables (see Settings).
+func OptionsFromEnv(getenv func(string) string) (Options, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	o := Options{
+		Provider:       getenv("PROVIDER"),
+		Plan:           getenv("PLAN"),
+		Kind:           getenv("VOLUME_KIND"),
+		KubeletSource:  getenv("KUBELET_SOURCE"),
+		ReleaseBaseURL: getenv("RELEASE_BASE_URL"),
+		ArtifactsDir:   getenv("ARTIFACTS"),
+		CacheDir:       getenv("SKEWTEST_CACHE"),
+		StorageClass:   getenv("STORAGE_CLASS"),
+		Image:          getenv("IMAGE"),
+	}
+	if v := getenv("KUBELETS"); v != "" {
+		o.Kubelets = splitList(v)
+	}
+	var err error
+	if v := getenv("REPLICAS"); v != "" {
+		if o.Replicas, err = strconv.Atoi(v); err != nil || o.Replicas < 1 || o.Replicas > 50 {
+			return o, fmt.Errorf("%w: REPLICAS=%q: want a number from 1 to 50", ErrInvalid, v)
+		}
+	}
+	if v := getenv("KEEP_CLUSTER_ON_FAILURE"); v != "" {
+		if o.KeepClusterOnFailure, err = strconv.ParseBool(v); err != nil {
+			return o, fmt.Errorf("%w: KEEP_CLUSTER_ON_FAILURE=%q: want true or false", ErrInvalid, v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"POLL_INTERVAL", &o.PollInterval}, {"CLEANUP_TIMEOUT", &o.CleanupTimeout}} {
+		if v := getenv(d.name); v != "" {
+			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
+				return o, fmt.Errorf("%w: %s=%q: want a duration such as 250ms or 3m", ErrInvalid, d.name, v)
+			}
+		}
+	}
+	o.Existing = existing.Config{
+		Kubeconfig:    getenv("KUBECONFIG"),
+		Nodes:         splitList(getenv("NODES")),
+		KubeletBinary: getenv("KUBELET_BINARY"),
+		KubeletUnit:   getenv("KUBELET_UNIT"),
+		SSH: existing.SSHConfig{
+			User:           getenv("SSH_USER"),
+			KeyFile:        getenv("SSH_KEY"),
+			KnownHostsFile: getenv("SSH_KNOWN_HOSTS"),
+		},
+	}
+	return o, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

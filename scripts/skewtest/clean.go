@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/skewtest/clusters/local"
+)
+
+// clean removes what local runs left behind when the harness itself was
+// killed (SIGKILL, a lost machine): every run directory under the run
+// root, or the ones given.
+func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
+	if len(dirs) == 0 {
+		entries, err := os.ReadDir(local.DefaultRunRoot)
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Println("nothing to clean")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(local.DefaultRunRoot, e.Name()))
+			}
+		}
+	}
+	var errs []error
+	for _, d := range dirs {
+		logger.Info("cleaning", "dir", d)
+		if err := local.Clean(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		fmt.Printf("cleaned %d run directories\n", len(dirs))
+	}
+	return errors.Join(errs...)
+}

@@ -42,7 +42,7 @@ type Run struct {
 	// Timings are run-level phases: cluster bring-up, workload Running,
 	// teardown, the whole run.
 	Timings []Timing `json:"timings,omitempty"`
-	Verdict     Verdict    `json:"verdict"`
+	Verdict Verdict  `json:"verdict"`
 	// Failure is the first failure, one line, naming the UID, path or
 	// metric; empty on a pass.
 	Failure string `json:"failure,omitempty"`

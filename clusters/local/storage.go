@@ -122,7 +122,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 			}
 		case storage.Local:
 			rec.Path = p.path("volumes", pvName)
-			if err := mountTmpfs(rec.Path, size); err != nil {
+			if err := mountTmpfs(rec.Path, qty.Value()); err != nil {
 				return storage.Volumes{}, err
 			}
 			pv.Spec.Local = &corev1.LocalVolumeSource{Path: rec.Path}
@@ -139,11 +139,11 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 
 // mountTmpfs backs a local volume with a real mount, as a local disk
 // would be.
-func mountTmpfs(path, size string) error {
+func mountTmpfs(path string, bytes int64) error {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("tmpfs", path, "tmpfs", 0, "size="+size+",mode=0777"); err != nil {
+	if err := unix.Mount("skewtest-local-volume", path, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0777", bytes)); err != nil {
 		return fmt.Errorf("mount tmpfs for local volume at %s: %w", path, err)
 	}
 	return nil

@@ -490,3 +490,22 @@ func TestSnapshotErrors(t *testing.T) {
 		t.Error("Snapshot with a nil Node succeeded")
 	}
 }
+
+func TestVolumeDirs(t *testing.T) {
+	p := PodState{UID: "u1", Entries: []string{
+		"pods/u1/containers",
+		"pods/u1/volumes",
+		"pods/u1/volumes/kubernetes.io~csi",
+		"pods/u1/volumes/kubernetes.io~csi/pv1",
+		"pods/u1/volumes/kubernetes.io~csi/pv1/mount",
+		"pods/u1/volumes/kubernetes.io~csi/pv1/vol_data.json",
+		"pods/u1/volumes/kubernetes.io~projected/kube-api-access-x",
+		"pods/u1/volumeDevices/kubernetes.io~csi/pv2",
+		"pods/u1/volume-subpaths/v/c/0",
+	}}
+	got := p.VolumeDirs()
+	want := []string{"pods/u1/volumes/kubernetes.io~csi/pv1", "pods/u1/volumes/kubernetes.io~projected/kube-api-access-x", "pods/u1/volumeDevices/kubernetes.io~csi/pv2"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("VolumeDirs() = %v, want %v", got, want)
+	}
+}

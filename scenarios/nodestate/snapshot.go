@@ -480,3 +480,18 @@ func (s *Snapshot) String() string {
 	}
 	return b.String()
 }
+
+// VolumeDirs are the pod's pods/<uid>/volumes/<plugin>/<name> and
+// volumeDevices/<plugin>/<name> entries: exactly what the kubelet's
+// reconstruction lists at start, one reconstruction per entry.
+func (p PodState) VolumeDirs() []string {
+	var out []string
+	for _, e := range p.Entries {
+		rest := strings.TrimPrefix(e, "pods/"+p.UID+"/")
+		parts := strings.Split(rest, "/")
+		if len(parts) == 3 && (parts[0] == "volumes" || parts[0] == "volumeDevices") {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -468,12 +468,7 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 	left := snap.Leftovers(s.oldUIDs)
 	s.volsAtStart = 0
 	for _, u := range s.oldUIDs {
-		for _, e := range snap.Pod(u).Entries {
-			// pods/<uid>/volumes/<plugin>/<name>: the dirs reconstruction lists.
-			if strings.Count(e, "/") == 2 && strings.HasPrefix(e, "volumes/") {
-				s.volsAtStart++
-			}
-		}
+		s.volsAtStart += len(snap.Pod(u).VolumeDirs())
 	}
 	sc.Note("%d pods force-deleted; with the kubelet down the node still holds %d of their mounts and directories, %d volume dirs for reconstruction", len(pods), len(left), s.volsAtStart)
 	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)

@@ -368,4 +368,3 @@ func firstNonEmpty(a, b string) string {
 	}
 	return b
 }
-

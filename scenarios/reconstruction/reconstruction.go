@@ -221,6 +221,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		return err
 	}
 	sc.Note("%d pods Running after %s", len(pods), time.Since(start).Round(10*time.Millisecond))
+	s.run.Timings = append(s.run.Timings, reports.Timing{Phase: "workload Running", Duration: time.Since(start)})
 	if err := s.boundVolumes(ctx, sc, claims); err != nil {
 		return err
 	}

@@ -54,7 +54,9 @@ type Options struct {
 	Kubelets []string
 	// ReleaseBaseURL is a dl.k8s.io mirror.
 	ReleaseBaseURL string
-	// ArtifactsDir defaults to $ARTIFACTS or ./_artifacts/<run-id>.
+	// ArtifactsDir is the artifacts root ($ARTIFACTS, default ./_artifacts):
+	// each run writes into <root>/<run-id>/, and its JUnit file is also
+	// copied to the root, where Prow and TestGrid look for junit_*.xml.
 	ArtifactsDir         string
 	KeepClusterOnFailure bool
 	CacheDir             string
@@ -127,13 +129,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	runID := reports.NewRunID(start)
-	artifacts := o.ArtifactsDir
-	if artifacts == "" {
-		artifacts = reports.DefaultArtifactsDir(runID)
+	root := defaultStr(o.ArtifactsDir, "_artifacts")
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs
 	}
-	if abs, err := filepath.Abs(artifacts); err == nil {
-		artifacts = abs
-	}
+	artifacts := filepath.Join(root, runID)
 	// Unknown providers fail here, before binaries are built.
 	if err := clusters.Check(o.Provider); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
@@ -182,6 +182,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
 		files, werr := reports.WriteAll(artifacts, run)
 		res.Files = files
+		if werr == nil {
+			werr = publish(root, runID, run)
+		}
 		if werr != nil {
 			err = errors.Join(err, fmt.Errorf("write reports to %s: %w", artifacts, werr))
 		}
@@ -243,6 +246,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	failed = false
 	return res, nil
+}
+
+// publish copies the run's JUnit file to the artifacts root and points
+// <root>/latest at the run.
+func publish(root, runID string, run *reports.Run) error {
+	name := reports.JUnitFileName(run.Scenario)
+	b, err := os.ReadFile(filepath.Join(root, runID, name))
+	if err != nil {
+		return err
+	}
+	top := strings.TrimSuffix(name, ".xml") + "-" + runID + ".xml"
+	if err := os.WriteFile(filepath.Join(root, top), b, 0o644); err != nil {
+		return err
+	}
+	latest := filepath.Join(root, "latest")
+	os.Remove(latest)
+	return os.Symlink(runID, latest)
 }
 
 func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {

@@ -1,0 +1,47 @@
+# skewtest: see README.md.
+SHELL := /bin/bash
+
+# Settings read by the suite and `skewtest run` (go run ./scripts/skewtest settings).
+PROVIDER ?= local
+PLAN ?=
+REPLICAS ?= 3
+ARTIFACTS ?= $(CURDIR)/_artifacts
+ROUNDS ?= 5
+export PROVIDER PLAN REPLICAS ARTIFACTS
+
+# Every package but the suites, which need a cluster.
+UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
+GINKGO_ARGS ?=
+
+.PHONY: test test-skew bench-skew lint deps clean help
+
+help:
+	@echo "make test        unit tests, real-mount and sshd tests (no cluster)"
+	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
+	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings"
+	@echo "make lint        gofmt and go vet"
+	@echo "make deps        install host packages and Go modules"
+	@echo "make clean       remove what killed local runs left behind"
+
+test:
+	go test -count=1 $(UNIT_PKGS)
+
+test-skew:
+	@mkdir -p "$(ARTIFACTS)"
+	go test -count=1 -timeout 85m ./suites/reconstruction -ginkgo.v \
+		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_reconstruction.xml" $(GINKGO_ARGS)
+	@echo "Reports: $(ARTIFACTS)/latest/report.md (and one directory per run in $(ARTIFACTS))"
+
+bench-skew:
+	@mkdir -p "$(ARTIFACTS)"
+	go run ./scripts/skewtest bench -rounds $(ROUNDS) -out "$(ARTIFACTS)/bench-$(PROVIDER).json"
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+
+deps:
+	scripts/install-deps.sh
+
+clean:
+	go run ./scripts/skewtest clean

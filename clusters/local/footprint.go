@@ -1,0 +1,146 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Footprint is everything on this host that local runs make, counted so
+// a test can prove a run left nothing behind: compare one taken before a
+// run with one taken after.
+type Footprint struct {
+	// Processes are live cluster daemons and shims, "comm(pid)".
+	Processes []string
+	// Mounts are mount points under the run root.
+	Mounts []string
+	// RunDirs are directories under the run root.
+	RunDirs []string
+	// Cgroups are skewtest-* cgroups in any hierarchy.
+	Cgroups []string
+	// Chains are iptables/ip6tables KUBE-* chains, "tool|table|chain".
+	Chains []string
+	// Links are skw* network interfaces (the runs' CNI bridges) and veths
+	// attached to them.
+	Links []string
+	// LogLinks are /var/log/containers links into the run root.
+	LogLinks []string
+	// CNIEntries are /var/lib/cni entries of skewtest networks.
+	CNIEntries []string
+}
+
+// daemons are the process names local runs start.
+var daemons = map[string]bool{
+	"etcd": true, "kube-apiserver": true, "kube-controller": true, "kube-scheduler": true,
+	"kubelet": true, "containerd": true, "containerd-shim": true, "podbin": true,
+}
+
+// TakeFootprint reads the footprint of local runs under runRoot
+// (DefaultRunRoot when empty).
+func TakeFootprint(ctx context.Context, runRoot string) Footprint {
+	if runRoot == "" {
+		runRoot = DefaultRunRoot
+	}
+	var f Footprint
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		comm, err := os.ReadFile(filepath.Join("/proc", p.Name(), "comm"))
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(comm))
+		if daemons[name] || strings.HasPrefix(name, "containerd-shim") {
+			if stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat")); err == nil {
+				// Zombies are dead: their parent has yet to reap them.
+				if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+					continue
+				}
+			}
+			f.Processes = append(f.Processes, fmt.Sprintf("%s(%s)", name, p.Name()))
+		}
+	}
+	for _, m := range mountsUnder(runRoot) {
+		f.Mounts = append(f.Mounts, m.MountPoint)
+	}
+	if entries, err := os.ReadDir(runRoot); err == nil {
+		for _, e := range entries {
+			f.RunDirs = append(f.RunDirs, filepath.Join(runRoot, e.Name()))
+		}
+	}
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*/skewtest-*")
+	top, _ := filepath.Glob("/sys/fs/cgroup/skewtest-*")
+	f.Cgroups = append(hier, top...)
+	for _, c := range iptablesChains(ctx) {
+		if strings.Contains(c, "|KUBE-") {
+			f.Chains = append(f.Chains, c)
+		}
+	}
+	links, _ := os.ReadDir("/sys/class/net")
+	for _, l := range links {
+		if strings.HasPrefix(l.Name(), "skw") {
+			f.Links = append(f.Links, l.Name())
+		} else if master, err := os.Readlink(filepath.Join("/sys/class/net", l.Name(), "master")); err == nil && strings.HasPrefix(filepath.Base(master), "skw") {
+			f.Links = append(f.Links, l.Name())
+		}
+	}
+	if entries, err := os.ReadDir("/var/log/containers"); err == nil {
+		for _, e := range entries {
+			path := filepath.Join("/var/log/containers", e.Name())
+			if dest, err := os.Readlink(path); err == nil && strings.HasPrefix(dest, runRoot+"/") {
+				f.LogLinks = append(f.LogLinks, path)
+			}
+		}
+	}
+	for _, pattern := range []string{"/var/lib/cni/results/skewtest-*", "/var/lib/cni/networks/skewtest-*"} {
+		m, _ := filepath.Glob(pattern)
+		f.CNIEntries = append(f.CNIEntries, m...)
+	}
+	for _, l := range [][]string{f.Processes, f.Mounts, f.RunDirs, f.Cgroups, f.Chains, f.Links, f.LogLinks, f.CNIEntries} {
+		sort.Strings(l)
+	}
+	return f
+}
+
+// Added lists what after has that f has not, one line per item ("mount
+// /var/lib/skewtest/..."); empty means nothing was left behind. Processes
+// are compared by name, since pids differ.
+func (f Footprint) Added(after Footprint) []string {
+	var out []string
+	diff := func(kind string, before, after []string, key func(string) string) {
+		count := map[string]int{}
+		for _, b := range before {
+			count[key(b)]++
+		}
+		for _, a := range after {
+			if count[key(a)] > 0 {
+				count[key(a)]--
+				continue
+			}
+			out = append(out, kind+" "+a)
+		}
+	}
+	id := func(s string) string { return s }
+	name := func(s string) string {
+		if i := strings.IndexByte(s, '('); i >= 0 {
+			return s[:i]
+		}
+		return s
+	}
+	diff("process", f.Processes, after.Processes, name)
+	diff("mount", f.Mounts, after.Mounts, id)
+	diff("run dir", f.RunDirs, after.RunDirs, id)
+	diff("cgroup", f.Cgroups, after.Cgroups, id)
+	diff("iptables chain", f.Chains, after.Chains, id)
+	diff("link", f.Links, after.Links, id)
+	diff("log link", f.LogLinks, after.LogLinks, id)
+	diff("cni entry", f.CNIEntries, after.CNIEntries, id)
+	return out
+}
+
+// Count is the number of items, for progress output.
+func (f Footprint) Count() int {
+	return len(f.Processes) + len(f.Mounts) + len(f.RunDirs) + len(f.Cgroups) + len(f.Chains) + len(f.Links) + len(f.LogLinks) + len(f.CNIEntries)
+}

@@ -1,0 +1,47 @@
+package local
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestFootprintAdded(t *testing.T) {
+	before := Footprint{Processes: []string{"containerd(10)"}, Chains: []string{"iptables|filter|KUBE-FIREWALL"}}
+	tests := []struct {
+		name  string
+		after Footprint
+		want  []string
+	}{
+		{"same", Footprint{Processes: []string{"containerd(99)"}, Chains: []string{"iptables|filter|KUBE-FIREWALL"}}, nil},
+		{"leaked kubelet and mount", Footprint{
+			Processes: []string{"containerd(10)", "kubelet(42)"},
+			Chains:    []string{"iptables|filter|KUBE-FIREWALL"},
+			Mounts:    []string{"/var/lib/skewtest/r/kubelet"},
+		}, []string{"process kubelet(42)", "mount /var/lib/skewtest/r/kubelet"}},
+		{"second containerd", Footprint{Processes: []string{"containerd(10)", "containerd(11)"}, Chains: []string{"iptables|filter|KUBE-FIREWALL"}}, []string{"process containerd(11)"}},
+		{"removed is not added", Footprint{}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := before.Added(tt.after)
+			if strings.Join(got, ";") != strings.Join(tt.want, ";") {
+				t.Fatalf("Added() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSplitSaved(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`INPUT -j KUBE-FIREWALL`, `INPUT|-j|KUBE-FIREWALL`},
+		{`KUBE-FIREWALL ! -s 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -j DROP`,
+			`KUBE-FIREWALL|!|-s|127.0.0.0/8|-m|comment|--comment|block incoming localnet connections|-j|DROP`},
+		{`X -m comment --comment "a \"quoted\" word" -j Y`, `X|-m|comment|--comment|a "quoted" word|-j|Y`},
+		{`X --comment ""`, `X|--comment|`},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(splitSaved(tt.in), "|"); got != tt.want {
+			t.Errorf("splitSaved(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package reconstruction
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// OldestSkewPlan goes down to the oldest kubelet the skew policy allows
+// against a v1.37 API server.
+const OldestSkewPlan = "v1.37.2,v1.34.4,v1.37.2"
+
+type matrixEntry struct {
+	plan string
+	kind string
+}
+
+// matrix is what `make test-skew` runs: with PLAN set, that plan on
+// VOLUME_KIND; otherwise, on the local provider, the manual sign-off's
+// plan and the oldest-skew plan on CSI volumes, and the sign-off plan on
+// local volumes.
+func matrix() []matrixEntry {
+	kind := os.Getenv("VOLUME_KIND")
+	if p := os.Getenv("PLAN"); p != "" {
+		return []matrixEntry{{plan: p, kind: orDefault(kind, "csi")}}
+	}
+	if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
+		return []matrixEntry{{plan: skewrun.DefaultPlan, kind: orDefault(kind, "csi")}}
+	}
+	if kind != "" {
+		return []matrixEntry{{plan: skewrun.DefaultPlan, kind: kind}, {plan: OldestSkewPlan, kind: kind}}
+	}
+	return []matrixEntry{
+		{plan: skewrun.DefaultPlan, kind: "csi"},
+		{plan: OldestSkewPlan, kind: "csi"},
+		{plan: skewrun.DefaultPlan, kind: "local"},
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// labelsFor derives Ginkgo labels from a plan: skew and disruptive always,
+// upgrade and downgrade from its hops, the volume kind and the provider.
+func labelsFor(e matrixEntry) Labels {
+	l := Labels{"skew", "disruptive", orDefault(os.Getenv("PROVIDER"), clusters.Local)}
+	if e.kind == "local" {
+		l = append(l, "local-volume")
+	} else {
+		l = append(l, "csi")
+	}
+	if p, err := plan.Parse(e.plan); err == nil {
+		seen := map[string]bool{}
+		for _, h := range p.Hops() {
+			if !seen[h.Direction] {
+				seen[h.Direction] = true
+				l = append(l, h.Direction)
+			}
+		}
+	}
+	return l
+}
+
+var _ = Describe("kubelet volume reconstruction across versions", func() {
+	for _, e := range matrix() {
+		name := fmt.Sprintf("cleans up force-deleted pods' %s volumes on plan %s", e.kind, e.plan)
+		It(name, labelsFor(e), func(ctx SpecContext) {
+			o, err := skewrun.OptionsFromEnv(nil)
+			Expect(err).NotTo(HaveOccurred())
+			o.Plan, o.Kind = e.plan, e.kind
+			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+			o.Out = GinkgoWriter
+			before := footprint(ctx, o)
+
+			res, err := skewrun.Run(ctx, o)
+
+			if res != nil {
+				AddReportEntry("report", res.ArtifactsDir+"/report.md")
+				AddReportEntry("summary", reports.Summary(res.Run))
+			}
+			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
+			Expect(res.Run.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), res.Run.Failure)
+			Expect(res.Run.Hops).To(HaveLen(len(strings.Split(e.plan, ","))-1), "every hop of the plan ran")
+			for _, h := range res.Run.Hops {
+				Expect(phases(h)).To(ContainElements("old mounts gone", "old pod dirs gone"), "hop %d recorded its time-to-cleanup", h.Number)
+			}
+			if e.kind == "csi" {
+				Expect(res.Run.Verdict).To(Equal(reports.Pass), "CSI volumes allow no metric deviation")
+			}
+			if !o.KeepClusterOnFailure {
+				Expect(before.Added(footprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
+			}
+		})
+	}
+})
+
+func phases(h reports.Hop) []string {
+	var out []string
+	for _, t := range h.Timings {
+		out = append(out, t.Phase)
+	}
+	return out
+}
+
+func artifactsOf(res *skewrun.Result) string {
+	if res == nil {
+		return "(no run was started)"
+	}
+	return res.ArtifactsDir
+}
+
+// footprint counts what local runs make; other providers make nothing on
+// this host, so theirs is empty.
+func footprint(ctx context.Context, o skewrun.Options) local.Footprint {
+	if orDefault(o.Provider, clusters.Local) != clusters.Local {
+		return local.Footprint{}
+	}
+	return local.TakeFootprint(ctx, o.LocalRunRoot)
+}

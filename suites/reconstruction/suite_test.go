@@ -1,0 +1,25 @@
+// Package reconstruction is the Ginkgo suite behind `make test-skew`: the
+// KEP-3756 upgrade/downgrade scenario on real kubelets, for the chosen
+// provider and plans, plus the teardown guarantees of the local provider.
+//
+// Settings come from the environment (see `go run ./scripts/skewtest
+// settings`); Ginkgo's own flags select specs, e.g.
+// -ginkgo.label-filter=downgrade or -ginkgo.focus=local-volume.
+package reconstruction
+
+import (
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+)
+
+func TestReconstruction(t *testing.T) {
+	RegisterFailHandler(Fail)
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	// Runs take tens of seconds each and build binaries on a cold cache:
+	// show progress as it happens.
+	reporterConfig.Verbose = true
+	suiteConfig.Timeout = 0
+	RunSpecs(t, "skewtest: kubelet volume reconstruction across versions", suiteConfig, reporterConfig)
+}

@@ -1,0 +1,112 @@
+package reconstruction
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// brokenKubelet reports v1.36.3 but refuses to run, so a run fails in the
+// middle of hop 1: the pods are force-deleted and their volumes still
+// mounted when the new kubelet fails to start.
+const brokenKubelet = `#!/bin/sh
+if [ "$1" = "--version" ]; then echo "Kubernetes v1.36.3"; exit 0; fi
+echo "skewtest teardown test: this kubelet refuses to start on purpose" >&2
+exit 1
+`
+
+var _ = Describe("local provider teardown", Label("teardown", "disruptive", "local"), func() {
+	BeforeEach(func() {
+		if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
+			Skip("teardown specs are for the local provider")
+		}
+	})
+
+	It("leaves nothing behind when a hop fails", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		fake := filepath.Join(dir, "kubelet")
+		Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
+		before := local.TakeFootprint(ctx, "")
+
+		res, err := skewrun.Run(ctx, skewrun.Options{
+			Plan:         "v1.37.2,v1.36.3",
+			Kubelets:     []string{"module:v1.37.2", "file:" + fake},
+			ArtifactsDir: filepath.Join(dir, "artifacts"),
+			Logger:       slog.New(slog.NewTextHandler(GinkgoWriter, nil)),
+			Out:          GinkgoWriter,
+		})
+
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("start kubelet v1.36.3"))
+		Expect(res.Run.Verdict).To(Equal(reports.Fail))
+		Expect(res.Run.Failure).To(ContainSubstring("refuses to start on purpose"), "the report says why, from the kubelet's log")
+		Expect(filepath.Join(res.ArtifactsDir, "report.md")).To(BeAnExistingFile())
+		Expect(filepath.Join(res.ArtifactsDir, "logs", "kubelet-2-v1.36.3.log")).To(BeAnExistingFile(), "the failed kubelet's log is kept")
+		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
+	})
+
+	It("leaves nothing behind when interrupted with SIGINT while the kubelet is down", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		bin := filepath.Join(dir, "skewtest")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "sigs.k8s.io/skewtest/scripts/skewtest")
+		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
+		Expect(build.Run()).To(Succeed())
+		before := local.TakeFootprint(ctx, "")
+
+		cmd := exec.Command(bin, "run")
+		cmd.Env = append(os.Environ(), "PROVIDER=local", "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
+		stderr, err := cmd.StderrPipe()
+		Expect(err).NotTo(HaveOccurred())
+		cmd.Stdout = GinkgoWriter
+		Expect(cmd.Start()).To(Succeed())
+		DeferCleanup(func() { _ = cmd.Process.Kill() })
+
+		// Interrupt once the pods are force-deleted and the kubelet is
+		// stopped: the most state there is to clean up.
+		reached := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			sc := bufio.NewScanner(stderr)
+			signalled := false
+			for sc.Scan() {
+				line := sc.Text()
+				fmt.Fprintln(GinkgoWriter, line)
+				if !signalled && strings.Contains(line, "step 5 passed") {
+					signalled = true
+					close(reached)
+				}
+			}
+			_, _ = io.Copy(GinkgoWriter, stderr)
+		}()
+		Eventually(reached).WithTimeout(5 * time.Minute).Should(BeClosed())
+		Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var waitErr error
+		Eventually(done).WithTimeout(3 * time.Minute).Should(Receive(&waitErr))
+
+		Expect(waitErr).To(HaveOccurred(), "an interrupted run exits non-zero")
+		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty(), "interrupted even with KEEP_CLUSTER_ON_FAILURE, the run removes everything")
+		reportFile, err := filepath.Glob(filepath.Join(dir, "artifacts", "*", "report.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reportFile).To(HaveLen(1), "the interrupted run still writes its report")
+		report, err := os.ReadFile(reportFile[0])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(report)).To(ContainSubstring("FAIL"))
+	})
+})

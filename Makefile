@@ -23,16 +23,16 @@ help:
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
 
-test:
+test: deps
 	go test -count=1 $(UNIT_PKGS)
 
-test-skew:
+test-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
-	go test -count=1 -timeout 85m ./suites/reconstruction -ginkgo.v \
+	go test -count=1 -v -timeout 85m ./suites/reconstruction -ginkgo.v \
 		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_reconstruction.xml" $(GINKGO_ARGS)
 	@echo "Reports: $(ARTIFACTS)/latest/report.md (and one directory per run in $(ARTIFACTS))"
 
-bench-skew:
+bench-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
 	go run ./scripts/skewtest bench -rounds $(ROUNDS) -out "$(ARTIFACTS)/bench-$(PROVIDER).json"
 

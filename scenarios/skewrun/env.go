@@ -30,6 +30,7 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", "$USER / agent / ~/.ssh/known_hosts", "existing: how to reach nodes (host keys are always checked)"},
 	{"STORAGE_CLASS", "", "existing: a StorageClass that provisions volumes on the test node"},
 	{"KUBELET_BINARY / KUBELET_UNIT", "/usr/bin/kubelet / kubelet", "existing: the kubelet's path and systemd unit"},
+	{"IMAGE", "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "existing: the workload image (needs sh, sleep, date, mv)"},
 }
 
 // OptionsFromEnv reads Options from environment variables (see Settings).

@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	for i, k := range kubelets {
 		if want := "v" + pl.Versions[i].String(); k.Version != want {
-			return nil, fmt.Errorf("%w: plan entry %d wants kubelet %s but %s is %s", ErrInvalid, i+1, want, k.Source, k.Version)
+			return nil, fmt.Errorf("%w: plan entry %d wants kubelet %s but %s is %s; give a kubelet of %s for that entry in KUBELETS, or change PLAN", ErrInvalid, i+1, want, k.Source, k.Version, want)
 		}
 	}
 

@@ -2,9 +2,141 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
+// benchPhases maps what the benchmark reports to where a run records it:
+// run-level timings, or hop timings (one sample per hop).
+var benchPhases = []struct{ name, runPhase, hopPhase string }{
+	{name: "bring-up", runPhase: "cluster up"},
+	{name: "workload Running", runPhase: "workload Running"},
+	{name: "kubelet stop", hopPhase: "kubelet stop"},
+	{name: "swap to Ready", hopPhase: "node Ready"},
+	{name: "old mounts gone", hopPhase: "old mounts gone"},
+	{name: "old pod dirs gone", hopPhase: "old pod dirs gone"},
+	{name: "teardown", runPhase: "teardown"},
+	{name: "whole round", runPhase: "whole run"},
+}
+
+// PhaseStats is one phase over all rounds, in seconds.
+type PhaseStats struct {
+	Phase   string    `json:"phase"`
+	Samples []float64 `json:"samples"`
+	Min     float64   `json:"min"`
+	Median  float64   `json:"median"`
+	Max     float64   `json:"max"`
+}
+
+// BenchResult is what bench writes as JSON.
+type BenchResult struct {
+	Provider     string       `json:"provider"`
+	Plan         string       `json:"plan"`
+	Rounds       int          `json:"rounds"`
+	PollInterval string       `json:"pollInterval"`
+	Phases       []PhaseStats `json:"phases"`
+	RunIDs       []string     `json:"runIds"`
+}
+
+// bench runs ROUNDS rounds of one plan (the default, or $PLAN) and reports
+// each phase's minimum, median and maximum. Cleanup phases are measured
+// from the kubelet's start; the harness notices a change within one poll
+// interval of it happening.
 func bench(ctx context.Context, logger *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	rounds := fs.Int("rounds", 5, "number of rounds")
+	out := fs.String("out", "", "write the results as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *rounds < 1 {
+		return fmt.Errorf("%w: -rounds %d: want at least 1", skewrun.ErrInvalid, *rounds)
+	}
+	o, err := skewrun.OptionsFromEnv(nil)
+	if err != nil {
+		return err
+	}
+	o.Logger = logger
+	o.Out = os.Stderr
+	samples := map[string][]float64{}
+	res := BenchResult{Provider: o.Provider, Plan: o.Plan, Rounds: *rounds, PollInterval: "250ms"}
+	if o.PollInterval > 0 {
+		res.PollInterval = o.PollInterval.String()
+	}
+	for i := 1; i <= *rounds; i++ {
+		fmt.Fprintf(os.Stderr, "=== bench round %d/%d\n", i, *rounds)
+		r, err := skewrun.Run(ctx, o)
+		if err != nil {
+			return fmt.Errorf("bench round %d: %w", i, err)
+		}
+		res.RunIDs = append(res.RunIDs, r.Run.ID)
+		res.Plan, res.Provider = strings.Join(r.Run.Plan, ","), r.Run.Provider
+		collect(samples, r.Run)
+	}
+	for _, p := range benchPhases {
+		res.Phases = append(res.Phases, stats(p.name, samples[p.name]))
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(os.Stdout, "skewtest bench: provider %s, plan %s, %d rounds, poll every %s (seconds)\n", res.Provider, res.Plan, res.Rounds, res.PollInterval)
+	fmt.Fprintln(tw, "phase\tn\tmin\tmedian\tmax\t")
+	for _, p := range res.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Phase, len(p.Samples), p.Min, p.Median, p.Max)
+	}
+	tw.Flush()
+	if *out != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*out, b, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("written: %s\n", *out)
+	}
 	return nil
+}
+
+func collect(samples map[string][]float64, run *reports.Run) {
+	for _, p := range benchPhases {
+		if p.runPhase != "" {
+			for _, t := range run.Timings {
+				if t.Phase == p.runPhase {
+					samples[p.name] = append(samples[p.name], t.Duration.Seconds())
+				}
+			}
+			continue
+		}
+		for _, h := range run.Hops {
+			for _, t := range h.Timings {
+				if t.Phase == p.hopPhase {
+					samples[p.name] = append(samples[p.name], t.Duration.Seconds())
+				}
+			}
+		}
+	}
+}
+
+func stats(name string, xs []float64) PhaseStats {
+	s := PhaseStats{Phase: name, Samples: append([]float64(nil), xs...)}
+	if len(xs) == 0 {
+		return s
+	}
+	sorted := append([]float64(nil), xs...)
+	sort.Float64s(sorted)
+	s.Min, s.Max = sorted[0], sorted[len(sorted)-1]
+	if n := len(sorted); n%2 == 1 {
+		s.Median = sorted[n/2]
+	} else {
+		s.Median = (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+	return s
 }

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -88,9 +89,12 @@ func run(ctx context.Context, args []string) error {
 	case "clean":
 		return clean(ctx, logger, args[1:])
 	case "settings":
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
 		for _, s := range skewrun.Settings {
-			fmt.Printf("%-36s %-28s %s\n", s.Name, s.Default, s.Help)
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Default, s.Help)
 		}
+		tw.Flush()
 		return nil
 	}
 	return fmt.Errorf("unknown command %q\n%s", args[0], usage)

@@ -1,0 +1,530 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Scripts print "ready" once their trap is set, so a test signals them only
+// after that. Each leaves a long sleep in its process group, which only a
+// signal to the group ends (in ignoresTerm, only SIGKILL: the sleep
+// inherits the ignored SIGTERM).
+const (
+	exitsOnTerm   = `trap "echo got TERM; exit 0" TERM; sleep 30 & echo ready; while :; do sleep 0.1; done`
+	ignoresTerm   = `trap "" TERM; sleep 30 & echo ready; while :; do sleep 0.1; done`
+	waitTimeout   = 10 * time.Second
+	pollInterval  = 20 * time.Millisecond
+	startupMarker = "\nready\n" // a line of its own, not the log header
+)
+
+// start starts sh -c script under dir and stops it when the test ends.
+func start(t *testing.T, dir, name, script string, env ...string) *Process {
+	t.Helper()
+	p, err := Start(name, filepath.Join(dir, "logs", name+".log"), filepath.Join(dir, "pids", name+".pid"), []string{"sh", "-c", script}, env)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(time.Second); err != nil {
+			t.Errorf("cleanup Stop: %v", err)
+		}
+		if groupMembers(p.PID()) != nil {
+			_ = KillAndWait(p.PID(), 5*time.Second)
+		}
+	})
+	return p
+}
+
+// waitLog waits until the process's log contains s.
+func waitLog(t *testing.T, p *Process, s string) string {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		b, _ := os.ReadFile(p.LogFile)
+		if strings.Contains(string(b), s) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log %s never contained %q; it holds:\n%s", p.LogFile, s, b)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// groupMembers lists the live (non-zombie) processes in process group pgid.
+func groupMembers(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		// After the name: state ppid pgrp ...
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 || f[0] == "Z" {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestStartWritesLogAndPIDFile(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, "daemon", `echo "hello $SKEWTEST_GREETING"; echo to-stderr >&2; `+exitsOnTerm, "SKEWTEST_GREETING=world")
+
+	if p.Name != "daemon" {
+		t.Errorf("Name = %q", p.Name)
+	}
+	b, err := os.ReadFile(p.PIDFile)
+	if err != nil {
+		t.Fatalf("pid file: %v", err)
+	}
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(p.PID()) {
+		t.Errorf("pid file holds %q, want %d", got, p.PID())
+	}
+	if filepath.Dir(p.PIDFile) != filepath.Join(dir, "pids") || filepath.Dir(p.LogFile) != filepath.Join(dir, "logs") {
+		t.Errorf("files %s, %s not where asked", p.PIDFile, p.LogFile)
+	}
+	if !Alive(p.PID()) {
+		t.Errorf("Alive(%d) = false for a running process", p.PID())
+	}
+	if exited, err := p.Exited(); exited {
+		t.Errorf("Exited() = true, %v for a running process", err)
+	}
+	// Its own process group, so that Stop reaches its children.
+	if pgid, err := syscall.Getpgid(p.PID()); err != nil || pgid != p.PID() {
+		t.Errorf("process group %d (%v), want %d", pgid, err, p.PID())
+	}
+
+	log := waitLog(t, p, startupMarker)
+	for _, want := range []string{"==== skewtest: daemon starting at ", "hello world\n", "to-stderr\n"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log does not contain %q:\n%s", want, log)
+		}
+	}
+	if !strings.HasPrefix(log, "==== skewtest: daemon starting") {
+		t.Errorf("log does not start with the header:\n%s", log)
+	}
+}
+
+func TestStartAppendsLog(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 2 {
+		p, err := Start("twice", filepath.Join(dir, "twice.log"), "", []string{"sh", "-c", fmt.Sprintf("echo run%d", i)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(waitTimeout):
+			_ = p.Stop(time.Second)
+			t.Fatal("echo did not exit")
+		}
+		if exited, err := p.Exited(); !exited || err != nil {
+			t.Errorf("Exited() = %v, %v; want true, nil", exited, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "twice.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(b), "==== skewtest: twice starting"); got != 2 {
+		t.Errorf("%d headers, want 2:\n%s", got, b)
+	}
+	if !strings.Contains(string(b), "run0\n") || !strings.Contains(string(b), "run1\n") {
+		t.Errorf("log lost a run's output:\n%s", b)
+	}
+}
+
+func TestStartMissingBinary(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "x.pid")
+	_, err := Start("missing", filepath.Join(dir, "x.log"), pidFile, []string{"/nonexistent/skewtest-daemon"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "start missing (/nonexistent/skewtest-daemon)") {
+		t.Fatalf("Start() = %v, want a start error naming the process and binary", err)
+	}
+	if _, err := os.Stat(pidFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pid file written for a process that did not start: %v", err)
+	}
+}
+
+func TestStop(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		grace  time.Duration
+		// Stop must take at least minTook (the grace, when it has to
+		// escalate) and at most maxTook.
+		minTook, maxTook time.Duration
+		wantSignal       syscall.Signal // 0: exit status 0
+		wantLog          string
+	}{
+		{
+			name:    "exits on SIGTERM",
+			script:  exitsOnTerm,
+			grace:   30 * time.Second,
+			maxTook: 5 * time.Second,
+			wantLog: "got TERM",
+		},
+		{
+			name:       "ignores SIGTERM and is killed after the grace",
+			script:     ignoresTerm,
+			grace:      300 * time.Millisecond,
+			minTook:    300 * time.Millisecond,
+			maxTook:    5 * time.Second,
+			wantSignal: syscall.SIGKILL,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, t.TempDir(), "daemon", tc.script)
+			waitLog(t, p, startupMarker)
+			pid := p.PID()
+			if len(groupMembers(pid)) < 1 {
+				t.Fatalf("no live process in group %d", pid)
+			}
+
+			began := time.Now()
+			if err := p.Stop(tc.grace); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			took := time.Since(began)
+			if took < tc.minTook || took > tc.maxTook {
+				t.Errorf("Stop took %v, want between %v and %v", took, tc.minTook, tc.maxTook)
+			}
+
+			exited, err := p.Exited()
+			if !exited {
+				t.Fatal("Exited() = false after Stop returned")
+			}
+			if tc.wantSignal == 0 {
+				if err != nil {
+					t.Errorf("exit error %v, want a clean exit", err)
+				}
+			} else {
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) {
+					t.Fatalf("exit error %v (%T), want *exec.ExitError", err, err)
+				}
+				ws := ee.Sys().(syscall.WaitStatus)
+				if !ws.Signaled() || ws.Signal() != tc.wantSignal {
+					t.Errorf("exit status %v, want killed by %v", ws, tc.wantSignal)
+				}
+			}
+			if Alive(pid) {
+				t.Errorf("pid %d alive after Stop", pid)
+			}
+			// The sleeps the shell started are in its group and must be gone
+			// too (after the SIGKILL of the group, or their own SIGTERM).
+			deadline := time.Now().Add(waitTimeout)
+			for m := groupMembers(pid); m != nil; m = groupMembers(pid) {
+				if time.Now().After(deadline) {
+					t.Fatalf("processes %v of group %d still alive after Stop", m, pid)
+				}
+				time.Sleep(pollInterval)
+			}
+			if _, err := os.Stat(p.PIDFile); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pid file still there after Stop: %v", err)
+			}
+			if tc.wantLog != "" {
+				b, _ := os.ReadFile(p.LogFile)
+				if !strings.Contains(string(b), tc.wantLog) {
+					t.Errorf("log does not contain %q:\n%s", tc.wantLog, b)
+				}
+			}
+			// Stopping again is a no-op.
+			if err := p.Stop(tc.grace); err != nil {
+				t.Errorf("second Stop: %v", err)
+			}
+		})
+	}
+}
+
+func TestStopAfterExit(t *testing.T) {
+	p := start(t, t.TempDir(), "short", "exit 3")
+	select {
+	case <-p.Done():
+	case <-time.After(waitTimeout):
+		t.Fatal("exit 3 did not exit")
+	}
+	if _, err := os.Stat(p.PIDFile); err != nil {
+		t.Fatalf("pid file gone before Stop: %v", err)
+	}
+	if err := p.Stop(time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := os.Stat(p.PIDFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Stop of an exited process left its pid file: %v", err)
+	}
+	if _, err := p.Exited(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("exit error %v, want exit status 3", err)
+	}
+}
+
+func TestWaitReady(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		ready   func(calls int) error
+		timeout time.Duration
+		// wantErr are substrings of the error; nil means ready.
+		wantErr []string
+		notErr  []string
+		wantIs  error
+	}{
+		{
+			name:   "ready after a few checks",
+			script: exitsOnTerm,
+			ready: func(calls int) error {
+				if calls < 3 {
+					return errors.New("not yet")
+				}
+				return nil
+			},
+			timeout: waitTimeout,
+		},
+		{
+			name:    "exits before ready",
+			script:  `for i in $(seq 1 30); do echo "noise $i"; done; echo "fatal: bad flag --frobnicate"; exit 1`,
+			ready:   func(int) error { return errors.New("connection refused") },
+			timeout: waitTimeout,
+			wantErr: []string{"crashy exited before it was ready (exit status 1)", "last log lines from ", "noise 30\nfatal: bad flag --frobnicate"},
+			// Only the tail: 15 lines.
+			notErr: []string{"noise 15\n"},
+		},
+		{
+			name:    "never ready",
+			script:  exitsOnTerm,
+			ready:   func(int) error { return errors.New("connection refused") },
+			timeout: 300 * time.Millisecond,
+			wantErr: []string{"not ready: context deadline exceeded", "last check: connection refused", "log: "},
+			wantIs:  context.DeadlineExceeded,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, t.TempDir(), "crashy", tc.script)
+			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			defer cancel()
+			calls := 0
+			err := p.WaitReady(ctx, 10*time.Millisecond, func(context.Context) error {
+				calls++
+				return tc.ready(calls)
+			})
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("WaitReady() = %v, want nil", err)
+				}
+				if calls != 3 {
+					t.Errorf("ready called %d times, want 3", calls)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("WaitReady() = nil, want an error")
+			}
+			for _, sub := range tc.wantErr {
+				if !strings.Contains(err.Error(), sub) {
+					t.Errorf("WaitReady() error does not contain %q:\n%v", sub, err)
+				}
+			}
+			for _, sub := range tc.notErr {
+				if strings.Contains(err.Error(), sub) {
+					t.Errorf("WaitReady() error contains %q:\n%v", sub, err)
+				}
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("WaitReady() = %v, does not wrap %v", err, tc.wantIs)
+			}
+		})
+	}
+}
+
+func TestKillPIDFile(t *testing.T) {
+	t.Run("kills the recorded process group", func(t *testing.T) {
+		p := start(t, t.TempDir(), "orphan", ignoresTerm)
+		waitLog(t, p, startupMarker)
+		pid := p.PID()
+		if err := KillPIDFile(p.PIDFile); err != nil {
+			t.Fatalf("KillPIDFile: %v", err)
+		}
+		if Alive(pid) {
+			t.Errorf("pid %d alive after KillPIDFile", pid)
+		}
+		if _, err := os.Stat(p.PIDFile); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("pid file still there: %v", err)
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(waitTimeout):
+			t.Fatal("process not reaped after KillPIDFile")
+		}
+		deadline := time.Now().Add(waitTimeout)
+		for m := groupMembers(pid); m != nil; m = groupMembers(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("processes %v of group %d still alive", m, pid)
+			}
+			time.Sleep(pollInterval)
+		}
+	})
+
+	// A pid above any pid_max: no such process. (A reaped child's pid could
+	// be reused by someone else's process by the time it is killed.)
+	const deadPID = 1 << 30
+
+	tests := []struct {
+		name    string
+		content *string // nil: no file
+	}{
+		{"missing file", nil},
+		{"dead pid", ptr(strconv.Itoa(deadPID) + "\n")},
+		{"garbage", ptr("not a pid\n")},
+		{"empty", ptr("")},
+		{"pid 1 is never killed", ptr("1\n")},
+		{"negative", ptr("-5\n")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "x.pid")
+			if tc.content != nil {
+				if err := os.WriteFile(f, []byte(*tc.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := KillPIDFile(f); err != nil {
+				t.Errorf("KillPIDFile() = %v, want nil", err)
+			}
+			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("pid file left behind: %v", err)
+			}
+			if !Alive(1) {
+				t.Errorf("pid 1 is gone")
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAlive(t *testing.T) {
+	// A zombie: a child that exited and is not yet waited for.
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = zombie.Wait() })
+	deadline := time.Now().Add(waitTimeout)
+	for state(zombie.Process.Pid) != "Z" {
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d never became a zombie (state %q)", zombie.Process.Pid, state(zombie.Process.Pid))
+		}
+		time.Sleep(pollInterval)
+	}
+
+	// A process whose command name has spaces and a ')' in it, to check
+	// that the state is read after the last ')'.
+	dir := t.TempDir()
+	odd := filepath.Join(dir, "a b) c")
+	if err := os.Symlink("/bin/sh", odd); err != nil {
+		t.Fatal(err)
+	}
+	oddProc, err := Start("odd", filepath.Join(dir, "odd.log"), "", []string{odd, "-c", exitsOnTerm}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = oddProc.Stop(time.Second) })
+	waitLog(t, oddProc, startupMarker)
+
+	tests := []struct {
+		name string
+		pid  int
+		want bool
+	}{
+		{"self", os.Getpid(), true},
+		{"init", 1, true},
+		{"odd command name", oddProc.PID(), true},
+		{"zombie", zombie.Process.Pid, false},
+		{"no such pid", 1 << 30, false},
+		{"zero", 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Alive(tc.pid); got != tc.want {
+				t.Errorf("Alive(%d) = %v, want %v", tc.pid, got, tc.want)
+			}
+		})
+	}
+}
+
+// state is the one-letter state of pid, "" if it does not exist.
+func state(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+func TestTailFile(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		content *string
+		n       int
+		want    string
+	}{
+		{"missing", nil, 3, ""},
+		{"empty", ptr(""), 3, ""},
+		{"fewer lines", ptr("a\nb\n"), 3, "a\nb"},
+		{"more lines", ptr("1\n2\n3\n4\n5\n"), 2, "4\n5"},
+		{"no trailing newline", ptr("1\n2\n3"), 2, "2\n3"},
+		{"blank lines at the end are dropped", ptr("1\n2\n\n\n"), 1, "2"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(dir, strconv.Itoa(i))
+			if tc.content != nil {
+				if err := os.WriteFile(f, []byte(*tc.content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := TailFile(f, tc.n); got != tc.want {
+				t.Errorf("TailFile(%q, %d) = %q, want %q", *ptrOr(tc.content), tc.n, got, tc.want)
+			}
+		})
+	}
+}
+
+func ptrOr(p *string) *string {
+	if p == nil {
+		return ptr("<missing>")
+	}
+	return p
+}

@@ -1,0 +1,231 @@
+package clusters_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/existing"
+)
+
+// providerCases are the names Check and New are asked about, with what the
+// error must say (nil want: accepted).
+var providerCases = []struct {
+	name string
+	ok   bool
+	want []string
+}{
+	{name: clusters.Local, ok: true},
+	{name: clusters.Existing, ok: true},
+	{name: "kind", want: []string{`provider "kind"`, "the kind provider is not implemented yet", "use PROVIDER=local or PROVIDER=existing"}},
+	{name: "kops", want: []string{`provider "kops"`, "the kops (AWS) provider is not implemented yet", "use PROVIDER=local or PROVIDER=existing"}},
+	{name: "nope", want: []string{`unknown provider "nope"`, "want one of local, existing"}},
+	{name: "", want: []string{`unknown provider ""`, "want one of local, existing"}},
+	{name: "Local", want: []string{`unknown provider "Local"`, "want one of local, existing"}},
+	{name: " local", want: []string{`unknown provider " local"`, "want one of local, existing"}},
+	{name: "gke", want: []string{`unknown provider "gke"`, "want one of local, existing"}},
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range providerCases {
+		t.Run("provider="+tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := clusters.Check(tc.name)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Check(%q) = %v, want nil", tc.name, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Check(%q) accepted it", tc.name)
+			}
+			assertSays(t, err, tc.want)
+			if (tc.name == "kind" || tc.name == "kops") && strings.Contains(err.Error(), "unknown") {
+				t.Errorf("a planned provider is reported as unknown: %v", err)
+			}
+		})
+	}
+}
+
+// New rejects what Check rejects, with the same error, and returns no
+// provider.
+func TestNewRejectsWhatCheckRejects(t *testing.T) {
+	t.Parallel()
+	for _, tc := range providerCases {
+		if tc.ok {
+			continue
+		}
+		t.Run("provider="+tc.name, func(t *testing.T) {
+			t.Parallel()
+			runRoot := filepath.Join(t.TempDir(), "runs")
+			p, err := clusters.New(tc.name, clusters.Options{RunID: "r1", LocalRunRoot: runRoot, CacheDir: filepath.Join(t.TempDir(), "cache")})
+			if err == nil {
+				t.Fatalf("New(%q) returned a %T", tc.name, p)
+			}
+			if p != nil {
+				t.Errorf("New(%q) failed but returned a provider %T", tc.name, p)
+			}
+			if cerr := clusters.Check(tc.name); cerr == nil || cerr.Error() != err.Error() {
+				t.Errorf("New error %q differs from Check's %q", err, cerr)
+			}
+			assertSays(t, err, tc.want)
+			if _, serr := os.Stat(runRoot); !errors.Is(serr, os.ErrNotExist) {
+				t.Errorf("New(%q) created %s (stat: %v)", tc.name, runRoot, serr)
+			}
+		})
+	}
+}
+
+func TestNewLocal(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	runRoot := filepath.Join(base, "runs")
+	cache := filepath.Join(base, "cache")
+	ok := func() clusters.Options {
+		return clusters.Options{
+			RunID:            "run-1",
+			CacheDir:         cache,
+			LocalRunRoot:     runRoot,
+			APIServerVersion: version.MustParseSemantic("v1.37.2"),
+			InitialKubelet:   binaries.Binary{Component: "kubelet", Version: "v1.37.2", Path: "/nonexistent/kubelet"},
+		}
+	}
+	t.Run("valid", func(t *testing.T) {
+		p, err := clusters.New(clusters.Local, ok())
+		if os.Geteuid() != 0 {
+			if err == nil || !strings.Contains(err.Error(), "must run as root") {
+				t.Fatalf("New as non-root: %v, want a must-run-as-root error", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if p.Name() != clusters.Local {
+			t.Errorf("Name() = %q, want %q", p.Name(), clusters.Local)
+		}
+		if want := filepath.Join(runRoot, "run-1"); !strings.HasPrefix(p.KubeconfigPath(), want+string(filepath.Separator)) {
+			t.Errorf("KubeconfigPath() = %s, want it under the run directory %s", p.KubeconfigPath(), want)
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		mutate func(*clusters.Options)
+		want   string
+	}{
+		{"no run ID", func(o *clusters.Options) { o.RunID = "" }, "run ID is required"},
+		{"no API server version", func(o *clusters.Options) { o.APIServerVersion = nil }, "API server version is required"},
+		{"no initial kubelet", func(o *clusters.Options) { o.InitialKubelet = binaries.Binary{} }, "initial kubelet binary is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := ok()
+			tc.mutate(&o)
+			p, err := clusters.New(clusters.Local, o)
+			if err == nil {
+				t.Fatalf("New accepted it: %T", p)
+			}
+			assertSays(t, err, []string{tc.want})
+		})
+	}
+	// New creates nothing: the cluster appears at Up.
+	for _, d := range []string{runRoot, cache} {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("New created %s (stat: %v); nothing may exist before Up", d, err)
+		}
+	}
+}
+
+func TestNewExisting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeFile(t, kubeconfig, `apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: https://127.0.0.1:1
+users:
+- name: test
+  user:
+    token: dummy
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: test
+current-context: test
+`)
+	knownHosts := filepath.Join(dir, "known_hosts")
+	writeFile(t, knownHosts, "")
+	key := filepath.Join(dir, "id_ed25519")
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, key, string(pem.EncodeToMemory(block)))
+
+	cfg := existing.Config{Kubeconfig: kubeconfig, SSH: existing.SSHConfig{User: "test", KeyFile: key, KnownHostsFile: knownHosts}}
+	t.Run("valid", func(t *testing.T) {
+		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-1", Existing: cfg})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if p.Name() != clusters.Existing {
+			t.Errorf("Name() = %q, want %q", p.Name(), clusters.Existing)
+		}
+		if p.KubeconfigPath() != kubeconfig {
+			t.Errorf("KubeconfigPath() = %s, want %s", p.KubeconfigPath(), kubeconfig)
+		}
+	})
+	t.Run("no kubeconfig", func(t *testing.T) {
+		c := cfg
+		c.Kubeconfig = ""
+		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-1", Existing: c})
+		if err == nil {
+			t.Fatalf("New accepted it: %T", p)
+		}
+		assertSays(t, err, []string{"Kubeconfig is required"})
+	})
+	t.Run("missing kubeconfig", func(t *testing.T) {
+		c := cfg
+		c.Kubeconfig = filepath.Join(dir, "no-such-kubeconfig")
+		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-1", Existing: c})
+		if err == nil {
+			t.Fatalf("New accepted it: %T", p)
+		}
+		assertSays(t, err, []string{c.Kubeconfig})
+	})
+}
+
+func assertSays(t *testing.T, err error, want []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not say %q: %v", w, err)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,355 @@
+package skewrun_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// runDirs are the places a run may create things in, all under one
+// t.TempDir() and none existing beforehand, so that any file or directory
+// the run leaves behind shows.
+type runDirs struct {
+	artifacts, localRunRoot, cache string
+}
+
+func newRunDirs(t *testing.T) runDirs {
+	t.Helper()
+	base := t.TempDir()
+	return runDirs{
+		artifacts:    filepath.Join(base, "artifacts"),
+		localRunRoot: filepath.Join(base, "runs"),
+		cache:        filepath.Join(base, "cache"),
+	}
+}
+
+// assertNothingCreated fails unless every directory is missing or empty.
+func (d runDirs) assertNothingCreated(t *testing.T) {
+	t.Helper()
+	for _, dir := range []struct{ name, path string }{
+		{"ArtifactsDir", d.artifacts},
+		{"LocalRunRoot", d.localRunRoot},
+		{"CacheDir", d.cache},
+	} {
+		entries, err := os.ReadDir(dir.path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %s: %v", dir.name, dir.path, err)
+			continue
+		}
+		if len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("a failed run left %s in %s (%s); it must create nothing before its input is valid", strings.Join(names, ", "), dir.name, dir.path)
+		}
+	}
+}
+
+// fakeKubelet writes an executable that answers --version like a kubelet
+// of version v, outside the run's directories.
+func fakeKubelet(t *testing.T, v string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubelet")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Kubernetes " + v + "'; exit 0; fi\necho unexpected call: \"$@\" >&2\nexit 1\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
+	t.Parallel()
+	// Every case either fails validation before binaries are resolved or
+	// resolves only file: sources. Cases that must fail before resolution
+	// still get file: sources that do not exist where the plan allows it,
+	// so that a regression moving a check after resolution fails the test
+	// on the message instead of building or downloading Kubernetes.
+	missing := "file:/does/not/exist"
+	missing2 := "file:/also/missing"
+	v1363 := fakeKubelet(t, "v1.36.3")
+
+	for _, tc := range []struct {
+		name string
+		opts skewrun.Options
+		// invalid says the error must wrap skewrun.ErrInvalid (exit 2).
+		invalid bool
+		want    []string
+	}{
+		{
+			name:    "plan not a version",
+			opts:    skewrun.Options{Plan: "banana", Kubelets: []string{missing}},
+			invalid: true,
+			want:    []string{"PLAN=banana", `"banana" is not a version`, "want vMAJOR.MINOR.PATCH such as v1.36.3"},
+		},
+		{
+			name:    "plan with an empty entry",
+			opts:    skewrun.Options{Plan: "v1.37.2,,v1.36.3", Kubelets: []string{missing, missing2, missing}},
+			invalid: true,
+			want:    []string{"PLAN=v1.37.2,,v1.36.3", "plan entry 2", "is empty", "remove the extra comma"},
+		},
+		{
+			name:    "plan outside the skew policy",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.30.0", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PLAN=v1.37.2,v1.30.0", "plan entry 2 v1.30.0", "outside the version skew policy", "use v1.34.x or newer", "version-skew-policy"},
+		},
+		{
+			name:    "plan mixing major versions",
+			opts:    skewrun.Options{Plan: "v1.37.2,v2.0.0", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PLAN=v1.37.2,v2.0.0", "plan entry 1 v1.37.2", "major version", "use v2.x versions"},
+		},
+		{
+			name:    "plan of a single version",
+			opts:    skewrun.Options{Plan: "v1.37.2", Kubelets: []string{missing}},
+			invalid: true,
+			want:    []string{"PLAN=v1.37.2", "at least two versions", `got "v1.37.2"`},
+		},
+		{
+			name:    "unknown provider",
+			opts:    skewrun.Options{Provider: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, existing"},
+		},
+		{
+			name:    "planned provider kind",
+			opts:    skewrun.Options{Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PROVIDER=kind", "the kind provider is not implemented yet", "use PROVIDER=local or PROVIDER=existing"},
+		},
+		{
+			name:    "planned provider kops",
+			opts:    skewrun.Options{Provider: "kops", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PROVIDER=kops", "not implemented yet", "use PROVIDER=local or PROVIDER=existing"},
+		},
+		{
+			name:    "unknown volume kind",
+			opts:    skewrun.Options{Kind: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"VOLUME_KIND", `unknown volume kind "nfs"`, `want "csi" or "local"`},
+		},
+		{
+			name:    "unknown kubelet source",
+			opts:    skewrun.Options{KubeletSource: "ftp", Plan: "v1.37.2,v1.36.3"},
+			invalid: true,
+			want:    []string{`KUBELET_SOURCE="ftp"`, "want module", "or release"},
+		},
+		{
+			name:    "too few kubelets for the plan",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3,v1.37.2", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"KUBELETS has 2 entries for a plan of 3 versions", "give one per plan entry"},
+		},
+		{
+			name:    "too many kubelets for the plan",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2, missing}},
+			invalid: true,
+			want:    []string{"KUBELETS has 3 entries for a plan of 2 versions", "give one per plan entry"},
+		},
+		{
+			// A missing file is found when the binaries are resolved: not
+			// ErrInvalid (the CLI exits 1), but the message must name the
+			// path and a way out.
+			name: "missing kubelet binaries",
+			opts: skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			want: []string{"plan entry 1 (file:/does/not/exist)", "kubelet binary file:/does/not/exist does not exist", "make WHAT=cmd/kubelet", "checkout:", "module:vX.Y.Z"},
+		},
+		{
+			name: "kubelet binary not executable",
+			opts: skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: func() []string {
+				p := filepath.Join(t.TempDir(), "kubelet")
+				if err := os.WriteFile(p, []byte("not a program"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return []string{"file:" + p, "file:" + p}
+			}()},
+			want: []string{"is not executable", "chmod +x"},
+		},
+		{
+			name:    "kubelet binary of the wrong version",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:" + v1363, "file:" + v1363}},
+			invalid: true,
+			want:    []string{"plan entry 1 wants kubelet v1.37.2", "file:" + v1363, "is v1.36.3"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dirs := newRunDirs(t)
+			o := tc.opts
+			o.ArtifactsDir, o.LocalRunRoot, o.CacheDir = dirs.artifacts, dirs.localRunRoot, dirs.cache
+			o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+			o.Out = t.Output()
+			// Belt and braces: should a case ever get past validation into
+			// a build, download or bring-up, it is cut short.
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+
+			res, err := skewrun.Run(ctx, o)
+			if err == nil {
+				t.Fatalf("Run succeeded with bad input; result %+v", res)
+			}
+			t.Logf("Run: %v", err)
+			if res != nil {
+				t.Errorf("Run returned a result (%+v) for a run that never started", res)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("Run ran until the test's deadline (%v): it should have failed at once", ctx.Err())
+			}
+			if got := errors.Is(err, skewrun.ErrInvalid); got != tc.invalid {
+				t.Errorf("errors.Is(err, ErrInvalid) = %v, want %v; err: %v", got, tc.invalid, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q:\n%v", w, err)
+				}
+			}
+			dirs.assertNothingCreated(t)
+		})
+	}
+}
+
+func mapEnv(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, value string
+		want        []string
+	}{
+		{"REPLICAS", "0", []string{`REPLICAS="0"`, "want a number from 1 to 50"}},
+		{"REPLICAS", "51", []string{`REPLICAS="51"`, "want a number from 1 to 50"}},
+		{"REPLICAS", "-3", []string{`REPLICAS="-3"`, "want a number from 1 to 50"}},
+		{"REPLICAS", "abc", []string{`REPLICAS="abc"`, "want a number from 1 to 50"}},
+		{"KEEP_CLUSTER_ON_FAILURE", "maybe", []string{`KEEP_CLUSTER_ON_FAILURE="maybe"`, "want true or false"}},
+		{"POLL_INTERVAL", "fast", []string{`POLL_INTERVAL="fast"`, "want a duration such as 250ms or 3m"}},
+		{"POLL_INTERVAL", "0s", []string{`POLL_INTERVAL="0s"`, "want a duration"}},
+		{"POLL_INTERVAL", "250", []string{`POLL_INTERVAL="250"`, "want a duration"}},
+		{"CLEANUP_TIMEOUT", "-1m", []string{`CLEANUP_TIMEOUT="-1m"`, "want a duration"}},
+	} {
+		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
+			t.Parallel()
+			_, err := skewrun.OptionsFromEnv(mapEnv(map[string]string{tc.name: tc.value}))
+			if err == nil {
+				t.Fatalf("OptionsFromEnv accepted %s=%s", tc.name, tc.value)
+			}
+			if !errors.Is(err, skewrun.ErrInvalid) {
+				t.Errorf("error is not ErrInvalid (the CLI would exit 1, not 2): %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		check func(t *testing.T, o skewrun.Options)
+	}{
+		{"nothing set leaves defaults to Run", nil, func(t *testing.T, o skewrun.Options) {
+			if o.Provider != "" || o.Plan != "" || o.Replicas != 0 || o.KeepClusterOnFailure || o.PollInterval != 0 || o.CleanupTimeout != 0 || o.Kubelets != nil || o.Existing.Nodes != nil {
+				t.Errorf("empty environment gave non-zero options: %+v", o)
+			}
+		}},
+		{"strings are passed through", map[string]string{
+			"PROVIDER": "existing", "PLAN": "v1.37.2,v1.36.3", "VOLUME_KIND": "local", "KUBELET_SOURCE": "release",
+			"RELEASE_BASE_URL": "https://mirror.example", "ARTIFACTS": "/tmp/a", "SKEWTEST_CACHE": "/tmp/c",
+			"STORAGE_CLASS": "fast", "IMAGE": "busybox",
+		}, func(t *testing.T, o skewrun.Options) {
+			for _, f := range []struct{ name, got, want string }{
+				{"Provider", o.Provider, "existing"}, {"Plan", o.Plan, "v1.37.2,v1.36.3"}, {"Kind", o.Kind, "local"},
+				{"KubeletSource", o.KubeletSource, "release"}, {"ReleaseBaseURL", o.ReleaseBaseURL, "https://mirror.example"},
+				{"ArtifactsDir", o.ArtifactsDir, "/tmp/a"}, {"CacheDir", o.CacheDir, "/tmp/c"},
+				{"StorageClass", o.StorageClass, "fast"}, {"Image", o.Image, "busybox"},
+			} {
+				if f.got != f.want {
+					t.Errorf("%s = %q, want %q", f.name, f.got, f.want)
+				}
+			}
+		}},
+		{"numbers, booleans and durations", map[string]string{
+			"REPLICAS": "5", "KEEP_CLUSTER_ON_FAILURE": "true", "POLL_INTERVAL": "100ms", "CLEANUP_TIMEOUT": "2m",
+		}, func(t *testing.T, o skewrun.Options) {
+			if o.Replicas != 5 || !o.KeepClusterOnFailure || o.PollInterval != 100*time.Millisecond || o.CleanupTimeout != 2*time.Minute {
+				t.Errorf("got Replicas=%d KeepClusterOnFailure=%v PollInterval=%v CleanupTimeout=%v, want 5 true 100ms 2m",
+					o.Replicas, o.KeepClusterOnFailure, o.PollInterval, o.CleanupTimeout)
+			}
+		}},
+		{"replica bounds", map[string]string{"REPLICAS": "50", "KEEP_CLUSTER_ON_FAILURE": "0"}, func(t *testing.T, o skewrun.Options) {
+			if o.Replicas != 50 || o.KeepClusterOnFailure {
+				t.Errorf("got Replicas=%d KeepClusterOnFailure=%v, want 50 false", o.Replicas, o.KeepClusterOnFailure)
+			}
+		}},
+		{"lists are split and trimmed", map[string]string{
+			"KUBELETS": " file:/a/kubelet , v1.36.3,,", "NODES": "node-a, node-b",
+		}, func(t *testing.T, o skewrun.Options) {
+			if got := strings.Join(o.Kubelets, "|"); got != "file:/a/kubelet|v1.36.3" {
+				t.Errorf("Kubelets = %q, want [file:/a/kubelet v1.36.3]", o.Kubelets)
+			}
+			if got := strings.Join(o.Existing.Nodes, "|"); got != "node-a|node-b" {
+				t.Errorf("Existing.Nodes = %q, want [node-a node-b]", o.Existing.Nodes)
+			}
+		}},
+		{"existing cluster settings", map[string]string{
+			"KUBECONFIG": "/k/config", "KUBELET_BINARY": "/opt/kubelet", "KUBELET_UNIT": "kubelet2",
+			"SSH_USER": "ops", "SSH_KEY": "/k/id", "SSH_KNOWN_HOSTS": "/k/known_hosts",
+		}, func(t *testing.T, o skewrun.Options) {
+			e := o.Existing
+			if e.Kubeconfig != "/k/config" || e.KubeletBinary != "/opt/kubelet" || e.KubeletUnit != "kubelet2" ||
+				e.SSH.User != "ops" || e.SSH.KeyFile != "/k/id" || e.SSH.KnownHostsFile != "/k/known_hosts" {
+				t.Errorf("Existing = %+v", e)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o, err := skewrun.OptionsFromEnv(mapEnv(tc.env))
+			if err != nil {
+				t.Fatalf("OptionsFromEnv: %v", err)
+			}
+			tc.check(t, o)
+		})
+	}
+}
+
+// Every variable OptionsFromEnv reads is documented in Settings.
+func TestSettingsDocumentEveryVariable(t *testing.T) {
+	t.Parallel()
+	documented := map[string]bool{}
+	for _, s := range skewrun.Settings {
+		for _, n := range strings.Split(s.Name, "/") {
+			documented[strings.TrimSpace(n)] = true
+		}
+		if s.Help == "" {
+			t.Errorf("setting %s has no help text", s.Name)
+		}
+	}
+	var read []string
+	if _, err := skewrun.OptionsFromEnv(func(k string) string { read = append(read, k); return "" }); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range read {
+		if !documented[k] {
+			t.Errorf("OptionsFromEnv reads %s but Settings does not list it", k)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	builtCLI  string
+	buildErr  error
+)
+
+// cli builds the skewtest command once per test binary and returns its path.
+func skewtestBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "skewtest-cli-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtCLI = filepath.Join(dir, "skewtest")
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", builtCLI, ".").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtCLI
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtCLI != "" {
+		os.RemoveAll(filepath.Dir(builtCLI))
+	}
+	os.Exit(code)
+}
+
+// settingVars are variables skewtest reads; they are removed from the
+// inherited environment so the developer's shell cannot change a case.
+var settingVars = []string{
+	"PROVIDER", "PLAN", "REPLICAS", "VOLUME_KIND", "KUBELET_SOURCE", "KUBELETS", "RELEASE_BASE_URL",
+	"ARTIFACTS", "KEEP_CLUSTER_ON_FAILURE", "SKEWTEST_CACHE", "POLL_INTERVAL", "CLEANUP_TIMEOUT",
+	"KUBECONFIG", "NODES", "SSH_USER", "SSH_KEY", "SSH_KNOWN_HOSTS", "STORAGE_CLASS", "KUBELET_BINARY",
+	"KUBELET_UNIT", "IMAGE",
+}
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+	artifacts      string
+	cache          string
+}
+
+// runCLI runs skewtest with args and env (KEY=VALUE) on top of a cleaned
+// environment whose ARTIFACTS and SKEWTEST_CACHE are fresh paths under a
+// temporary directory (not created beforehand).
+func runCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	bin := skewtestBinary(t)
+	base := t.TempDir()
+	r := cliResult{artifacts: filepath.Join(base, "artifacts"), cache: filepath.Join(base, "cache")}
+	var cmdEnv []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		skip := false
+		for _, s := range settingVars {
+			if k == s {
+				skip = true
+				break
+			}
+		}
+		if !skip {
+			cmdEnv = append(cmdEnv, kv)
+		}
+	}
+	cmdEnv = append(cmdEnv, "ARTIFACTS="+r.artifacts, "SKEWTEST_CACHE="+r.cache)
+	cmdEnv = append(cmdEnv, env...)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = cmdEnv
+	cmd.Dir = base // a stray relative _artifacts would land here, and show
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r.stdout, r.stderr = stdout.String(), stderr.String()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		r.code = exitErr.ExitCode()
+	default:
+		t.Fatalf("run %s %s: %v", bin, strings.Join(args, " "), err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("skewtest %s did not finish in time (it should fail at once); stderr:\n%s", strings.Join(args, " "), r.stderr)
+	}
+	t.Logf("%s skewtest %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(env, " "), strings.Join(args, " "), r.code, r.stdout, r.stderr)
+
+	// Nothing may be created anywhere a run writes to.
+	for _, d := range []string{r.artifacts, r.cache, filepath.Join(base, "_artifacts")} {
+		entries, err := os.ReadDir(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", d, err)
+		} else if len(entries) > 0 {
+			t.Errorf("skewtest %s left %d entries in %s; it must create nothing", strings.Join(args, " "), len(entries), d)
+		}
+	}
+	return r
+}
+
+func TestCLI(t *testing.T) {
+	t.Parallel()
+	// file: sources that do not exist: should a validation step ever move
+	// after binary resolution, the run fails on them instead of building
+	// or downloading Kubernetes.
+	missing := "KUBELETS=file:/does/not/exist,file:/also/missing,file:/does/not/exist"
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		stdout []string
+		stderr []string
+	}{
+		{
+			name:   "run with a plan that is not a version",
+			env:    []string{"PLAN=banana"},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{"skewtest: invalid input", "PLAN=banana", `"banana" is not a version`, "want vMAJOR.MINOR.PATCH such as v1.36.3"},
+		},
+		{
+			name:   "run with a plan outside the skew policy",
+			env:    []string{"PLAN=v1.37.2,v1.30.0", "KUBELETS=file:/does/not/exist,file:/also/missing"},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{"PLAN=v1.37.2,v1.30.0", "outside the version skew policy", "use v1.34.x or newer"},
+		},
+		{
+			name:   "run with an unknown provider",
+			env:    []string{"PROVIDER=nope", missing},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, existing"},
+		},
+		{
+			name:   "run with a planned provider",
+			env:    []string{"PROVIDER=kind", missing},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{"PROVIDER=kind", "not implemented yet", "use PROVIDER=local or PROVIDER=existing"},
+		},
+		{
+			name:   "run with a bad REPLICAS",
+			env:    []string{"REPLICAS=abc", missing},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{`REPLICAS="abc"`, "want a number from 1 to 50"},
+		},
+		{
+			// Found at resolution, not validation: a plain failure, exit 1.
+			name:   "run with missing kubelet binaries",
+			env:    []string{missing},
+			args:   []string{"run"},
+			code:   1,
+			stderr: []string{"file:/does/not/exist does not exist", "module:vX.Y.Z"},
+		},
+		{
+			name:   "unknown command",
+			args:   []string{"nope"},
+			code:   1,
+			stderr: []string{`unknown command "nope"`, "usage: skewtest run"},
+		},
+		{
+			name:   "no command",
+			code:   1,
+			stderr: []string{"usage: skewtest run"},
+		},
+		{
+			name:   "settings",
+			args:   []string{"settings"},
+			code:   0,
+			stdout: []string{"PLAN ", "PROVIDER ", "KUBELETS ", "SKEWTEST_CACHE ", "v1.37.2,v1.36.3,v1.37.2"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, tc.env, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout does not contain %q:\n%s", w, r.stdout)
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, r.stderr)
+				}
+			}
+			if tc.code != 0 && r.stdout != "" {
+				t.Errorf("a failed command printed to stdout:\n%s", r.stdout)
+			}
+		})
+	}
+}

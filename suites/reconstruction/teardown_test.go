@@ -60,6 +60,31 @@ var _ = Describe("local provider teardown", Label("teardown", "disruptive", "loc
 		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
 	})
 
+	It("keeps a failed cluster when asked, and skewtest clean removes it", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		fake := filepath.Join(dir, "kubelet")
+		Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
+		before := local.TakeFootprint(ctx, "")
+
+		res, err := skewrun.Run(ctx, skewrun.Options{
+			Plan:                 "v1.37.2,v1.36.3",
+			Kubelets:             []string{"module:v1.37.2", "file:" + fake},
+			ArtifactsDir:         filepath.Join(dir, "artifacts"),
+			KeepClusterOnFailure: true,
+			Logger:               slog.New(slog.NewTextHandler(GinkgoWriter, nil)),
+			Out:                  GinkgoWriter,
+		})
+		Expect(err).To(HaveOccurred())
+		Expect(res.Kept).To(ContainSubstring("kubeconfig"), "says how to reach the cluster")
+		Expect(res.Kept).To(ContainSubstring("skewtest clean /var/lib/skewtest/"+res.Run.ID), "says how to remove it")
+		kept := before.Added(local.TakeFootprint(ctx, ""))
+		Expect(kept).To(ContainElement(HavePrefix("process kube-apiserver")), "the control plane is still running")
+		Expect(kept).To(ContainElement(HavePrefix("mount ")), "the pods' volumes are still mounted for inspection")
+
+		Expect(local.Clean(ctx, filepath.Join(local.DefaultRunRoot, res.Run.ID))).To(Succeed())
+		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
+	})
+
 	It("leaves nothing behind when interrupted with SIGINT while the kubelet is down", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		bin := filepath.Join(dir, "skewtest")

@@ -21,6 +21,11 @@ import (
 )
 
 func main() {
+	// Catch SIGTERM before doing anything: one that arrives while the
+	// marker is written must still end the container cleanly (exit 0), not
+	// kill it by signal.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: podbin pause | podbin workload DIR")
 		os.Exit(2)
@@ -40,8 +45,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "podbin: unknown mode %q\n", os.Args[1])
 		os.Exit(2)
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 }
 

@@ -92,11 +92,11 @@ func (p *Process) Stop(grace time.Duration) error {
 		p.removePIDFile()
 		return nil
 	}
-	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):

@@ -242,27 +242,10 @@ func (b *ModuleBuilder) goOutput(ctx context.Context, dir string, args ...string
 func (b *ModuleBuilder) goCmd(ctx context.Context, dir, what string, args ...string) error {
 	cmd := exec.CommandContext(ctx, b.goBinary(), args...)
 	cmd.Dir, cmd.Env = dir, b.goEnv()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return err
+	if out, err := runWithProgress(b.logger(), cmd, what); err != nil {
+		return fmt.Errorf("%s: %w\n%s", what, err, lastLines(string(out), 20))
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	start := time.Now()
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			if err != nil {
-				return fmt.Errorf("%s: %w\n%s", what, err, lastLines(out.String(), 20))
-			}
-			return nil
-		case <-tick.C:
-			b.logger().Info("still running", "step", what, "elapsed", time.Since(start).Round(time.Second))
-		}
-	}
+	return nil
 }
 
 func lastLines(s string, n int) string {

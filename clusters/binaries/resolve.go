@@ -574,6 +574,12 @@ func execRun(ctx context.Context, logger *slog.Logger, dir string, argv ...strin
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
+	return runWithProgress(logger, cmd, strings.Join(argv, " "))
+}
+
+// runWithProgress runs cmd, which may take minutes, logging every 30 s
+// that it is still running, and returns its combined output.
+func runWithProgress(logger *slog.Logger, cmd *exec.Cmd, what string) ([]byte, error) {
 	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -590,7 +596,7 @@ func execRun(ctx context.Context, logger *slog.Logger, dir string, argv ...strin
 		case err := <-done:
 			return out.Bytes(), err
 		case <-tick.C:
-			logger.Info("still running", "command", strings.Join(argv, " "), "elapsed", time.Since(start).Round(time.Second))
+			logger.Info("still running", "command", what, "elapsed", time.Since(start).Round(time.Second))
 		}
 	}
 }

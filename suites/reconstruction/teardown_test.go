@@ -30,6 +30,22 @@ echo "skewtest teardown test: this kubelet refuses to start on purpose" >&2
 exit 1
 `
 
+// failingHop is a run whose second kubelet refuses to start: it fails in
+// the middle of hop 1, with the pods force-deleted and their volumes still
+// mounted.
+func failingHop() skewrun.Options {
+	dir := GinkgoT().TempDir()
+	fake := filepath.Join(dir, "kubelet")
+	Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
+	return skewrun.Options{
+		Plan:         "v1.37.2,v1.36.3",
+		Kubelets:     []string{"module:v1.37.2", "file:" + fake},
+		ArtifactsDir: filepath.Join(dir, "artifacts"),
+		Logger:       slog.New(slog.NewTextHandler(GinkgoWriter, nil)),
+		Out:          GinkgoWriter,
+	}
+}
+
 var _ = Describe("local provider teardown", Label("teardown", "disruptive", "local"), func() {
 	BeforeEach(func() {
 		if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
@@ -38,18 +54,9 @@ var _ = Describe("local provider teardown", Label("teardown", "disruptive", "loc
 	})
 
 	It("leaves nothing behind when a hop fails", func(ctx SpecContext) {
-		dir := GinkgoT().TempDir()
-		fake := filepath.Join(dir, "kubelet")
-		Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
 		before := local.TakeFootprint(ctx, "")
 
-		res, err := skewrun.Run(ctx, skewrun.Options{
-			Plan:         "v1.37.2,v1.36.3",
-			Kubelets:     []string{"module:v1.37.2", "file:" + fake},
-			ArtifactsDir: filepath.Join(dir, "artifacts"),
-			Logger:       slog.New(slog.NewTextHandler(GinkgoWriter, nil)),
-			Out:          GinkgoWriter,
-		})
+		res, err := skewrun.Run(ctx, failingHop())
 
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("start kubelet v1.36.3"))
@@ -61,19 +68,11 @@ var _ = Describe("local provider teardown", Label("teardown", "disruptive", "loc
 	})
 
 	It("keeps a failed cluster when asked, and skewtest clean removes it", func(ctx SpecContext) {
-		dir := GinkgoT().TempDir()
-		fake := filepath.Join(dir, "kubelet")
-		Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
 		before := local.TakeFootprint(ctx, "")
+		o := failingHop()
+		o.KeepClusterOnFailure = true
 
-		res, err := skewrun.Run(ctx, skewrun.Options{
-			Plan:                 "v1.37.2,v1.36.3",
-			Kubelets:             []string{"module:v1.37.2", "file:" + fake},
-			ArtifactsDir:         filepath.Join(dir, "artifacts"),
-			KeepClusterOnFailure: true,
-			Logger:               slog.New(slog.NewTextHandler(GinkgoWriter, nil)),
-			Out:                  GinkgoWriter,
-		})
+		res, err := skewrun.Run(ctx, o)
 		Expect(err).To(HaveOccurred())
 		Expect(res.Kept).To(ContainSubstring("kubeconfig"), "says how to reach the cluster")
 		Expect(res.Kept).To(ContainSubstring("skewtest clean /var/lib/skewtest/"+res.Run.ID), "says how to remove it")

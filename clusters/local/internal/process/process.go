@@ -17,6 +17,9 @@ import (
 	"time"
 )
 
+// startMarker begins the line Start writes into a log before each start.
+const startMarker = "==== skewtest:"
+
 // Process is one started daemon.
 type Process struct {
 	Name    string
@@ -44,7 +47,7 @@ func Start(name, logFile, pidFile string, argv []string, env []string) (*Process
 	if err != nil {
 		return nil, fmt.Errorf("open log for %s: %w", name, err)
 	}
-	fmt.Fprintf(lf, "==== skewtest: %s starting at %s: %s\n", name, time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
+	fmt.Fprintf(lf, startMarker+" %s starting at %s: %s\n", name, time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Env = append(os.Environ(), env...)
@@ -133,13 +136,20 @@ func (p *Process) WaitReady(ctx context.Context, interval time.Duration, ready f
 	}
 }
 
-// TailFile returns the last n lines of a file, for error messages.
+// TailFile returns the last n lines of a file, for error messages,
+// without the "==== skewtest:" lines Start writes (the command line is in
+// the file for whoever needs it).
 func TailFile(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.HasPrefix(l, startMarker) {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -17,9 +17,11 @@ import (
 // Scripts print "ready" once their trap is set, so a test signals them only
 // after that. Each leaves a long sleep in its process group, which only a
 // signal to the group ends (in ignoresTerm, only SIGKILL: the sleep
-// inherits the ignored SIGTERM).
+// inherits the ignored SIGTERM). exitsOnTerm forks its sleep before setting
+// the trap: a child forked after it could catch the SIGTERM between fork
+// and exec, then exec sleep and outlive the test.
 const (
-	exitsOnTerm   = `trap "echo got TERM; exit 0" TERM; sleep 30 & echo ready; while :; do sleep 0.1; done`
+	exitsOnTerm   = `sleep 30 & trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.1; done`
 	ignoresTerm   = `trap "" TERM; sleep 30 & echo ready; while :; do sleep 0.1; done`
 	waitTimeout   = 10 * time.Second
 	pollInterval  = 20 * time.Millisecond
@@ -33,15 +35,19 @@ func start(t *testing.T, dir, name, script string, env ...string) *Process {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := p.Stop(time.Second); err != nil {
-			t.Errorf("cleanup Stop: %v", err)
-		}
-		if groupMembers(p.PID()) != nil {
-			_ = KillAndWait(p.PID(), 5*time.Second)
-		}
-	})
+	t.Cleanup(func() { stopAll(t, p) })
 	return p
+}
+
+// stopAll stops p and kills whatever is left in its process group.
+func stopAll(t *testing.T, p *Process) {
+	t.Helper()
+	if err := p.Stop(time.Second); err != nil {
+		t.Errorf("cleanup Stop: %v", err)
+	}
+	if groupMembers(p.PID()) != nil {
+		_ = KillAndWait(p.PID(), 5*time.Second)
+	}
 }
 
 // waitLog waits until the process's log contains s.
@@ -454,7 +460,7 @@ func TestAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = oddProc.Stop(time.Second) })
+	t.Cleanup(func() { stopAll(t, oddProc) })
 	waitLog(t, oddProc, startupMarker)
 
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -36,6 +37,7 @@ type Footprint struct {
 var daemons = map[string]bool{
 	"etcd": true, "kube-apiserver": true, "kube-controller": true, "kube-scheduler": true,
 	"kubelet": true, "containerd": true, "containerd-shim": true, "podbin": true,
+	"dockerd": true, "docker-proxy": true, "skewtest-csi-dr": true,
 }
 
 // TakeFootprint reads the footprint of local runs under runRoot
@@ -74,13 +76,15 @@ func TakeFootprint(ctx context.Context, runRoot string) Footprint {
 	top, _ := filepath.Glob("/sys/fs/cgroup/skewtest-*")
 	f.Cgroups = append(hier, top...)
 	for _, c := range iptablesChains(ctx) {
-		if strings.Contains(c, "|KUBE-") {
+		if strings.Contains(c, "|KUBE-") || strings.Contains(c, "|DOCKER") || strings.Contains(c, "|CNI-") {
 			f.Chains = append(f.Chains, c)
 		}
 	}
+	// Docker sets the FORWARD policy to DROP; a run must restore it.
+	f.Chains = append(f.Chains, builtinPolicies(ctx)...)
 	links, _ := os.ReadDir("/sys/class/net")
 	for _, l := range links {
-		if strings.HasPrefix(l.Name(), "skw") {
+		if strings.HasPrefix(l.Name(), "skw") || l.Name() == "docker0" || strings.HasPrefix(l.Name(), "br-") || strings.HasPrefix(l.Name(), "veth") {
 			f.Links = append(f.Links, l.Name())
 		} else if master, err := os.Readlink(filepath.Join("/sys/class/net", l.Name(), "master")); err == nil && strings.HasPrefix(filepath.Base(master), "skw") {
 			f.Links = append(f.Links, l.Name())
@@ -143,4 +147,28 @@ func (f Footprint) Added(after Footprint) []string {
 // Count is the number of items, for progress output.
 func (f Footprint) Count() int {
 	return len(f.Processes) + len(f.Mounts) + len(f.RunDirs) + len(f.Cgroups) + len(f.Chains) + len(f.Links) + len(f.LogLinks) + len(f.CNIEntries)
+}
+
+// builtinPolicies lists the policies of the built-in chains, such as
+// "iptables|filter|FORWARD policy DROP".
+func builtinPolicies(ctx context.Context) []string {
+	var out []string
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		b, err := exec.CommandContext(ctx, tool+"-save").Output()
+		if err != nil {
+			continue
+		}
+		table := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(line, "*"):
+				table = line[1:]
+			case strings.HasPrefix(line, ":"):
+				if f := strings.Fields(line[1:]); len(f) >= 2 && f[1] != "-" {
+					out = append(out, fmt.Sprintf("%s|%s|%s policy %s", tool, table, f[0], f[1]))
+				}
+			}
+		}
+	}
+	return out
 }

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -77,64 +76,15 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 	if err != nil {
 		return storage.Volumes{}, err
 	}
-	size := req.Size
-	if size == "" {
-		size = "16Mi"
-	}
-	qty, err := resource.ParseQuantity(size)
-	if err != nil {
-		return storage.Volumes{}, fmt.Errorf("volume size %q: %w", size, err)
-	}
-	scName := "skewtest-" + string(req.Kind)
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: scName},
-		Provisioner:       "kubernetes.io/no-provisioner",
-		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
-		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
-	}
-	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return storage.Volumes{}, fmt.Errorf("create StorageClass %s: %w", scName, err)
-	}
-	out := storage.Volumes{StorageClass: scName}
-	for i, claim := range req.Claims {
-		pvName := fmt.Sprintf("skewtest-%s-%s-%d", req.Kind, shortID(p.cfg.RunID), i)
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: pvName},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: qty},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				StorageClassName:              scName,
-				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: req.Namespace, Name: claim},
-				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{NodeName}}},
-				}}}},
-			},
-		}
-		rec := storage.PV{Name: pvName, Claim: claim}
-		switch req.Kind {
-		case storage.CSI:
-			rec.Driver, rec.VolumeHandle = CSIDriverName, "vol-"+pvName
-			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{
-				Driver:           CSIDriverName,
-				VolumeHandle:     rec.VolumeHandle,
-				VolumeAttributes: map[string]string{csidriver.VolumeContextCapacity: size},
-			}
-		case storage.Local:
-			rec.Path = p.path("volumes", pvName)
-			if err := mountTmpfs(rec.Path, qty.Value()); err != nil {
-				return storage.Volumes{}, err
-			}
-			pv.Spec.Local = &corev1.LocalVolumeSource{Path: rec.Path}
-		default:
-			return storage.Volumes{}, fmt.Errorf("local provider: volume kind %q not supported", req.Kind)
-		}
-		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-			return storage.Volumes{}, fmt.Errorf("create PV %s for claim %s/%s: %w", pvName, req.Namespace, claim, err)
-		}
-		out.PVs = append(out.PVs, rec)
-	}
-	return out, nil
+	return storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
+		NamePrefix:  fmt.Sprintf("skewtest-%s-%s", req.Kind, shortID(p.cfg.RunID)),
+		CSIDriver:   CSIDriverName,
+		CapacityKey: csidriver.VolumeContextCapacity,
+		LocalPath: func(_ context.Context, pv string, bytes int64) (string, error) {
+			path := p.path("volumes", pv)
+			return path, mountTmpfs(path, bytes)
+		},
+	})
 }
 
 // mountTmpfs backs a local volume with a real mount, as a local disk

@@ -27,34 +27,53 @@ import (
 const (
 	Pause    = "localhost/skewtest/pause:v1"
 	Workload = "localhost/skewtest/workload:v1"
+	// CSIDriver runs skewtest's CSI node plugin as a DaemonSet (kind).
+	CSIDriver = "localhost/skewtest/csi-driver:v1"
 )
 
-const podbinPackage = "sigs.k8s.io/skewtest/clusters/internal/podbin"
+const (
+	podbinPackage    = "sigs.k8s.io/skewtest/clusters/internal/podbin"
+	csiDriverPackage = "sigs.k8s.io/skewtest/clusters/internal/csidriver/cmd/skewtest-csi-driver"
+)
 
 // Build compiles podbin and writes one tarball holding both images into
 // dir. It returns the tarball's path. It needs the skewtest module source
 // (the working directory must be inside it), which is where tests and
 // `make test-skew` run.
 func Build(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, podbinPackage, "podbin", "images.tar", map[string][]string{
+		Pause:    {"/podbin", "pause"},
+		Workload: {"/podbin", "workload", "/data"},
+	})
+}
+
+// BuildCSIDriver writes the CSI driver's image (CSIDriver) as a tarball
+// into dir and returns its path.
+func BuildCSIDriver(ctx context.Context, dir string) (string, error) {
+	return build(ctx, dir, csiDriverPackage, "skewtest-csi-driver", "csi-driver.tar", map[string][]string{
+		CSIDriver: {"/skewtest-csi-driver"},
+	})
+}
+
+// build compiles pkg into a static binary, dir/binName, and writes images
+// holding only it (as /binName), one per reference, into one tarball.
+func build(ctx context.Context, dir, pkg, binName, tarName string, entrypoints map[string][]string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "podbin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, podbinPackage)
+	bin := filepath.Join(dir, binName)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", podbinPackage, err, out)
+		return "", fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", pkg, err, out)
 	}
 	content, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
 	}
 	refs := map[name.Reference]v1.Image{}
-	for ref, entrypoint := range map[string][]string{
-		Pause:    {"/podbin", "pause"},
-		Workload: {"/podbin", "workload", "/data"},
-	} {
-		img, err := image(content, entrypoint)
+	for ref, entrypoint := range entrypoints {
+		img, err := image(binName, content, entrypoint)
 		if err != nil {
 			return "", err
 		}
@@ -64,7 +83,7 @@ func Build(ctx context.Context, dir string) (string, error) {
 		}
 		refs[tag] = img
 	}
-	out := filepath.Join(dir, "images.tar")
+	out := filepath.Join(dir, tarName)
 	f, err := os.Create(out)
 	if err != nil {
 		return "", err
@@ -76,13 +95,13 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return out, f.Close()
 }
 
-func image(podbin []byte, entrypoint []string) (v1.Image, error) {
+func image(binName string, bin []byte, entrypoint []string) (v1.Image, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "podbin", Mode: 0o755, Size: int64(len(podbin)), Typeflag: tar.TypeReg}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: binName, Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg}); err != nil {
 		return nil, err
 	}
-	if _, err := tw.Write(podbin); err != nil {
+	if _, err := tw.Write(bin); err != nil {
 		return nil, err
 	}
 	// /data is where the workload's volume is mounted; /tmp for good measure.

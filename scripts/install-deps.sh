@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what skewtest's tests need on a Debian/Ubuntu host: the host
 # programs the local provider runs (etcd, runc, CNI plugins, iptables), sshd
-# for the existing provider's tests, and the Go modules. Kubernetes
-# components and containerd are built from Go modules on first use and
-# cached under $HOME/.cache/skewtest, not installed here.
+# for the existing provider's tests, Docker and debootstrap for the kind
+# provider, and the Go modules. Kubernetes components and containerd are
+# built from Go modules on first use and cached under $HOME/.cache/skewtest,
+# not installed here.
 set -euo pipefail
 
-packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux findutils procps)
+packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux findutils procps docker.io debootstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -17,11 +18,17 @@ if ((${#missing[@]})); then
     exit 1
   fi
   echo "install-deps: installing ${missing[*]}"
+  # Packages like etcd-server and docker.io start system services where
+  # they can; skewtest runs its own on free ports and sockets, so none may
+  # start (policy-rc.d exit 101 = action forbidden).
+  added_policy=
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && added_policy=1
+  fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [[ -n $added_policy ]] && rm -f /usr/sbin/policy-rc.d
 fi
-# Debian's etcd-server package starts a system etcd where systemd runs;
-# skewtest runs its own on a free port and does not need it.
 cd "$(dirname "$0")/.."
 go mod download
 echo "install-deps: ok"

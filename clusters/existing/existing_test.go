@@ -589,7 +589,9 @@ func TestStopStartKubelet(t *testing.T) {
 		c.ServiceManager = svc
 		c.ServiceManager.Stop = []string{svc.Stop[0], "noop", "{unit}"}
 	})
-	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	// Long enough for several polls even on a loaded machine (each is an
+	// SSH session); the unit never stops, so the wait always ends here.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err = p2.Node("node-a", srv.Addr).StopKubelet(sctx)
 	if err == nil || !strings.Contains(err.Error(), "stop kubelet on node-a") || !strings.Contains(err.Error(), `still "active"`) {

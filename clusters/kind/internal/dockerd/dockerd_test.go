@@ -1,0 +1,459 @@
+package dockerd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
+	"sigs.k8s.io/skewtest/clusters/mountinfo"
+)
+
+// TestDaemon runs real private dockerds: without the shim a privileged
+// container fails on a host without CAP_SYS_RESOURCE, with it it runs (and
+// docker exec into it works), and Stop, or Clean alone, leaves the host as
+// it was.
+func TestDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real dockerds")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("dockerd needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if err := Install(ctx); err != nil {
+		t.Skipf("Debian's docker.io is not installed and cannot be installed: %v", err)
+	}
+	needsShim, err := capshim.NeedsShim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim, err := capshim.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarball, err := images.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t)
+
+	t.Run("WithoutShim", func(t *testing.T) {
+		if !needsShim {
+			t.Skip("this host has CAP_SYS_RESOURCE: privileged containers run without the shim")
+		}
+		dir := newDir(t)
+		d := start(ctx, t, Config{Dir: dir, Logger: testLogger(t)})
+		load(ctx, t, d, tarball)
+		// The daemon itself works...
+		id := mustDocker(ctx, t, d, "run", "-d", "--network", "none", images.Pause)
+		assertRunning(ctx, t, d, id)
+		// ...but not for privileged containers.
+		out, err := docker(ctx, d, "run", "-d", "--network", "none", "--privileged", images.Pause)
+		if err == nil || !strings.Contains(out, "apply caps") {
+			t.Errorf("docker run --privileged without the shim: %v: %s\nwant the failure to apply caps", err, out)
+		}
+		stop(ctx, t, d)
+		assertClean(ctx, t, before, dir, true)
+	})
+
+	t.Run("WithShim", func(t *testing.T) {
+		dir := newDir(t)
+		d := start(ctx, t, Config{Dir: dir, Shim: shim, Logger: testLogger(t)})
+		if got, want := d.Host(), "unix://"+filepath.Join(dir, "docker.sock"); got != want {
+			t.Errorf("Host() = %s, want %s", got, want)
+		}
+		if env := d.Env(); len(env) != 1 || env[0] != "DOCKER_HOST="+d.Host() {
+			t.Errorf("Env() = %q", env)
+		}
+		load(ctx, t, d, tarball)
+		// A user network (a br-* bridge, as kind's) and a published port
+		// (docker-proxy, DNAT and hairpin rules), as kind's nodes have.
+		mustDocker(ctx, t, d, "network", "create", "skewtest-test")
+		id := mustDocker(ctx, t, d, "run", "-d", "--privileged", "--network", "skewtest-test", "-p", "127.0.0.1::80", images.Pause)
+		assertRunning(ctx, t, d, id)
+		id0 := mustDocker(ctx, t, d, "run", "-d", "--privileged", "-p", "127.0.0.1::81", images.Pause)
+		assertRunning(ctx, t, d, id0)
+		// docker exec runs `runc exec --process`: privileged, it asks for
+		// every capability too.
+		out, _ := docker(ctx, d, "exec", id, "/podbin")
+		if !strings.Contains(out, "usage: podbin") {
+			t.Errorf("docker exec into the privileged container: %s", out)
+		}
+		// kind runs the `docker` on PATH, which may be a newer client than
+		// the daemon (docker 28 in /usr/local/bin): it must negotiate down.
+		if onPath, err := exec.LookPath("docker"); err == nil && onPath != DockerCLI {
+			cmd := exec.CommandContext(ctx, onPath, "version", "--format", "{{.Client.Version}} {{.Server.Version}} {{.Server.APIVersion}}")
+			cmd.Env = append(os.Environ(), d.Env()...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s version against dockerd: %v\n%s", onPath, err, out)
+			} else {
+				t.Logf("%s (client, server, API): %s", onPath, strings.TrimSpace(string(out)))
+			}
+		}
+		// The host did change, so that the checks after Stop mean something.
+		if now := saveLines(t, "iptables"); !containsLine(now, ":DOCKER-USER - [0:0]") {
+			t.Errorf("no DOCKER-USER chain while dockerd runs: is this dockerd managing iptables?")
+		}
+		if !hasLink(t, "docker0") {
+			t.Errorf("no docker0 while dockerd runs")
+		}
+		stop(ctx, t, d)
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("second Stop: %v", err)
+		}
+		assertClean(ctx, t, before, dir, true)
+	})
+
+	t.Run("CleanAfterKilledHarness", func(t *testing.T) {
+		dir := newDir(t)
+		d := start(ctx, t, Config{Dir: dir, Shim: shim, Logger: testLogger(t)})
+		load(ctx, t, d, tarball)
+		mustDocker(ctx, t, d, "network", "create", "skewtest-test")
+		id := mustDocker(ctx, t, d, "run", "-d", "--privileged", "--network", "skewtest-test", "-p", "127.0.0.1::80", images.Pause)
+		assertRunning(ctx, t, d, id)
+		// As a later `skewtest clean` would: from the directory alone.
+		if err := Clean(ctx, dir); err != nil {
+			t.Fatalf("Clean: %v", err)
+		}
+		// d holds the host lock: check without it, then let Stop release it.
+		assertClean(ctx, t, before, dir, false)
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("Stop after Clean: %v", err)
+		}
+		if err := Clean(ctx, dir); err != nil {
+			t.Errorf("second Clean: %v", err)
+		}
+	})
+
+	t.Run("CleanAfterDockerdKilled", func(t *testing.T) {
+		// dockerd SIGKILLed (OOM, a reboot of the harness host's service
+		// manager...): containers, shims, mounts, rules and bridges are all
+		// left, and nothing answers on the socket. Clean must do it all.
+		dir := newDir(t)
+		d := start(ctx, t, Config{Dir: dir, Shim: shim, Logger: testLogger(t)})
+		load(ctx, t, d, tarball)
+		mustDocker(ctx, t, d, "network", "create", "skewtest-test")
+		id := mustDocker(ctx, t, d, "run", "-d", "--privileged", "--network", "skewtest-test", "-p", "127.0.0.1::80", images.Pause)
+		assertRunning(ctx, t, d, id)
+		id0 := mustDocker(ctx, t, d, "run", "-d", "-p", "127.0.0.1::81", images.Pause)
+		assertRunning(ctx, t, d, id0)
+		dockerd := d.cmd.Process.Pid
+		if err := d.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-d.done
+		// The containers outlive dockerd.
+		shims := 0
+		for _, p := range allProcs() {
+			if ownedBy(p, dir) && filepath.Base(p.argv[0]) == "containerd-shim-runc-v2" {
+				shims++
+			}
+		}
+		if shims == 0 {
+			t.Fatalf("no containerd shim outlived dockerd %d: the test would test nothing", dockerd)
+		}
+		if ms, _ := mountinfo.ParseFile("/proc/self/mountinfo"); len(mountinfo.Under(ms, dir)) == 0 {
+			t.Fatalf("nothing mounted under %s after killing dockerd: the test would test nothing", dir)
+		}
+		if err := Clean(ctx, dir); err != nil {
+			t.Fatalf("Clean: %v", err)
+		}
+		assertClean(ctx, t, before, dir, false)
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("Stop after Clean: %v", err)
+		}
+	})
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), nil))
+}
+
+// newDir returns a new short directory for a daemon, cleaned up after the
+// test whatever happens.
+func newDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "skd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := Clean(ctx, dir); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if ms, _ := mountinfo.ParseFile("/proc/self/mountinfo"); len(mountinfo.Under(ms, dir)) == 0 {
+			os.RemoveAll(dir)
+		}
+	})
+	return dir
+}
+
+func start(ctx context.Context, t *testing.T, cfg Config) *Daemon {
+	t.Helper()
+	d, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("Stop in cleanup: %v", err)
+		}
+	})
+	return d
+}
+
+func stop(ctx context.Context, t *testing.T, d *Daemon) {
+	t.Helper()
+	t0 := time.Now()
+	if err := d.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	t.Logf("Stop took %s", time.Since(t0).Round(time.Millisecond))
+}
+
+// docker runs Debian's docker CLI, the daemon's version, against d.
+func docker(ctx context.Context, d *Daemon, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, DockerCLI, args...)
+	cmd.Env = append(os.Environ(), d.Env()...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func mustDocker(ctx context.Context, t *testing.T, d *Daemon, args ...string) string {
+	t.Helper()
+	out, err := docker(ctx, d, args...)
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func load(ctx context.Context, t *testing.T, d *Daemon, tarball string) {
+	t.Helper()
+	mustDocker(ctx, t, d, "load", "-i", tarball)
+}
+
+func assertRunning(ctx context.Context, t *testing.T, d *Daemon, id string) {
+	t.Helper()
+	out := mustDocker(ctx, t, d, "inspect", "-f", "{{json .State}}", id)
+	var st struct {
+		Running bool
+		Error   string
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("docker inspect: %v: %s", err, out)
+	}
+	if !st.Running {
+		t.Fatalf("container %s is not running: %s", id, out)
+	}
+}
+
+// hostSnapshot is what a daemon must leave as it found it.
+type hostSnapshot struct {
+	iptables map[string][]string // normalized iptables-save lines
+	links    map[string]bool
+	paths    map[string]bool
+}
+
+var watchedPaths = append([]string{"/etc/docker/key.json"}, hostPaths...)
+
+func snapshot(t *testing.T) hostSnapshot {
+	t.Helper()
+	s := hostSnapshot{iptables: map[string][]string{}, links: map[string]bool{}, paths: map[string]bool{}}
+	for _, bin := range iptablesBinaries {
+		if _, err := exec.LookPath(bin + "-save"); err == nil {
+			s.iptables[bin] = saveLines(t, bin)
+		}
+	}
+	names, err := linkNames(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		s.links[n] = true
+	}
+	for _, p := range watchedPaths {
+		_, err := os.Lstat(p)
+		s.paths[p] = err == nil
+	}
+	return s
+}
+
+// saveLines returns <bin>-save's output without comments and counters,
+// each line prefixed with its table, sorted.
+func saveLines(t *testing.T, bin string) []string {
+	t.Helper()
+	out, err := exec.Command(bin + "-save").Output()
+	if err != nil {
+		t.Fatalf("%s-save: %v", bin, err)
+	}
+	var lines []string
+	tbl := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case l == "" || strings.HasPrefix(l, "#") || l == "COMMIT":
+		case strings.HasPrefix(l, "*"):
+			tbl = l
+		case strings.HasPrefix(l, ":"):
+			f := strings.Fields(l)
+			lines = append(lines, tbl+" "+strings.Join(f[:min(2, len(f))], " "))
+		default:
+			lines = append(lines, tbl+" "+l)
+		}
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+func containsLine(lines []string, suffix string) bool {
+	suffix = strings.Join(strings.Fields(suffix)[:2], " ")
+	for _, l := range lines {
+		if strings.HasSuffix(l, " "+suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasLink(t *testing.T, name string) bool {
+	names, err := linkNames(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+func isDockerish(line string) bool {
+	return strings.Contains(line, "DOCKER") || strings.Contains(line, "docker0") || strings.Contains(line, "br-")
+}
+
+// assertClean checks that nothing of the daemon in dir is left: processes,
+// mounts, cgroups, the directory, iptables chains and rules, FORWARD
+// policy, links, host directories. With lock it holds the host lock while
+// checking, so that no other package's daemon starts meanwhile.
+func assertClean(ctx context.Context, t *testing.T, before hostSnapshot, dir string, lock bool) {
+	t.Helper()
+	if lock {
+		f, err := acquireLock(ctx, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	self := os.Getpid()
+	for _, p := range allProcs() {
+		if p.pid != self && strings.Contains(strings.Join(p.argv, " "), dir) {
+			t.Errorf("process left: %v", p)
+		}
+	}
+	if out, err := exec.Command("pgrep", "-af", dir).Output(); err == nil && len(out) > 0 {
+		t.Errorf("pgrep -af %s:\n%s", dir, out)
+	}
+	ms, err := mountinfo.ParseFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mountinfo.Under(ms, dir) {
+		t.Errorf("still mounted: %s (%s)", m.MountPoint, m.FSType)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists (%v)", dir, err)
+	}
+	for _, root := range cgroupRoots(cgroupParentFor(dir)) {
+		if _, err := os.Lstat(root); err == nil {
+			t.Errorf("cgroup %s still exists", root)
+		}
+	}
+	for bin, was := range before.iptables {
+		now := saveLines(t, bin)
+		had := map[string]int{}
+		for _, l := range was {
+			had[l]++
+		}
+		for _, l := range now {
+			if had[l] > 0 {
+				had[l]--
+				continue
+			}
+			if isDockerish(l) {
+				t.Errorf("%s: left behind: %s", bin, l)
+			} else {
+				t.Logf("%s: added meanwhile by someone else: %s", bin, l)
+			}
+		}
+		for l, n := range had {
+			if n > 0 {
+				// FORWARD's policy shows up here when it changed.
+				t.Errorf("%s: gone or changed: %s", bin, l)
+			}
+		}
+	}
+	names, err := linkNames(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !before.links[n] && (isDockerInterface(n) || strings.HasPrefix(n, "veth")) {
+			t.Errorf("link left: %s", n)
+		}
+	}
+	for _, p := range watchedPaths {
+		_, err := os.Lstat(p)
+		if now := err == nil; now != before.paths[p] {
+			t.Errorf("%s: existed before %v, now %v", p, before.paths[p], now)
+		}
+	}
+	if t.Failed() {
+		t.Logf("ip_forward now: %s", readTrim("/proc/sys/net/ipv4/ip_forward"))
+	}
+}
+
+func readTrim(p string) string {
+	b, _ := os.ReadFile(p)
+	return strings.TrimSpace(string(b))
+}
+
+func TestStartRefusesBadConfig(t *testing.T) {
+	ctx := context.Background()
+	long := "/tmp/" + strings.Repeat("x", maxDirLen)
+	for _, cfg := range []Config{
+		{Dir: ""},
+		{Dir: "relative"},
+		{Dir: long},
+		{Dir: "/tmp/skd-nope", Shim: "/nonexistent/skewtest-runc-shim"},
+	} {
+		if d, err := Start(ctx, cfg); err == nil {
+			d.Stop(ctx)
+			t.Errorf("Start(%+v) succeeded", cfg)
+		}
+	}
+	if _, err := os.Lstat("/tmp/skd-nope"); err == nil {
+		t.Errorf("a refused Start created its directory")
+	}
+	// Clean of a directory that does not exist is fine.
+	if err := Clean(ctx, "/tmp/skd-nope/"+strconv.Itoa(os.Getpid())); err != nil {
+		t.Errorf("Clean(missing) = %v", err)
+	}
+}

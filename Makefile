@@ -7,24 +7,28 @@ PLAN ?=
 REPLICAS ?= 3
 ARTIFACTS ?= $(CURDIR)/_artifacts
 ROUNDS ?= 5
+VERSION ?= v1.37.2
 export PROVIDER PLAN REPLICAS ARTIFACTS
 
 # Every package but the suites, which need a cluster.
 UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
 GINKGO_ARGS ?=
 
-.PHONY: test test-skew bench-skew lint deps clean help
+.PHONY: test test-skew bench-skew kind-node-image lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount and sshd tests (no cluster)"
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings"
+	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
 	@echo "make lint        gofmt and go vet"
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
 
+# The kind node image test builds the image for real (debootstrap, module
+# builds): minutes on a cold cache, hence the timeout.
 test: deps
-	go test -count=1 $(UNIT_PKGS)
+	go test -count=1 -timeout 45m $(UNIT_PKGS)
 
 test-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
@@ -35,6 +39,9 @@ test-skew: deps
 bench-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
 	go run ./scripts/skewtest bench -rounds $(ROUNDS) -out "$(ARTIFACTS)/bench-$(PROVIDER).json"
+
+kind-node-image: deps
+	go run ./scripts/skewtest kind-node-image $(VERSION)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,14 +1,17 @@
 package clusters
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/clusters/local"
 )
 
@@ -16,12 +19,12 @@ import (
 const (
 	Local    = "local"
 	Existing = "existing"
+	Kind     = "kind"
 )
 
 // planned are providers with an issue but no code yet, so the error can
 // say so instead of "unknown".
 var planned = map[string]string{
-	"kind": "the kind provider is not implemented yet",
 	"kops": "the kops (AWS) provider is not implemented yet",
 }
 
@@ -38,19 +41,21 @@ type Options struct {
 	LocalRunRoot string
 	// Existing configures the existing provider.
 	Existing existing.Config
+	// KindNodeImage overrides the kind provider's offline node image.
+	KindNodeImage string
 }
 
 // Check reports whether name is a provider New can make, with an error
 // that names it and the choices.
 func Check(name string) error {
 	switch name {
-	case Local, Existing:
+	case Local, Existing, Kind:
 		return nil
 	}
 	if why, ok := planned[name]; ok {
-		return fmt.Errorf("provider %q: %s; use PROVIDER=%s or PROVIDER=%s", name, why, Local, Existing)
+		return fmt.Errorf("provider %q: %s; use PROVIDER=%s, %s or %s", name, why, Local, Kind, Existing)
 	}
-	return fmt.Errorf("unknown provider %q: want one of %s", name, strings.Join([]string{Local, Existing}, ", "))
+	return fmt.Errorf("unknown provider %q: want one of %s", name, strings.Join([]string{Local, Kind, Existing}, ", "))
 }
 
 // New returns the named provider. Nothing is created until Up.
@@ -62,6 +67,9 @@ func New(name string, o Options) (Provider, error) {
 	case Local:
 		return local.New(local.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
 			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, Logger: o.Logger})
+	case Kind:
+		return kind.New(kind.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
+			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, NodeImage: o.KindNodeImage, Logger: o.Logger})
 	case Existing:
 		cfg := o.Existing
 		if cfg.Logger == nil {
@@ -70,4 +78,14 @@ func New(name string, o Options) (Provider, error) {
 		return existing.New(cfg)
 	}
 	panic("unreachable: Check accepted " + name)
+}
+
+// Clean removes what a run of a provider that creates clusters left on this
+// host when the harness itself was killed, given its run directory: kind
+// runs live in kind-<run-id>, local runs in <run-id>.
+func Clean(ctx context.Context, runDir string) error {
+	if strings.HasPrefix(filepath.Base(runDir), "kind-") {
+		return kind.Clean(ctx, runDir)
+	}
+	return local.Clean(ctx, runDir)
 }

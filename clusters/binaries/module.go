@@ -242,7 +242,7 @@ func (b *ModuleBuilder) goOutput(ctx context.Context, dir string, args ...string
 func (b *ModuleBuilder) goCmd(ctx context.Context, dir, what string, args ...string) error {
 	cmd := exec.CommandContext(ctx, b.goBinary(), args...)
 	cmd.Dir, cmd.Env = dir, b.goEnv()
-	if out, err := runWithProgress(b.logger(), cmd, what); err != nil {
+	if out, err := RunWithProgress(b.logger(), cmd, what); err != nil {
 		return fmt.Errorf("%s: %w\n%s", what, err, lastLines(string(out), 20))
 	}
 	return nil

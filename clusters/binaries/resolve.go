@@ -574,12 +574,12 @@ func execRun(ctx context.Context, logger *slog.Logger, dir string, argv ...strin
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	return runWithProgress(logger, cmd, strings.Join(argv, " "))
+	return RunWithProgress(logger, cmd, strings.Join(argv, " "))
 }
 
-// runWithProgress runs cmd, which may take minutes, logging every 30 s
+// RunWithProgress runs cmd, which may take minutes, logging every 30 s
 // that it is still running, and returns its combined output.
-func runWithProgress(logger *slog.Logger, cmd *exec.Cmd, what string) ([]byte, error) {
+func RunWithProgress(logger *slog.Logger, cmd *exec.Cmd, what string) ([]byte, error) {
 	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -13,7 +13,8 @@ import (
 // Settings are the environment variables `make test-skew`, the suite and
 // `skewtest run` read, with what each means; the README's table is this.
 var Settings = []struct{ Name, Default, Help string }{
-	{"PROVIDER", "local", "local (a real cluster on this Linux host) or existing (KUBECONFIG plus SSH)"},
+	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image) or existing (KUBECONFIG plus SSH)"},
+	{"KIND_NODE_IMAGE", "", "kind: a node image to pull instead of building the offline one, e.g. kindest/node:v1.37.2, or upstream for the one the kind release pins by digest"},
 	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
 	{"REPLICAS", "3", "StatefulSet replicas, one PVC each, all on the test node"},
 	{"VOLUME_KIND", "csi", "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
@@ -48,6 +49,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		CacheDir:       getenv("SKEWTEST_CACHE"),
 		StorageClass:   getenv("STORAGE_CLASS"),
 		Image:          getenv("IMAGE"),
+		KindNodeImage:  getenv("KIND_NODE_IMAGE"),
 	}
 	if v := getenv("KUBELETS"); v != "" {
 		o.Kubelets = splitList(v)

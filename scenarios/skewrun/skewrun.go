@@ -63,6 +63,8 @@ type Options struct {
 	LocalRunRoot         string
 	PollInterval         time.Duration
 	CleanupTimeout       time.Duration
+	// KindNodeImage overrides the kind provider's offline node image.
+	KindNodeImage string
 	// Existing cluster settings.
 	Existing     existing.Config
 	StorageClass string
@@ -158,7 +160,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Run: run, ArtifactsDir: artifacts}
 
 	prov, err := clusters.New(o.Provider, clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: logger,
-		APIServerVersion: pl.Newest(), InitialKubelet: kubelets[0], LocalRunRoot: o.LocalRunRoot, Existing: o.Existing})
+		APIServerVersion: pl.Newest(), InitialKubelet: kubelets[0], LocalRunRoot: o.LocalRunRoot, Existing: o.Existing, KindNodeImage: o.KindNodeImage})
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
@@ -219,8 +221,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, err
 	}
 	run.Environment = environment(ctx, prov, node, kind, o)
-	if lp, ok := prov.(*local.Provider); ok {
-		for _, b := range lp.Binaries() {
+	if bp, ok := prov.(interface{ Binaries() []binaries.Binary }); ok {
+		for _, b := range bp.Binaries() {
 			run.Binaries = appendBinary(run.Binaries, b)
 		}
 	}
@@ -343,8 +345,8 @@ func environment(ctx context.Context, p clusters.Provider, node nodes.Node, kind
 
 func keptMessage(p clusters.Provider) string {
 	msg := fmt.Sprintf("The failed %s cluster was kept (KEEP_CLUSTER_ON_FAILURE).\n  Reach it:     KUBECONFIG=%s kubectl get nodes,pods -A", p.Name(), p.KubeconfigPath())
-	if lp, ok := p.(*local.Provider); ok {
-		msg += fmt.Sprintf("\n  Its files:    %s (logs/, kubelet/)\n  Tear it down: go run ./scripts/skewtest clean %s", lp.RunDir(), lp.RunDir())
+	if rp, ok := p.(interface{ RunDir() string }); ok {
+		msg += fmt.Sprintf("\n  Its files:    %s\n  Tear it down: go run ./scripts/skewtest clean %s", rp.RunDir(), rp.RunDir())
 	}
 	return msg
 }

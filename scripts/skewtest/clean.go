@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/local"
 )
 
@@ -33,7 +34,7 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	var errs []error
 	for _, d := range dirs {
 		logger.Info("cleaning", "dir", d)
-		if err := local.Clean(ctx, d); err != nil {
+		if err := clusters.Clean(ctx, d); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -6,6 +6,7 @@
 //	skewtest bench [-rounds N]   N runs, phase timings min/median/max, JSON
 //	skewtest build VERSION C,..  build Kubernetes components from the Go module
 //	skewtest build-containerd    build containerd v2 from its Go module
+//	skewtest kind-node-image V   build the offline kind node image of version V
 //	skewtest clean [RUNDIR...]   remove what killed local runs left behind
 //	skewtest settings            list the environment variables
 package main
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -45,7 +47,7 @@ func main() {
 	}
 }
 
-const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | clean [RUNDIR...] | settings"
+const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -85,6 +87,20 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		printBinaries(bins)
+		return nil
+	case "kind-node-image":
+		if len(args) != 2 {
+			return errors.New(usage)
+		}
+		v, err := version.ParseSemantic(args[1])
+		if err != nil {
+			return fmt.Errorf("%w: version %q: %v", skewrun.ErrInvalid, args[1], err)
+		}
+		img, err := kind.BuildNodeImage(ctx, v, binaries.DefaultCacheDir(), logger)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s\t%s\n", img.Name, img.RootfsTar)
 		return nil
 	case "clean":
 		return clean(ctx, logger, args[1:])

@@ -161,14 +161,14 @@ func TestCLI(t *testing.T) {
 			env:    []string{"PROVIDER=nope", missing},
 			args:   []string{"run"},
 			code:   2,
-			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, existing"},
+			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing"},
 		},
 		{
 			name:   "run with a planned provider",
-			env:    []string{"PROVIDER=kind", missing},
+			env:    []string{"PROVIDER=kops", missing},
 			args:   []string{"run"},
 			code:   2,
-			stderr: []string{"PROVIDER=kind", "not implemented yet", "use PROVIDER=local or PROVIDER=existing"},
+			stderr: []string{"PROVIDER=kops", "not implemented yet", "use PROVIDER=local, kind or existing"},
 		},
 		{
 			name:   "run with a bad REPLICAS",

@@ -124,10 +124,10 @@ func artifactsOf(res *skewrun.Result) string {
 	return res.ArtifactsDir
 }
 
-// footprint counts what local runs make; other providers make nothing on
-// this host, so theirs is empty.
+// footprint counts what local and kind runs make on this host; an existing
+// cluster's runs make nothing here, so theirs is empty.
 func footprint(ctx context.Context, o skewrun.Options) local.Footprint {
-	if orDefault(o.Provider, clusters.Local) != clusters.Local {
+	if orDefault(o.Provider, clusters.Local) == clusters.Existing {
 		return local.Footprint{}
 	}
 	return local.TakeFootprint(ctx, o.LocalRunRoot)

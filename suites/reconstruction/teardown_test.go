@@ -38,6 +38,7 @@ func failingHop() skewrun.Options {
 	fake := filepath.Join(dir, "kubelet")
 	Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
 	return skewrun.Options{
+		Provider:     teardownProvider(),
 		Plan:         "v1.37.2,v1.36.3",
 		Kubelets:     []string{"module:v1.37.2", "file:" + fake},
 		ArtifactsDir: filepath.Join(dir, "artifacts"),
@@ -46,10 +47,14 @@ func failingHop() skewrun.Options {
 	}
 }
 
-var _ = Describe("local provider teardown", Label("teardown", "disruptive", "local"), func() {
+// teardownProvider is the provider the teardown specs run on: local or
+// kind, the providers that create clusters on this host.
+func teardownProvider() string { return orDefault(os.Getenv("PROVIDER"), clusters.Local) }
+
+var _ = Describe("teardown of clusters made on this host", Label("teardown", "disruptive"), func() {
 	BeforeEach(func() {
-		if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
-			Skip("teardown specs are for the local provider")
+		if teardownProvider() == clusters.Existing {
+			Skip("teardown specs are for providers that create clusters on this host (local, kind)")
 		}
 	})
 
@@ -59,11 +64,15 @@ var _ = Describe("local provider teardown", Label("teardown", "disruptive", "loc
 		res, err := skewrun.Run(ctx, failingHop())
 
 		Expect(err).To(HaveOccurred())
-		Expect(err.Error()).To(ContainSubstring("start kubelet v1.36.3"))
+		Expect(err.Error()).To(ContainSubstring("start kubelet"))
 		Expect(res.Run.Verdict).To(Equal(reports.Fail))
 		Expect(res.Run.Failure).To(ContainSubstring("refuses to start on purpose"), "the report says why, from the kubelet's log")
 		Expect(filepath.Join(res.ArtifactsDir, "report.md")).To(BeAnExistingFile())
-		Expect(filepath.Join(res.ArtifactsDir, "logs", "kubelet-2-v1.36.3.log")).To(BeAnExistingFile(), "the failed kubelet's log is kept")
+		if teardownProvider() == clusters.Local {
+			Expect(filepath.Join(res.ArtifactsDir, "logs", "kubelet-2-v1.36.3.log")).To(BeAnExistingFile(), "the failed kubelet's log is kept")
+		} else {
+			Expect(filepath.Join(res.ArtifactsDir, "logs")).To(BeADirectory(), "kind's logs are kept")
+		}
 		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
 	})
 
@@ -75,12 +84,18 @@ var _ = Describe("local provider teardown", Label("teardown", "disruptive", "loc
 		res, err := skewrun.Run(ctx, o)
 		Expect(err).To(HaveOccurred())
 		Expect(res.Kept).To(ContainSubstring("kubeconfig"), "says how to reach the cluster")
-		Expect(res.Kept).To(ContainSubstring("skewtest clean /var/lib/skewtest/"+res.Run.ID), "says how to remove it")
+		Expect(res.Kept).To(MatchRegexp(`skewtest clean /var/lib/skewtest/(kind-)?`+res.Run.ID), "says how to remove it")
 		kept := before.Added(local.TakeFootprint(ctx, ""))
-		Expect(kept).To(ContainElement(HavePrefix("process kube-apiserver")), "the control plane is still running")
-		Expect(kept).To(ContainElement(HavePrefix("mount ")), "the pods' volumes are still mounted for inspection")
+		Expect(kept).NotTo(BeEmpty(), "the cluster is still there")
+		if teardownProvider() == clusters.Local {
+			Expect(kept).To(ContainElement(HavePrefix("process kube-apiserver")), "the control plane is still running")
+			Expect(kept).To(ContainElement(HavePrefix("mount ")), "the pods' volumes are still mounted for inspection")
+		} else {
+			Expect(kept).To(ContainElement(HavePrefix("process dockerd")), "the node containers' dockerd is still running")
+		}
 
-		Expect(local.Clean(ctx, filepath.Join(local.DefaultRunRoot, res.Run.ID))).To(Succeed())
+		dir := strings.TrimSpace(res.Kept[strings.LastIndex(res.Kept, "skewtest clean ")+len("skewtest clean "):])
+		Expect(clusters.Clean(ctx, dir)).To(Succeed())
 		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
 	})
 
@@ -93,7 +108,7 @@ var _ = Describe("local provider teardown", Label("teardown", "disruptive", "loc
 		before := local.TakeFootprint(ctx, "")
 
 		cmd := exec.Command(bin, "run")
-		cmd.Env = append(os.Environ(), "PROVIDER=local", "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
+		cmd.Env = append(os.Environ(), "PROVIDER="+teardownProvider(), "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
 		stderr, err := cmd.StderrPipe()
 		Expect(err).NotTo(HaveOccurred())
 		cmd.Stdout = GinkgoWriter

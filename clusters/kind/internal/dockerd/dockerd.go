@@ -155,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("dockerd: clean up the earlier daemon in %s: %w", dir, err)
 		}
 	}
+	running.Store(dir, d)
 	if err := d.start(ctx, shim); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 		defer cancel()
@@ -295,7 +296,14 @@ func (d *Daemon) releaseLock() {
 		d.lock.Close()
 		d.lock = nil
 	}
+	running.Delete(d.dir)
 }
+
+// running maps the Dir of each Daemon this process started to it. The
+// host-wide lock is a flock held by this process's open file: if Clean
+// were called here for a daemon this process still holds (a kept cluster
+// cleaned by the same process), only that Daemon can release it.
+var running sync.Map
 
 // Clean does what Stop does for the daemon whose directory is dir, from
 // its state file alone: for a harness that was killed. A missing dir is not
@@ -309,6 +317,9 @@ func Clean(ctx context.Context, dir string) error {
 func clean(ctx context.Context, dir string, log *slog.Logger) error {
 	dir, err := checkDir(dir)
 	if err != nil {
+		return err
+	}
+	if ours, err := cleanRunning(ctx, dir); ours {
 		return err
 	}
 	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
@@ -326,6 +337,15 @@ func clean(ctx context.Context, dir string, log *slog.Logger) error {
 		st.CgroupParent = cgroupParentFor(dir)
 	}
 	return (&teardown{dir: dir, st: st, log: log}).run(ctx)
+}
+
+// cleanRunning stops the Daemon of dir if this process started it.
+func cleanRunning(ctx context.Context, dir string) (bool, error) {
+	v, ok := running.Load(dir)
+	if !ok {
+		return false, nil
+	}
+	return true, v.(*Daemon).Stop(ctx)
 }
 
 // checkDir cleans dir and refuses what cannot be a daemon's directory.

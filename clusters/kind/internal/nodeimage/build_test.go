@@ -1,0 +1,178 @@
+package nodeimage
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+)
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestBuild builds the real v1.37.2 node image (cold: 10-15 min on 2
+// cores, mostly Go builds and debootstrap; warm: seconds) and checks what
+// is inside: the node binaries, kind's files, the containerd config, and
+// the control-plane images in the rootfs's containerd store.
+func TestBuild(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("building a node image needs root (debootstrap, file ownership)")
+	}
+	cache := binaries.DefaultCacheDir()
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		if _, err := os.Stat(filepath.Join(cache, "kind", "base", baseKey()+".tar")); err != nil {
+			t.Skip("debootstrap is not installed (apt-get install debootstrap) and no base rootfs is cached")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	v := version.MustParseSemantic("v1.37.2")
+	cfg := Config{Version: v, CacheDir: cache, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	start := time.Now()
+	img, err := Build(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Build: %s, %s (%s)", time.Since(start).Round(100*time.Millisecond), img.RootfsTar, humanBytes(img.Size))
+
+	// A second Build is a cache hit.
+	start = time.Now()
+	again, err := Build(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm := time.Since(start); warm > 10*time.Second || again.RootfsTar != img.RootfsTar || again.Size != img.Size {
+		t.Errorf("warm Build took %s and gave %+v", warm, again)
+	}
+
+	if img.Name != "skewtest/kind-node:v1.37.2" || img.Version != "v1.37.2" || img.StopSignal != "SIGRTMIN+3" ||
+		strings.Join(img.Entrypoint, " ") != "/usr/local/bin/entrypoint /sbin/init" || img.Env[0] != "container=docker" {
+		t.Errorf("image metadata: %+v", img)
+	}
+	wantImages := []string{
+		"localhost/skewtest/kind-cni:v1", "registry.k8s.io/coredns/coredns:v1.14.6", "registry.k8s.io/etcd:3.7.0-0",
+		"registry.k8s.io/kube-apiserver:v1.37.2", "registry.k8s.io/kube-controller-manager:v1.37.2",
+		"registry.k8s.io/kube-proxy:v1.37.2", "registry.k8s.io/kube-scheduler:v1.37.2", "registry.k8s.io/pause:3.10.2",
+	}
+	if !reflect.DeepEqual(img.Images, wantImages) {
+		t.Errorf("Image.Images = %q, want %q", img.Images, wantImages)
+	}
+	if filepath.Dir(img.RootfsTar) != filepath.Join(cache, "kind", "node-v1.37.2") {
+		t.Errorf("tar at %s", img.RootfsTar)
+	}
+
+	// What the tar holds.
+	list, err := exec.CommandContext(ctx, "tar", "-tvf", img.RootfsTar).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string]string{}
+	for _, line := range strings.Split(string(list), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		name := f[5]
+		entries[strings.TrimSuffix(name, "/")] = line
+	}
+	for _, want := range []string{
+		"./usr/bin/kubelet", "./usr/bin/kubeadm", "./usr/bin/kubectl",
+		"./usr/local/bin/containerd", "./usr/local/bin/containerd-shim-runc-v2", "./usr/local/bin/ctr", "./usr/local/bin/crictl",
+		"./usr/local/bin/entrypoint", "./usr/sbin/runc", "./opt/cni/bin/bridge", "./opt/cni/bin/host-local", "./opt/cni/bin/loopback", "./opt/cni/bin/portmap",
+		"./kind/version", "./kind/manifests/default-cni.yaml", "./kind/bin/mount-product-files.sh",
+		"./etc/containerd/config.toml", "./etc/containerd/cri-base.json", "./etc/crictl.yaml",
+		"./etc/systemd/system/kubelet.service", "./etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
+		"./etc/systemd/system/multi-user.target.wants/kubelet.service", "./etc/systemd/system/multi-user.target.wants/containerd.service",
+		"./etc/kubernetes/manifests", "./usr/bin/jq", "./usr/sbin/iptables", "./var/lib/containerd",
+	} {
+		if _, ok := entries[want]; !ok {
+			t.Errorf("rootfs tar lacks %s", want)
+		}
+	}
+	if l := entries["./sbin/init"]; l == "" {
+		if l = entries["./usr/sbin/init"]; !strings.Contains(l, "-> /usr/lib/systemd/systemd") {
+			t.Errorf("/sbin/init: %q", l)
+		}
+	}
+
+	dir := t.TempDir()
+	if err := untar(ctx, img.RootfsTar, dir, "./usr/bin/kubelet", "./usr/local/bin/containerd", "./usr/local/bin/ctr",
+		"./kind", "./etc/containerd", "./var/lib/containerd"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, "usr/bin/kubelet"), "--version").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "Kubernetes v1.37.2" {
+		t.Errorf("kubelet --version: %q %v", out, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "kind/version")); err != nil || string(b) != "v1.37.2" {
+		t.Errorf("/kind/version: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "kind/manifests/default-cni.yaml")); err != nil || string(b) != cniManifest(KindCNIImage) {
+		t.Errorf("/kind/manifests/default-cni.yaml: %v\n%s", err, b)
+	}
+	cfgToml, err := os.ReadFile(filepath.Join(dir, "etc/containerd/config.toml"))
+	if err != nil || !strings.Contains(string(cfgToml), "\n  restrict_oom_score_adj = true\n") ||
+		!strings.Contains(string(cfgToml), `sandbox_image = "registry.k8s.io/pause:3.10.2"`) {
+		t.Errorf("config.toml: %v\n%s", err, cfgToml)
+	}
+	// containerd v2 reads kind's version-2 config with the setting in place.
+	dump, err := exec.CommandContext(ctx, filepath.Join(dir, "usr/local/bin/containerd"), "--config", filepath.Join(dir, "etc/containerd/config.toml"), "config", "dump").CombinedOutput()
+	if err != nil {
+		t.Errorf("containerd config dump: %v\n%s", err, dump)
+	}
+	if !strings.Contains(string(dump), "restrict_oom_score_adj = true") || !strings.Contains(string(dump), "sandbox = 'registry.k8s.io/pause:3.10.2'") {
+		t.Errorf("containerd's view of the node config lacks restrict_oom_score_adj = true or the pinned sandbox image:\n%s", dump)
+	}
+	cri, err := os.ReadFile(filepath.Join(dir, "etc/containerd/cri-base.json"))
+	if err != nil || !strings.Contains(string(cri), "/kind/bin/mount-product-files.sh") || strings.Contains(string(cri), "rlimits") {
+		t.Errorf("cri-base.json: %v\n%s", err, cri)
+	}
+
+	// The control-plane images in the node's containerd store.
+	c, err := startStoreContainerd(ctx, map[string]binaries.Binary{
+		"containerd": {Path: filepath.Join(dir, "usr/local/bin/containerd")},
+		"ctr":        {Path: filepath.Join(dir, "usr/local/bin/ctr")},
+	}, filepath.Join(dir, "var/lib/containerd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	have, err := c.Images(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"registry.k8s.io/kube-apiserver:v1.37.2", "registry.k8s.io/kube-controller-manager:v1.37.2",
+		"registry.k8s.io/kube-scheduler:v1.37.2", "registry.k8s.io/kube-proxy:v1.37.2",
+		"registry.k8s.io/etcd:3.7.0-0", "registry.k8s.io/pause:3.10.2", "registry.k8s.io/coredns/coredns:v1.14.6",
+		KindCNIImage,
+	}
+	if missing := missingImages(have, want); len(missing) > 0 {
+		t.Errorf("node containerd store lacks %v; has %v", missing, have)
+	}
+	ls, err := c.Ctr(ctx, "images", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(ls, "\n") {
+		if strings.HasPrefix(line, "registry.k8s.io/") && !strings.Contains(line, "io.cri-containerd.pinned=pinned") {
+			t.Errorf("image not pinned: %s", line)
+		}
+	}
+	if err := c.Stop(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,454 @@
+// Package kind is the provider that runs the scenario on a kind cluster
+// (sigs.k8s.io/kind as a library): one control plane, tainted, and one
+// worker where the StatefulSet's pods land. It works offline: the node
+// image is built locally (internal/nodeimage), skewtest's CSI node plugin
+// runs as a DaemonSet from a locally built image, and on hosts whose
+// capability bounding set lacks CAP_SYS_RESOURCE a private dockerd with a
+// runtime shim (internal/capshim, internal/dockerd) lets kind's privileged
+// node containers start.
+package kind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kinddefaults "sigs.k8s.io/kind/pkg/apis/config/defaults"
+	kindcluster "sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+	kindlog "sigs.k8s.io/kind/pkg/log"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
+	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
+	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+)
+
+// Config configures a kind cluster.
+type Config struct {
+	RunID    string
+	RunRoot  string
+	CacheDir string
+	// APIServerVersion is the node image's Kubernetes version: the plan's
+	// newest.
+	APIServerVersion *version.Version
+	// Kubelet is the worker's first kubelet (the plan's first).
+	Kubelet binaries.Binary
+	// NodeImage overrides the offline node image with one Docker pulls,
+	// e.g. kindest/node:v1.37.2; "upstream" means the image the kind
+	// release in go.mod pins by digest (UpstreamNodeImage).
+	NodeImage string
+	Logger    *slog.Logger
+}
+
+// UpstreamNodeImage is the node image the kind release in go.mod uses by
+// default, pinned by digest. Its Kubernetes version is kind's, not the
+// plan's: use it for plans whose newest version matches.
+const UpstreamNodeImage = kinddefaults.Image
+
+// Provider is a kind cluster.
+type Provider struct {
+	cfg    Config
+	name   string
+	dir    string
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	docker   *dockerd.Daemon
+	oldHost  *string
+	kind     *kindcluster.Provider
+	worker   *Node
+	created  bool
+	restCfg  *rest.Config
+	binaries []binaries.Binary
+}
+
+// New validates cfg; nothing is created until Up.
+func New(cfg Config) (*Provider, error) {
+	if cfg.RunID == "" || cfg.APIServerVersion == nil || cfg.Kubelet.Path == "" {
+		return nil, fmt.Errorf("kind provider: run ID, API server version and initial kubelet are required")
+	}
+	if cfg.RunRoot == "" {
+		cfg.RunRoot = "/var/lib/skewtest"
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = binaries.DefaultCacheDir()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	short := cfg.RunID
+	if len(short) > 4 {
+		short = short[len(short)-4:]
+	}
+	return &Provider{cfg: cfg, name: "skewtest-" + short, dir: filepath.Join(cfg.RunRoot, "kind-"+cfg.RunID), logger: logger}, nil
+}
+
+// Name implements clusters.Provider.
+func (p *Provider) Name() string { return "kind" }
+
+// KubeconfigPath implements clusters.Provider.
+func (p *Provider) KubeconfigPath() string { return filepath.Join(p.dir, "kubeconfig") }
+
+// RESTConfig implements clusters.Provider.
+func (p *Provider) RESTConfig() (*rest.Config, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.restCfg == nil {
+		cfg, err := clientcmd.BuildConfigFromFlags("", p.KubeconfigPath())
+		if err != nil {
+			return nil, fmt.Errorf("kind provider: load %s (is the cluster up?): %w", p.KubeconfigPath(), err)
+		}
+		p.restCfg = cfg
+	}
+	return rest.CopyConfig(p.restCfg), nil
+}
+
+// IsUp implements clusters.Provider.
+func (p *Provider) IsUp(ctx context.Context) (bool, error) {
+	p.mu.Lock()
+	kp, created := p.kind, p.created
+	p.mu.Unlock()
+	if kp == nil || !created {
+		return false, nil
+	}
+	names, err := kp.List()
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if n == p.name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// TestNodes implements clusters.Provider: the worker.
+func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.worker == nil {
+		return nil, fmt.Errorf("kind provider: no worker (Up has not completed)")
+	}
+	return []nodes.Node{p.worker}, nil
+}
+
+// Binaries implements the report's list of what the cluster runs.
+func (p *Provider) Binaries() []binaries.Binary {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]binaries.Binary(nil), p.binaries...)
+}
+
+// Up implements clusters.Provider.
+func (p *Provider) Up(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			if derr := p.Down(context.WithoutCancel(ctx)); derr != nil {
+				err = errors.Join(err, fmt.Errorf("teardown after failed bring-up: %w", derr))
+			}
+		}
+	}()
+	start := time.Now()
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return err
+	}
+	if err := p.startDocker(ctx); err != nil {
+		return err
+	}
+	image, err := p.nodeImage(ctx)
+	if err != nil {
+		return err
+	}
+	kp := kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(&slogAdapter{p.logger}))
+	p.mu.Lock()
+	p.kind = kp
+	p.mu.Unlock()
+	p.logger.Info("creating kind cluster", "name", p.name, "image", image)
+	p.mu.Lock()
+	p.created = true // from here on, Down deletes it
+	p.mu.Unlock()
+	if err := kp.Create(p.name,
+		kindcluster.CreateWithRawConfig([]byte(clusterConfig(cgroupV1Host()))),
+		kindcluster.CreateWithNodeImage(image),
+		kindcluster.CreateWithWaitForReady(3*time.Minute),
+		kindcluster.CreateWithKubeconfigPath(p.KubeconfigPath()),
+		kindcluster.CreateWithDisplayUsage(false),
+		kindcluster.CreateWithDisplaySalutation(false),
+	); err != nil {
+		return fmt.Errorf("kind provider: create cluster %s: %w", p.name, err)
+	}
+	p.logger.Info("kind cluster created", "name", p.name, "elapsed", time.Since(start).Round(100*time.Millisecond))
+	all, err := kp.ListNodes(p.name)
+	if err != nil {
+		return err
+	}
+	for _, n := range all {
+		if role, _ := n.Role(); role == "worker" {
+			p.mu.Lock()
+			p.worker = &Node{kind: n}
+			p.mu.Unlock()
+		}
+	}
+	if p.worker == nil {
+		return fmt.Errorf("kind provider: cluster %s has no worker node", p.name)
+	}
+	if err := p.loadImages(ctx); err != nil {
+		return err
+	}
+	if err := p.deployCSIDriver(ctx); err != nil {
+		return err
+	}
+	if p.cfg.Kubelet.Version != "v"+p.cfg.APIServerVersion.String() {
+		if err := p.initialKubelet(ctx); err != nil {
+			return err
+		}
+	}
+	p.logger.Info("kind cluster up", "name", p.name, "worker", p.worker, "took", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// startDocker starts a private dockerd with the capability shim when this
+// host needs it; otherwise the host's Docker is used as it is.
+func (p *Provider) startDocker(ctx context.Context) error {
+	need, err := capshim.NeedsShim()
+	if err != nil {
+		return err
+	}
+	if !need {
+		if err := exec.CommandContext(ctx, "docker", "info").Run(); err == nil {
+			p.logger.Info("using the host's Docker")
+			return nil
+		}
+	}
+	shim := ""
+	if need {
+		if shim, err = capshim.Build(ctx, p.cfg.CacheDir); err != nil {
+			return fmt.Errorf("kind provider: build the runtime shim: %w", err)
+		}
+	}
+	d, err := dockerd.Start(ctx, dockerd.Config{Dir: filepath.Join(p.dir, "docker"), Shim: shim, Logger: p.logger})
+	if err != nil {
+		return fmt.Errorf("kind provider: start a private dockerd: %w", err)
+	}
+	// kind runs the docker CLI with this process's environment.
+	old, had := os.LookupEnv("DOCKER_HOST")
+	p.mu.Lock()
+	p.docker = d
+	if had {
+		p.oldHost = &old
+	} else {
+		empty := ""
+		p.oldHost = &empty
+	}
+	p.mu.Unlock()
+	return os.Setenv("DOCKER_HOST", d.Host())
+}
+
+// nodeImage returns the node image to use, building and importing the
+// offline image unless one was given.
+func (p *Provider) nodeImage(ctx context.Context) (string, error) {
+	switch p.cfg.NodeImage {
+	case "":
+	case "upstream":
+		return UpstreamNodeImage, nil
+	default:
+		return p.cfg.NodeImage, nil
+	}
+	img, err := nodeimage.Build(ctx, nodeimage.Config{Version: p.cfg.APIServerVersion, CacheDir: p.cfg.CacheDir, Logger: p.logger})
+	if err != nil {
+		return "", fmt.Errorf("kind provider: build the node image: %w", err)
+	}
+	if err := importImage(ctx, img, filepath.Join(p.dir, "image-build")); err != nil {
+		return "", err
+	}
+	return img.Name, nil
+}
+
+// importImage docker-imports the rootfs and adds, with a one-line build,
+// the STOPSIGNAL that docker import cannot set.
+func importImage(ctx context.Context, img nodeimage.Image, dir string) error {
+	if exec.CommandContext(ctx, "docker", "image", "inspect", img.Name).Run() == nil {
+		return nil
+	}
+	args := []string{"import"}
+	for _, e := range img.Env {
+		args = append(args, "--change", "ENV "+e)
+	}
+	args = append(args, "--change", `ENTRYPOINT ["`+strings.Join(img.Entrypoint, `","`)+`"]`, img.RootfsTar, img.Name+"-base")
+	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("kind provider: docker import %s: %w\n%s", img.RootfsTar, err, out)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	dockerfile := fmt.Sprintf("FROM %s-base\nSTOPSIGNAL %s\n", img.Name, img.StopSignal)
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "docker", "build", "-t", img.Name, dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("kind provider: docker build %s: %w\n%s", img.Name, err, out)
+	}
+	return nil
+}
+
+// loadImages puts the workload and CSI driver images into the worker's
+// containerd, as `kind load image-archive` does.
+func (p *Provider) loadImages(ctx context.Context) error {
+	dir := filepath.Join(p.dir, "images")
+	workload, err := images.Build(ctx, dir)
+	if err != nil {
+		return err
+	}
+	csi, err := images.BuildCSIDriver(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, tarball := range []string{workload, csi} {
+		f, err := os.Open(tarball)
+		if err != nil {
+			return err
+		}
+		err = nodeutils.LoadImageArchive(p.worker.kind, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("kind provider: load %s into %s: %w", tarball, p.worker, err)
+		}
+	}
+	return nil
+}
+
+// initialKubelet swaps the worker's kubelet to the plan's first version
+// when it differs from the node image's.
+func (p *Provider) initialKubelet(ctx context.Context) error {
+	n := p.worker
+	if err := n.StopKubelet(ctx); err != nil {
+		return err
+	}
+	if err := n.SwapKubelet(ctx, p.cfg.Kubelet); err != nil {
+		return err
+	}
+	return n.StartKubelet(ctx)
+}
+
+// DumpClusterLogs implements clusters.Provider with kind's own log
+// collection.
+func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
+	p.mu.Lock()
+	kp, created := p.kind, p.created
+	p.mu.Unlock()
+	if kp == nil || !created {
+		return fmt.Errorf("kind provider: no cluster")
+	}
+	return kp.CollectLogs(p.name, dir)
+}
+
+// Down implements clusters.Provider: deletes the cluster, stops the
+// private dockerd (restoring iptables and links) and removes the run
+// directory.
+func (p *Provider) Down(ctx context.Context) error {
+	var errs []error
+	p.mu.Lock()
+	kp, created, d, oldHost := p.kind, p.created, p.docker, p.oldHost
+	p.created, p.docker, p.oldHost = false, nil, nil
+	p.mu.Unlock()
+	if kp != nil && created {
+		if err := kp.Delete(p.name, p.KubeconfigPath()); err != nil {
+			errs = append(errs, fmt.Errorf("delete kind cluster %s: %w", p.name, err))
+		}
+	}
+	if d != nil {
+		if err := d.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if oldHost != nil {
+		if *oldHost == "" {
+			os.Unsetenv("DOCKER_HOST")
+		} else {
+			os.Setenv("DOCKER_HOST", *oldHost)
+		}
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func cgroupV1Host() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err != nil
+}
+
+// clusterConfig is one tainted control plane and one worker; on cgroup v1
+// hosts kubelets from 1.35 need failCgroupV1: false.
+func clusterConfig(cgroupV1 bool) string {
+	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: worker\n"
+	if cgroupV1 {
+		cfg += "kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  failCgroupV1: false\n"
+	}
+	return cfg
+}
+
+// slogAdapter gives kind's logger interface a slog.Logger.
+type slogAdapter struct{ l *slog.Logger }
+
+func (s *slogAdapter) Warn(message string) { s.l.Warn(message, "component", "kind") }
+func (s *slogAdapter) Warnf(format string, args ...interface{}) {
+	s.l.Warn(fmt.Sprintf(format, args...), "component", "kind")
+}
+func (s *slogAdapter) Error(message string) { s.l.Error(message, "component", "kind") }
+func (s *slogAdapter) Errorf(format string, args ...interface{}) {
+	s.l.Error(fmt.Sprintf(format, args...), "component", "kind")
+}
+func (s *slogAdapter) V(level kindlog.Level) kindlog.InfoLogger {
+	return &slogInfo{l: s.l, enabled: level <= 0}
+}
+
+type slogInfo struct {
+	l       *slog.Logger
+	enabled bool
+}
+
+func (i *slogInfo) Info(message string) {
+	if i.enabled {
+		i.l.Info(message, "component", "kind")
+	}
+}
+func (i *slogInfo) Infof(format string, args ...interface{}) { i.Info(fmt.Sprintf(format, args...)) }
+func (i *slogInfo) Enabled() bool                            { return i.enabled }
+
+// RunDir is the directory holding this run's kind files and private
+// dockerd.
+func (p *Provider) RunDir() string { return p.dir }
+
+// Clean removes what a kind run left when the harness was killed: its
+// private dockerd (which takes the node containers with it, restoring
+// iptables and links) and its directory.
+func Clean(ctx context.Context, dir string) error {
+	if err := dockerd.Clean(ctx, filepath.Join(dir, "docker")); err != nil {
+		return fmt.Errorf("clean %s: %w", dir, err)
+	}
+	return os.RemoveAll(dir)
+}
+
+// BuildNodeImage builds (or finds in the cache) the offline node image of
+// version v, for `make kind-node-image`.
+func BuildNodeImage(ctx context.Context, v *version.Version, cacheDir string, logger *slog.Logger) (nodeimage.Image, error) {
+	return nodeimage.Build(ctx, nodeimage.Config{Version: v, CacheDir: cacheDir, Logger: logger})
+}

@@ -1,0 +1,141 @@
+package kind
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/storage"
+)
+
+// CSIDriverName is the name of skewtest's CSI node plugin.
+const CSIDriverName = "csi.skewtest.k8s.io"
+
+const csiNamespace = "skewtest-csi"
+
+// deployCSIDriver runs skewtest's CSI node plugin on the worker as a
+// DaemonSet: privileged, with the kubelet root mounted Bidirectional so its
+// mounts reach the node, registering itself through plugins_registry.
+func (p *Provider) deployCSIDriver(ctx context.Context) error {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	driver := &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: CSIDriverName},
+		Spec: storagev1.CSIDriverSpec{
+			AttachRequired:       ptr.To(false),
+			PodInfoOnMount:       ptr.To(false),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		},
+	}
+	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, driver, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kind provider: create CSIDriver: %w", err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: csiNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	ds := csiDaemonSet(p.worker.String())
+	if _, err := cs.AppsV1().DaemonSets(csiNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kind provider: create the CSI driver DaemonSet: %w", err)
+	}
+	res, err := resources.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := wait.For(conditions.New(res).DaemonSetReady(ds), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute), wait.WithInterval(250*time.Millisecond)); err != nil {
+		return fmt.Errorf("kind provider: the CSI driver DaemonSet is not ready on %s: %w", p.worker, err)
+	}
+	// Ready means running; the kubelet lists the driver in CSINode once it
+	// has registered.
+	cond := func(ctx context.Context) (bool, error) {
+		n, err := cs.StorageV1().CSINodes().Get(ctx, p.worker.String(), metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, d := range n.Spec.Drivers {
+			if d.Name == CSIDriverName {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
+		return fmt.Errorf("kind provider: CSI driver %s did not register with the kubelet on %s: %w", CSIDriverName, p.worker, err)
+	}
+	return nil
+}
+
+func csiDaemonSet(node string) *appsv1.DaemonSet {
+	labels := map[string]string{"app": "skewtest-csi-driver"}
+	bidi := corev1.MountPropagationBidirectional
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "skewtest-csi-driver", Namespace: csiNamespace},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{corev1.LabelHostname: node},
+					Containers: []corev1.Container{{
+						Name:            "driver",
+						Image:           images.CSIDriver,
+						ImagePullPolicy: corev1.PullNever,
+						Args:            []string{"--driver=" + CSIDriverName, "--kubelet-root=/var/lib/kubelet"},
+						Env:             []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "kubelet", MountPath: "/var/lib/kubelet", MountPropagation: &bidi}},
+					}},
+					Volumes: []corev1.Volume{{Name: "kubelet", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/kubelet", Type: ptr.To(corev1.HostPathDirectory)}}}},
+				},
+			},
+		},
+	}
+}
+
+// ProvisionVolumes makes pre-bound CSI PVs of skewtest's driver, or local
+// PVs backed by tmpfs mounts inside the worker.
+func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error) {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return storage.Volumes{}, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return storage.Volumes{}, err
+	}
+	return storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
+		NamePrefix:  fmt.Sprintf("%s-%s", p.name, req.Kind),
+		CSIDriver:   CSIDriverName,
+		CapacityKey: csidriver.VolumeContextCapacity,
+		LocalPath: func(ctx context.Context, pv string, bytes int64) (string, error) {
+			path := "/mnt/skewtest/" + pv
+			_, err := exec.Output(ctx, p.worker, "sh", "-c", fmt.Sprintf(`mkdir -p "$1" && mount -t tmpfs -o size=%d,mode=0777 skewtest-local-volume "$1"`, bytes), "sh", path)
+			return path, err
+		},
+	})
+}
+
+// Workload implements the scenario's workload source: images loaded into
+// the worker, never pulled.
+func (p *Provider) Workload() storage.Workload {
+	return storage.Workload{Image: images.Workload, PullPolicy: string(corev1.PullNever)}
+}

@@ -277,7 +277,32 @@ func (p *Provider) nodeImage(ctx context.Context) (string, error) {
 	if err := importImage(ctx, img, filepath.Join(p.dir, "image-build")); err != nil {
 		return "", err
 	}
+	sum, err := rootfsSHA256(img.RootfsTar)
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.binaries = append(p.binaries, binaries.Binary{Component: "kind node image", Version: img.Version,
+		Source: fmt.Sprintf("offline build %s (%d images in its containerd)", img.Name, len(img.Images)), Path: img.RootfsTar, SHA256: sum})
+	p.mu.Unlock()
 	return img.Name, nil
+}
+
+// rootfsSHA256 hashes the node image's rootfs once per build and keeps
+// the sum beside it (hashing 700 MB each run would slow every bring-up).
+func rootfsSHA256(tar string) (string, error) {
+	if b, err := os.ReadFile(tar + ".sha256"); err == nil {
+		if fi, serr := os.Stat(tar + ".sha256"); serr == nil {
+			if ti, terr := os.Stat(tar); terr == nil && !ti.ModTime().After(fi.ModTime()) {
+				return strings.TrimSpace(string(b)), nil
+			}
+		}
+	}
+	sum, err := binaries.FileSHA256(tar)
+	if err != nil {
+		return "", err
+	}
+	return sum, os.WriteFile(tar+".sha256", []byte(sum+"\n"), 0o644)
 }
 
 // importImage docker-imports the rootfs and adds, with a one-line build,
@@ -287,10 +312,10 @@ func importImage(ctx context.Context, img nodeimage.Image, dir string) error {
 		return nil
 	}
 	args := []string{"import"}
-	for _, e := range img.Env {
-		args = append(args, "--change", "ENV "+e)
+	for _, c := range img.ImportChanges() {
+		args = append(args, "--change", c)
 	}
-	args = append(args, "--change", `ENTRYPOINT ["`+strings.Join(img.Entrypoint, `","`)+`"]`, img.RootfsTar, img.Name+"-base")
+	args = append(args, img.RootfsTar, img.Name+"-base")
 	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("kind provider: docker import %s: %w\n%s", img.RootfsTar, err, out)
 	}

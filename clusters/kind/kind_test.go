@@ -1,0 +1,94 @@
+package kind
+
+import (
+	"errors"
+	"io"
+	osexec "os/exec"
+	"strings"
+	"testing"
+
+	kindexec "sigs.k8s.io/kind/pkg/exec"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+)
+
+// fakeKindCmd fails the way kind's docker provider does: a RunError whose
+// Inner is the docker exec's *exec.ExitError.
+type fakeKindCmd struct{ code int }
+
+func (f *fakeKindCmd) Run() error {
+	if f.code == 0 {
+		return nil
+	}
+	inner := osexec.Command("sh", "-c", "exit "+string(rune('0'+f.code))).Run()
+	return &kindexec.RunError{Command: []string{"docker", "exec"}, Inner: inner}
+}
+func (f *fakeKindCmd) SetEnv(...string) kindexec.Cmd    { return f }
+func (f *fakeKindCmd) SetStdin(io.Reader) kindexec.Cmd  { return f }
+func (f *fakeKindCmd) SetStdout(io.Writer) kindexec.Cmd { return f }
+func (f *fakeKindCmd) SetStderr(io.Writer) kindexec.Cmd { return f }
+func (f *fakeKindCmd) Start() error                     { return nil }
+func (f *fakeKindCmd) Wait() error                      { return nil }
+
+func TestKindCmdExitCode(t *testing.T) {
+	tests := []struct {
+		code int
+		want int
+	}{{0, 0}, {3, 3}, {7, 7}}
+	for _, tt := range tests {
+		err := (&kindCmd{inner: &fakeKindCmd{code: tt.code}}).Run()
+		if got := exec.ExitCode(err); got != tt.want {
+			t.Errorf("exit %d: exec.ExitCode = %d (err %v)", tt.code, got, err)
+		}
+		var re *kindexec.RunError
+		if tt.code != 0 && !errors.As(err, &re) {
+			t.Errorf("exit %d: kind's RunError is not kept in the chain: %v", tt.code, err)
+		}
+	}
+	// An error that is not a RunError (docker not found) has no exit code.
+	plain := (&kindCmd{inner: &errCmd{errors.New("docker: not found")}}).Run()
+	if exec.ExitCode(plain) != -1 {
+		t.Errorf("a failure to run has exit code %d, want -1", exec.ExitCode(plain))
+	}
+}
+
+type errCmd struct{ err error }
+
+func (e *errCmd) Run() error                       { return e.err }
+func (e *errCmd) SetEnv(...string) kindexec.Cmd    { return e }
+func (e *errCmd) SetStdin(io.Reader) kindexec.Cmd  { return e }
+func (e *errCmd) SetStdout(io.Writer) kindexec.Cmd { return e }
+func (e *errCmd) SetStderr(io.Writer) kindexec.Cmd { return e }
+func (e *errCmd) Start() error                     { return nil }
+func (e *errCmd) Wait() error                      { return nil }
+
+func TestClusterConfig(t *testing.T) {
+	v1 := clusterConfig(true)
+	v2 := clusterConfig(false)
+	for _, cfg := range []string{v1, v2} {
+		if strings.Count(cfg, "- role: control-plane") != 1 || strings.Count(cfg, "- role: worker") != 1 {
+			t.Errorf("want one control plane and one worker:\n%s", cfg)
+		}
+	}
+	if !strings.Contains(v1, "failCgroupV1: false") {
+		t.Errorf("cgroup v1 hosts need failCgroupV1: false:\n%s", v1)
+	}
+	if strings.Contains(v2, "failCgroupV1") {
+		t.Errorf("cgroup v2 hosts need no patch:\n%s", v2)
+	}
+}
+
+func TestCSIDaemonSet(t *testing.T) {
+	ds := csiDaemonSet("w1")
+	pod := ds.Spec.Template.Spec
+	c := pod.Containers[0]
+	if pod.NodeSelector["kubernetes.io/hostname"] != "w1" {
+		t.Errorf("not pinned to the worker: %v", pod.NodeSelector)
+	}
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Error("the driver must be privileged to mount")
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/var/lib/kubelet" || c.VolumeMounts[0].MountPropagation == nil || *c.VolumeMounts[0].MountPropagation != "Bidirectional" {
+		t.Errorf("the kubelet root must be mounted Bidirectional so mounts reach the node: %+v", c.VolumeMounts)
+	}
+}

@@ -1,0 +1,65 @@
+package reconstruction
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"sigs.k8s.io/skewtest/clusters/storage"
+)
+
+func TestStatefulSet(t *testing.T) {
+	tests := []struct {
+		name string
+		w    storage.Workload
+	}{
+		{"registry-free image", storage.Workload{Image: "localhost/skewtest/workload:v1", PullPolicy: "Never"}},
+		{"stock image with the marker command", storage.Workload{Image: "busybox", PullPolicy: "IfNotPresent", Command: storage.BusyboxCommand}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sts := statefulSet("web", "ns", "node-1", 3, "sc", "16Mi", tt.w)
+			if *sts.Spec.Replicas != 3 {
+				t.Errorf("replicas = %d", *sts.Spec.Replicas)
+			}
+			pod := sts.Spec.Template.Spec
+			if pod.NodeSelector[corev1.LabelHostname] != "node-1" {
+				t.Errorf("pods are not pinned to the test node: %v", pod.NodeSelector)
+			}
+			c := pod.Containers[0]
+			if c.Image != tt.w.Image || string(c.ImagePullPolicy) != tt.w.PullPolicy || !reflect.DeepEqual(c.Command, tt.w.Command) {
+				t.Errorf("container = %s %s %v, want %+v", c.Image, c.ImagePullPolicy, c.Command, tt.w)
+			}
+			if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/data" || c.VolumeMounts[0].Name != volumeName {
+				t.Errorf("volume mounts = %+v, want the claim at /data", c.VolumeMounts)
+			}
+			tmpl := sts.Spec.VolumeClaimTemplates[0]
+			if tmpl.Name != volumeName || *tmpl.Spec.StorageClassName != "sc" || tmpl.Spec.Resources.Requests.Storage().String() != "16Mi" {
+				t.Errorf("claim template = %+v", tmpl)
+			}
+			if !reflect.DeepEqual(sts.Spec.Selector.MatchLabels, sts.Spec.Template.Labels) {
+				t.Errorf("selector %v does not match the pod labels %v", sts.Spec.Selector.MatchLabels, sts.Spec.Template.Labels)
+			}
+		})
+	}
+	// The claims the StatefulSet controller makes are what providers pre-bind.
+	if got := claimName("web", 2); got != "data-web-2" {
+		t.Errorf("claimName = %q", got)
+	}
+}
+
+func TestPodVolumeDir(t *testing.T) {
+	tests := []struct {
+		kind storage.Kind
+		want string
+	}{
+		{storage.CSI, "pods/u1/volumes/kubernetes.io~csi/pv1/mount"},
+		{storage.Local, "pods/u1/volumes/kubernetes.io~local-volume/pv1"},
+	}
+	for _, tt := range tests {
+		if got := podVolumeDir(tt.kind, "u1", "pv1"); got != tt.want {
+			t.Errorf("podVolumeDir(%s) = %q, want %q", tt.kind, got, tt.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/version"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -90,5 +91,34 @@ func TestCSIDaemonSet(t *testing.T) {
 	}
 	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/var/lib/kubelet" || c.VolumeMounts[0].MountPropagation == nil || *c.VolumeMounts[0].MountPropagation != "Bidirectional" {
 		t.Errorf("the kubelet root must be mounted Bidirectional so mounts reach the node: %+v", c.VolumeMounts)
+	}
+}
+
+func TestChooseNodeImage(t *testing.T) {
+	pinned, _, _ := strings.Cut(UpstreamNodeImage, "@")
+	pinnedVersion := version.MustParseSemantic(strings.TrimPrefix(pinned, "kindest/node:"))
+	v := version.MustParseSemantic("v1.37.2")
+	tests := []struct {
+		name          string
+		setting       string
+		privateDocker bool
+		v             *version.Version
+		want          string
+		offline       bool
+	}{
+		{"default on a host needing the private dockerd builds offline", "", true, v, "", true},
+		{"default on a normal Docker host pulls kindest/node", "", false, v, "kindest/node:v1.37.2", false},
+		{"the version kind pins is pulled by digest", "", false, pinnedVersion, UpstreamNodeImage, false},
+		{"offline forced", "offline", false, v, "", true},
+		{"upstream forced", "upstream", true, v, "kindest/node:v1.37.2", false},
+		{"an explicit reference", "example.com/node:x", true, v, "example.com/node:x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ref, offline := chooseNodeImage(tt.setting, tt.privateDocker, tt.v)
+			if ref != tt.want || offline != tt.offline {
+				t.Errorf("chooseNodeImage(%q, %v, %v) = %q, %v; want %q, %v", tt.setting, tt.privateDocker, tt.v, ref, offline, tt.want, tt.offline)
+			}
+		})
 	}
 }

@@ -47,17 +47,40 @@ type Config struct {
 	APIServerVersion *version.Version
 	// Kubelet is the worker's first kubelet (the plan's first).
 	Kubelet binaries.Binary
-	// NodeImage overrides the offline node image with one Docker pulls,
-	// e.g. kindest/node:v1.37.2; "upstream" means the image the kind
-	// release in go.mod pins by digest (UpstreamNodeImage).
+	// NodeImage chooses the node image (see chooseNodeImage): empty for
+	// the default, "offline" for the locally built image, "upstream" for
+	// kindest/node at the API server's version, or any image reference.
 	NodeImage string
 	Logger    *slog.Logger
 }
 
 // UpstreamNodeImage is the node image the kind release in go.mod uses by
-// default, pinned by digest. Its Kubernetes version is kind's, not the
-// plan's: use it for plans whose newest version matches.
+// default, pinned by digest.
 const UpstreamNodeImage = kinddefaults.Image
+
+// chooseNodeImage picks the node image for Kubernetes version v. By
+// default a normal Docker host pulls kindest/node at v (pinned by digest
+// when it is the version kind's release pins), while a host that needs the
+// private dockerd (no CAP_SYS_RESOURCE: our VMs, which have no registry
+// either) builds the offline image. offline reports that choice.
+func chooseNodeImage(setting string, privateDocker bool, v *version.Version) (ref string, offline bool) {
+	upstream := "kindest/node:v" + v.String()
+	if base, _, ok := strings.Cut(UpstreamNodeImage, "@"); ok && base == upstream {
+		upstream = UpstreamNodeImage
+	}
+	switch setting {
+	case "offline":
+		return "", true
+	case "upstream":
+		return upstream, false
+	case "":
+		if privateDocker {
+			return "", true
+		}
+		return upstream, false
+	}
+	return setting, false
+}
 
 // Provider is a kind cluster.
 type Provider struct {
@@ -263,12 +286,12 @@ func (p *Provider) startDocker(ctx context.Context) error {
 // nodeImage returns the node image to use, building and importing the
 // offline image unless one was given.
 func (p *Provider) nodeImage(ctx context.Context) (string, error) {
-	switch p.cfg.NodeImage {
-	case "":
-	case "upstream":
-		return UpstreamNodeImage, nil
-	default:
-		return p.cfg.NodeImage, nil
+	p.mu.Lock()
+	private := p.docker != nil
+	p.mu.Unlock()
+	if ref, offline := chooseNodeImage(p.cfg.NodeImage, private, p.cfg.APIServerVersion); !offline {
+		p.logger.Info("using a node image Docker pulls (KIND_NODE_IMAGE=offline builds one locally instead)", "image", ref)
+		return ref, nil
 	}
 	img, err := nodeimage.Build(ctx, nodeimage.Config{Version: p.cfg.APIServerVersion, CacheDir: p.cfg.CacheDir, Logger: p.logger})
 	if err != nil {

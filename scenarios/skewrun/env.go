@@ -14,7 +14,7 @@ import (
 // `skewtest run` read, with what each means; the README's table is this.
 var Settings = []struct{ Name, Default, Help string }{
 	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image) or existing (KUBECONFIG plus SSH)"},
-	{"KIND_NODE_IMAGE", "", "kind: a node image to pull instead of building the offline one, e.g. kindest/node:v1.37.2, or upstream for the one the kind release pins by digest"},
+	{"KIND_NODE_IMAGE", "", "kind: offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},
 	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
 	{"REPLICAS", "3", "StatefulSet replicas, one PVC each, all on the test node"},
 	{"VOLUME_KIND", "csi", "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},

@@ -60,15 +60,8 @@ func resolveIn(root, p string, followLast bool) (string, error) {
 // writeFileIn writes data at p inside root with mode, making parent
 // directories (0755) as needed.
 func writeFileIn(root, p string, data []byte, mode os.FileMode) error {
-	host, err := resolveIn(root, p, false)
+	host, err := replaceIn(root, p)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-		return err
-	}
-	// Replace rather than write through an existing file or symlink.
-	if err := os.Remove(host); err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	if err := os.WriteFile(host, data, mode); err != nil {
@@ -79,14 +72,8 @@ func writeFileIn(root, p string, data []byte, mode os.FileMode) error {
 
 // copyFileIn copies the host file src to p inside root with mode.
 func copyFileIn(root, p, src string, mode os.FileMode) error {
-	host, err := resolveIn(root, p, false)
+	host, err := replaceIn(root, p)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-		return err
-	}
-	if err := os.Remove(host); err != nil && !os.IsNotExist(err) {
 		return err
 	}
 	in, err := os.Open(src)
@@ -111,17 +98,28 @@ func copyFileIn(root, p, src string, mode os.FileMode) error {
 // symlinkIn makes p inside root a symlink to target, replacing what is
 // there.
 func symlinkIn(root, p, target string) error {
-	host, err := resolveIn(root, p, false)
+	host, err := replaceIn(root, p)
 	if err != nil {
 		return err
 	}
+	return os.Symlink(target, host)
+}
+
+// replaceIn resolves p inside root, makes its parent directories (0755)
+// and removes what is at p, so that the caller creates it afresh rather
+// than writing through an existing file or symlink.
+func replaceIn(root, p string) (string, error) {
+	host, err := resolveIn(root, p, false)
+	if err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
-		return err
+		return "", err
 	}
 	if err := os.Remove(host); err != nil && !os.IsNotExist(err) {
-		return err
+		return "", err
 	}
-	return os.Symlink(target, host)
+	return host, nil
 }
 
 // removeGlobIn removes whatever matches the glob pattern p inside root.

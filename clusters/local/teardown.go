@@ -85,7 +85,7 @@ func Clean(ctx context.Context, runDir string) error {
 	}
 	// containerd's shims outlive containerd; they name its socket.
 	killMatching(filepath.Join(runDir, "containerd", "containerd.sock"))
-	if err := unmountUnder(runDir); err != nil {
+	if err := mountinfo.UnmountUnder(runDir); err != nil {
 		errs = append(errs, err)
 	}
 	if st.CgroupRoot != "" {
@@ -135,33 +135,6 @@ func mountsUnder(dir string) []mountinfo.Mount {
 		return nil
 	}
 	return mountinfo.Under(mounts, dir)
-}
-
-// unmountUnder unmounts every mount at or below dir, deepest and newest
-// first, repeating for stacked mounts; busy ones are detached.
-func unmountUnder(dir string) error {
-	for range 10 {
-		left := mountsUnder(dir)
-		if len(left) == 0 {
-			return nil
-		}
-		sort.SliceStable(left, func(i, j int) bool {
-			di, dj := strings.Count(left[i].MountPoint, "/"), strings.Count(left[j].MountPoint, "/")
-			if di != dj {
-				return di > dj
-			}
-			return left[i].ID > left[j].ID
-		})
-		for _, m := range left {
-			if err := unix.Unmount(m.MountPoint, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-				_ = unix.Unmount(m.MountPoint, unix.MNT_DETACH)
-			}
-		}
-	}
-	if left := mountsUnder(dir); len(left) > 0 {
-		return fmt.Errorf("unmount under %s: %d mounts remain (first: %s)", dir, len(left), left[0].MountPoint)
-	}
-	return nil
 }
 
 func cgroupDirs(root string) []string {

@@ -478,7 +478,7 @@ func (t *teardown) run(ctx context.Context) error {
 	if len(survivors) > 0 {
 		errs = append(errs, fmt.Errorf("processes of %s survived SIGKILL: %v", t.dir, survivors))
 	}
-	mountsLeft := unmountUnder(t.dir)
+	mountsLeft := mountinfo.UnmountUnder(t.dir)
 	if mountsLeft != nil {
 		errs = append(errs, mountsLeft)
 	}
@@ -590,39 +590,6 @@ func (t *teardown) killLeftovers() []proc {
 		left = stopProcs(targets, 5*time.Second)
 	}
 	return left
-}
-
-// unmountUnder unmounts everything mounted at or below dir, deepest and
-// latest first; it returns an error naming what stayed mounted.
-func unmountUnder(dir string) error {
-	var under []mountinfo.Mount
-	for round := 0; round < 10; round++ {
-		mounts, err := mountinfo.ParseFile("/proc/self/mountinfo")
-		if err != nil {
-			return err
-		}
-		under = mountinfo.Under(mounts, dir)
-		if len(under) == 0 {
-			return nil
-		}
-		// Later mounts over earlier ones: reverse table order, then depth.
-		for i, j := 0, len(under)-1; i < j; i, j = i+1, j-1 {
-			under[i], under[j] = under[j], under[i]
-		}
-		sort.SliceStable(under, func(i, j int) bool {
-			return strings.Count(under[i].MountPoint, "/") > strings.Count(under[j].MountPoint, "/")
-		})
-		for _, m := range under {
-			if err := unix.Unmount(m.MountPoint, 0); err != nil {
-				_ = unix.Unmount(m.MountPoint, unix.MNT_DETACH)
-			}
-		}
-	}
-	var still []string
-	for _, m := range under {
-		still = append(still, m.MountPoint)
-	}
-	return fmt.Errorf("still mounted under %s: %s", dir, strings.Join(still, ", "))
 }
 
 // cgroupRoots returns <hierarchy>/<parent> for every cgroup hierarchy

@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -277,21 +275,11 @@ func untar(ctx context.Context, tarball, dir string, members ...string) error {
 	return nil
 }
 
-// unmountUnder lazily unmounts everything mounted at or below dir, deepest
-// first.
+// unmountUnder unmounts everything at or below dir, best effort: it runs
+// on cleanup paths whose own error matters more.
 func unmountUnder(dir string) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return
-	}
-	mounts, err := mountinfo.ParseFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	under := mountinfo.Under(mounts, abs)
-	sort.Slice(under, func(i, j int) bool { return len(under[i].MountPoint) > len(under[j].MountPoint) })
-	for _, m := range under {
-		_ = unix.Unmount(m.MountPoint, unix.MNT_DETACH)
+	if abs, err := filepath.Abs(dir); err == nil {
+		_ = mountinfo.UnmountUnder(abs)
 	}
 }
 

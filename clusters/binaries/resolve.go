@@ -448,6 +448,12 @@ func (r *Resolver) resolveFile(ctx context.Context, component, p string) (Binary
 	if fi.Mode()&0o111 == 0 {
 		return Binary{}, fmt.Errorf("%s binary file:%s is not executable (chmod +x %s)", component, path, path)
 	}
+	return r.localBinary(ctx, path, "file:"+path)
+}
+
+// localBinary describes a binary used where it is: the version it reports
+// and its sha256.
+func (r *Resolver) localBinary(ctx context.Context, path, source string) (Binary, error) {
 	v, err := r.binaryVersion(ctx, path)
 	if err != nil {
 		return Binary{}, err
@@ -456,7 +462,7 @@ func (r *Resolver) resolveFile(ctx context.Context, component, p string) (Binary
 	if err != nil {
 		return Binary{}, err
 	}
-	return Binary{Version: v, Source: "file:" + path, Path: path, SHA256: sum}, nil
+	return Binary{Version: v, Source: source, Path: path, SHA256: sum}, nil
 }
 
 // resolveCheckout builds component in a local kubernetes checkout.
@@ -493,15 +499,7 @@ func (r *Resolver) resolveCheckout(ctx context.Context, component, p string) (Bi
 	if err != nil {
 		return Binary{}, err
 	}
-	v, err := r.binaryVersion(ctx, path)
-	if err != nil {
-		return Binary{}, err
-	}
-	sum, err := FileSHA256(path)
-	if err != nil {
-		return Binary{}, err
-	}
-	return Binary{Version: v, Source: "checkout:" + dir, Path: path, SHA256: sum}, nil
+	return r.localBinary(ctx, path, "checkout:"+dir)
 }
 
 // checkoutOutput finds what `make WHAT=cmd/<component>` built: the newest of

@@ -19,7 +19,7 @@ type Binary struct {
 	Component string `json:"component"`
 	Version   string `json:"version"`
 	// Source says where it came from: "release:<url>", "module:v1.36.3",
-	// "file:/path", "checkout:/path".
+	// "file:/path", "checkout:/path", "image:<repository>@<digest>".
 	Source string `json:"source"`
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`

@@ -146,6 +146,8 @@ func (r *Resolver) ResolveSpec(ctx context.Context, component string, s Spec) (B
 		b, err = r.resolveFile(ctx, component, s.Value)
 	case KindCheckout:
 		b, err = r.resolveCheckout(ctx, component, s.Value)
+	case KindImage:
+		b, err = r.resolveImage(ctx, component, s.Value)
 	default:
 		err = fmt.Errorf("unknown source kind %q", s.Kind)
 	}

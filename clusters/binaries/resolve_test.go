@@ -135,8 +135,11 @@ func TestParseSpec(t *testing.T) {
 		{spec: "file:/path/to/kubelet", want: Spec{KindFile, "/path/to/kubelet"}},
 		{spec: "file:./kubelet", want: Spec{KindFile, "./kubelet"}},
 		{spec: "checkout:/src/kubernetes", want: Spec{KindCheckout, "/src/kubernetes"}},
+		{spec: "image:kindest/node:v1.36.3", want: Spec{KindImage, "kindest/node:v1.36.3"}},
+		{spec: "image:localhost:5000/kindest/node:v1.36.3", want: Spec{KindImage, "localhost:5000/kindest/node:v1.36.3"}},
+		{spec: "image:kindest/node@sha256:" + strings.Repeat("ab", 32), want: Spec{KindImage, "kindest/node@sha256:" + strings.Repeat("ab", 32)}},
 
-		{spec: "banana", wantErr: `unknown kubelet source "banana": want vX.Y.Z, release:, module:, file:, checkout:, latest-X.Y, stable-X.Y or ci/latest-X.Y`},
+		{spec: "banana", wantErr: `unknown kubelet source "banana": want vX.Y.Z, release:, module:, file:, checkout:, image:, latest-X.Y, stable-X.Y or ci/latest-X.Y`},
 		{spec: "", wantErr: "empty kubelet source"},
 		{spec: "ftp:v1.36.3", wantErr: `unknown kubelet source "ftp:v1.36.3"`},
 		{spec: "release:banana", wantErr: `"banana" is not a Kubernetes version`},
@@ -150,6 +153,10 @@ func TestParseSpec(t *testing.T) {
 		{spec: "file:", wantErr: "file: needs a path"},
 		{spec: "checkout: ", wantErr: "checkout: needs a path"},
 		{spec: "ci/banana", wantErr: `unknown kubelet source "ci/banana"`},
+		{spec: "image:kindest/node", wantErr: "give the image's tag or digest, e.g. image:kindest/node:v1.36.3"},
+		{spec: "image:localhost:5000/kindest/node", wantErr: "give the image's tag or digest"},
+		{spec: "image:", wantErr: "is not an image reference"},
+		{spec: "image:Kindest/Node:v1", wantErr: "is not an image reference"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			got, err := ParseSpec(tc.spec)

@@ -24,6 +24,9 @@ const (
 	KindFile = "file"
 	// KindCheckout is a local kubernetes git checkout built with make.
 	KindCheckout = "checkout"
+	// KindImage is a container image holding /usr/bin/<component>, such
+	// as kindest/node:<version>, pulled from its registry.
+	KindImage = "image"
 )
 
 // Spec is a parsed binary source, as written per plan entry or globally.
@@ -31,8 +34,8 @@ type Spec struct {
 	// Kind is one of the Kind constants.
 	Kind string
 	// Value is the version (release, module, and ci when it is a version,
-	// always with a leading "v"), the marker name (marker, ci), or the path
-	// as written (file, checkout).
+	// always with a leading "v"), the marker name (marker, ci), the path
+	// as written (file, checkout), or the image reference (image).
 	Value string
 }
 
@@ -71,7 +74,7 @@ func parseKubeVersion(s string) (string, *version.Version, bool) {
 	return "v" + v.String(), v, true
 }
 
-const specHelp = "want vX.Y.Z, release:, module:, file:, checkout:, latest-X.Y, stable-X.Y or ci/latest-X.Y"
+const specHelp = "want vX.Y.Z, release:, module:, file:, checkout:, image:, latest-X.Y, stable-X.Y or ci/latest-X.Y"
 
 // ParseSpec parses a binary source:
 //
@@ -82,6 +85,7 @@ const specHelp = "want vX.Y.Z, release:, module:, file:, checkout:, latest-X.Y, 
 //	module:v1.36.3                 built from the k8s.io/kubernetes Go module
 //	file:/path/to/kubelet          a local executable
 //	checkout:/path/to/kubernetes   a local kubernetes checkout, built with make
+//	image:kindest/node:v1.36.3     /usr/bin/kubelet of a container image (tag or digest)
 //
 // A bare version with build metadata (v1.38.0-alpha.1.123+abcdef) is a CI
 // build.
@@ -113,6 +117,11 @@ func ParseSpec(spec string) (Spec, error) {
 				return Spec{}, fmt.Errorf("kubelet source %q: %s: needs a path", spec, kind)
 			}
 			return Spec{Kind: kind, Value: strings.TrimSpace(value)}, nil
+		case KindImage:
+			if _, err := parseImageRef(spec, value); err != nil {
+				return Spec{}, err
+			}
+			return Spec{Kind: KindImage, Value: strings.TrimSpace(value)}, nil
 		}
 		return Spec{}, fmt.Errorf("unknown kubelet source %q: %s", spec, specHelp)
 	}

@@ -58,16 +58,24 @@ type Config struct {
 // default, pinned by digest.
 const UpstreamNodeImage = kinddefaults.Image
 
+// NodeImageFor is the kindest/node image of Kubernetes version v, pinned
+// by digest when it is the one the kind release in go.mod pins. It is also
+// where KUBELET_SOURCE=kindest takes each plan version's kubelet from.
+func NodeImageFor(v *version.Version) string {
+	ref := "kindest/node:v" + v.String()
+	if base, _, ok := strings.Cut(UpstreamNodeImage, "@"); ok && base == ref {
+		return UpstreamNodeImage
+	}
+	return ref
+}
+
 // chooseNodeImage picks the node image for Kubernetes version v. By
 // default a normal Docker host pulls kindest/node at v (pinned by digest
 // when it is the version kind's release pins), while a host that needs the
 // private dockerd (no CAP_SYS_RESOURCE: our VMs, which have no registry
 // either) builds the offline image. offline reports that choice.
 func chooseNodeImage(setting string, privateDocker bool, v *version.Version) (ref string, offline bool) {
-	upstream := "kindest/node:v" + v.String()
-	if base, _, ok := strings.Cut(UpstreamNodeImage, "@"); ok && base == upstream {
-		upstream = UpstreamNodeImage
-	}
+	upstream := NodeImageFor(v)
 	switch setting {
 	case "offline":
 		return "", true

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/existing"
+	kindcluster "sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
@@ -281,8 +282,10 @@ func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
 			specs[i] = "module:v" + v.String()
 		case "release":
 			specs[i] = "release:v" + v.String()
+		case "kindest":
+			specs[i] = "image:" + kindcluster.NodeImageFor(v)
 		default:
-			return nil, fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module) or release (download from dl.k8s.io)", o.KubeletSource)
+			return nil, fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", o.KubeletSource)
 		}
 	}
 	return specs, nil

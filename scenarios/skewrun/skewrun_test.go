@@ -138,7 +138,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			name:    "unknown kubelet source",
 			opts:    skewrun.Options{KubeletSource: "ftp", Plan: "v1.37.2,v1.36.3"},
 			invalid: true,
-			want:    []string{`KUBELET_SOURCE="ftp"`, "want module", "or release"},
+			want:    []string{`KUBELET_SOURCE="ftp"`, "want module", "release (download", "or kindest"},
 		},
 		{
 			name:    "too few kubelets for the plan",

@@ -1,8 +1,12 @@
 package nodeimage
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
+	"log"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -174,5 +184,48 @@ func TestBuild(t *testing.T) {
 	}
 	if err := c.Stop(); err != nil {
 		t.Error(err)
+	}
+
+	t.Run("kubelet source image: reads it from a registry", func(t *testing.T) {
+		kubeletFromRegistry(ctx, t, img, filepath.Join(dir, "usr/bin/kubelet"))
+	})
+}
+
+// kubeletFromRegistry serves the node image from an in-process registry
+// and resolves the kubelet source image:<registry>/kindest/node:v1.37.2,
+// which is how a plan takes its kubelets from the kindest/node images of
+// Docker Hub. The extracted kubelet must be the one in the image.
+func kubeletFromRegistry(ctx context.Context, t *testing.T, img Image, want string) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	layer, err := tarball.LayerFromFile(img.RootfsTar, tarball.WithCompressionLevel(gzip.BestSpeed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(strings.TrimPrefix(srv.URL, "http://") + "/kindest/node:" + img.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := remote.Write(ref, image, remote.WithContext(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pushed %s in %s", ref, time.Since(start).Round(100*time.Millisecond))
+	start = time.Now()
+	b, err := (&binaries.Resolver{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}).Resolve(ctx, "kubelet", "image:"+ref.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("extracted in %s: %+v", time.Since(start).Round(100*time.Millisecond), b)
+	sum, err := binaries.FileSHA256(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Version != img.Version || b.SHA256 != sum {
+		t.Fatalf("got %+v; want %s with sha256 %s", b, img.Version, sum)
 	}
 }

@@ -1,0 +1,36 @@
+package skewrun
+
+import (
+	"reflect"
+	"testing"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+)
+
+func TestKubeletSpecs(t *testing.T) {
+	pl, err := plan.Parse("v1.37.2,v1.36.3,v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		source   string
+		kubelets []string
+		want     []string
+	}{
+		{source: "", want: []string{"module:v1.37.2", "module:v1.36.3", "module:v1.37.2"}},
+		{source: "release", want: []string{"release:v1.37.2", "release:v1.36.3", "release:v1.37.2"}},
+		{source: "kindest", want: []string{"image:kindest/node:v1.37.2", "image:kindest/node:v1.36.3", "image:kindest/node:v1.37.2"}},
+		{source: "kindest", kubelets: []string{"file:/k", "v1.36.3", "file:/k"}, want: []string{"file:/k", "v1.36.3", "file:/k"}},
+	} {
+		got, err := kubeletSpecs(pl, Options{KubeletSource: tc.source, Kubelets: tc.kubelets})
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("KUBELET_SOURCE=%q KUBELETS=%q: %q, %v; want %q", tc.source, tc.kubelets, got, err, tc.want)
+		}
+		for _, s := range got {
+			if _, err := binaries.ParseSpec(s); err != nil {
+				t.Errorf("KUBELET_SOURCE=%q gives %q, which does not parse: %v", tc.source, s, err)
+			}
+		}
+	}
+}

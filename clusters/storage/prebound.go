@@ -47,7 +47,7 @@ func ProvisionPrebound(ctx context.Context, cs kubernetes.Interface, req Request
 	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return Volumes{}, fmt.Errorf("create StorageClass %s: %w", scName, err)
 	}
-	out := Volumes{StorageClass: scName}
+	out := Volumes{StorageClass: scName, DeleteStorageClass: true}
 	for i, claim := range req.Claims {
 		pvName := fmt.Sprintf("%s-%d", b.NamePrefix, i)
 		pv := &corev1.PersistentVolume{

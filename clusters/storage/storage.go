@@ -42,7 +42,11 @@ type Request struct {
 // either way).
 type Volumes struct {
 	StorageClass string
-	PVs          []PV
+	// DeleteStorageClass is set when the provider made StorageClass for
+	// this run alone, so Release deletes it; a class the cluster already
+	// had (STORAGE_CLASS on an existing cluster) is left alone.
+	DeleteStorageClass bool
+	PVs                []PV
 }
 
 // PV is one PersistentVolume bound to a claim.

@@ -19,7 +19,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -210,7 +209,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	if err != nil {
 		return fmt.Errorf("provision %s volumes: %w", s.cfg.Kind, err)
 	}
-	s.volumes.StorageClass = vols.StorageClass
+	s.volumes.StorageClass, s.volumes.DeleteStorageClass = vols.StorageClass, vols.DeleteStorageClass
 	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, s.cluster.Workload())
 	if err := s.res.Create(ctx, sts); err != nil {
 		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
@@ -707,22 +706,9 @@ func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext
 	return s.deleteVolumes(ctx)
 }
 
+// deleteVolumes releases the claims, PVs and StorageClass of the run (see
+// storage.Release for why dynamically provisioned PVs are waited for, not
+// deleted).
 func (s *Scenario) deleteVolumes(ctx context.Context) error {
-	for _, pv := range s.volumes.PVs {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: pv.Claim, Namespace: s.cfg.Namespace}}
-		if err := s.res.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete PVC %s: %w", pv.Claim, err)
-		}
-		obj := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name}}
-		if err := s.res.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete PV %s: %w", pv.Name, err)
-		}
-	}
-	if s.volumes.StorageClass != "" {
-		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: s.volumes.StorageClass}}
-		if err := s.res.Delete(ctx, sc); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete StorageClass %s: %w", s.volumes.StorageClass, err)
-		}
-	}
-	return nil
+	return storage.Release(ctx, s.cs, s.cfg.Namespace, s.volumes, s.cfg.CleanupTimeout, s.cfg.PollInterval)
 }

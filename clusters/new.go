@@ -43,6 +43,9 @@ type Options struct {
 	Existing existing.Config
 	// KindNodeImage overrides the kind provider's offline node image.
 	KindNodeImage string
+	// KindCSI chooses the kind provider's CSI driver (kind.CSISkewtest or
+	// kind.CSIHostpath; empty for the default).
+	KindCSI string
 }
 
 // Check reports whether name is a provider New can make, with an error
@@ -58,6 +61,18 @@ func Check(name string) error {
 	return fmt.Errorf("unknown provider %q: want one of %s", name, strings.Join([]string{Local, Kind, Existing}, ", "))
 }
 
+// CheckOptions is Check plus the checks of o that need no cluster, so a
+// bad setting fails before any binary is built.
+func CheckOptions(name string, o Options) error {
+	if err := Check(name); err != nil {
+		return err
+	}
+	if name == Kind {
+		return kind.CheckCSI(o.KindCSI)
+	}
+	return nil
+}
+
 // New returns the named provider. Nothing is created until Up.
 func New(name string, o Options) (Provider, error) {
 	if err := Check(name); err != nil {
@@ -69,7 +84,7 @@ func New(name string, o Options) (Provider, error) {
 			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, Logger: o.Logger})
 	case Kind:
 		return kind.New(kind.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, NodeImage: o.KindNodeImage, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, NodeImage: o.KindNodeImage, CSI: o.KindCSI, Logger: o.Logger})
 	case Existing:
 		cfg := o.Existing
 		if cfg.Logger == nil {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 
+	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 )
 
@@ -120,5 +121,26 @@ func TestChooseNodeImage(t *testing.T) {
 				t.Errorf("chooseNodeImage(%q, %v, %v) = %q, %v; want %q, %v", tt.setting, tt.privateDocker, tt.v, ref, offline, tt.want, tt.offline)
 			}
 		})
+	}
+}
+
+func TestChooseCSI(t *testing.T) {
+	for _, tc := range []struct {
+		setting      string
+		offlineImage bool
+		want         string
+	}{
+		{"", true, CSISkewtest},
+		{"", false, CSIHostpath},
+		{CSIHostpath, true, CSIHostpath},
+		{CSISkewtest, false, CSISkewtest},
+	} {
+		if got := chooseCSI(tc.setting, tc.offlineImage); got != tc.want {
+			t.Errorf("chooseCSI(%q, offline image %v) = %q, want %q", tc.setting, tc.offlineImage, got, tc.want)
+		}
+	}
+	_, err := New(Config{RunID: "r", APIServerVersion: version.MustParseSemantic("v1.37.2"), Kubelet: binaries.Binary{Path: "/k", Version: "v1.37.2"}, CSI: "nfs"})
+	if err == nil || !strings.Contains(err.Error(), `KIND_CSI="nfs"`) || !strings.Contains(err.Error(), "want skewtest") {
+		t.Fatalf("New with KIND_CSI=nfs: %v; want an error naming it and the choices", err)
 	}
 }

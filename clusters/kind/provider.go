@@ -51,7 +51,10 @@ type Config struct {
 	// the default, "offline" for the locally built image, "upstream" for
 	// kindest/node at the API server's version, or any image reference.
 	NodeImage string
-	Logger    *slog.Logger
+	// CSI chooses the CSI driver (see chooseCSI): empty for the default,
+	// CSISkewtest or CSIHostpath.
+	CSI    string
+	Logger *slog.Logger
 }
 
 // UpstreamNodeImage is the node image the kind release in go.mod uses by
@@ -105,12 +108,17 @@ type Provider struct {
 	created  bool
 	restCfg  *rest.Config
 	binaries []binaries.Binary
+	// csi is the CSI driver chosen in Up.
+	csi string
 }
 
 // New validates cfg; nothing is created until Up.
 func New(cfg Config) (*Provider, error) {
 	if cfg.RunID == "" || cfg.APIServerVersion == nil || cfg.Kubelet.Path == "" {
 		return nil, fmt.Errorf("kind provider: run ID, API server version and initial kubelet are required")
+	}
+	if err := CheckCSI(cfg.CSI); err != nil {
+		return nil, err
 	}
 	if cfg.RunRoot == "" {
 		cfg.RunRoot = "/var/lib/skewtest"
@@ -202,10 +210,13 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := p.startDocker(ctx); err != nil {
 		return err
 	}
-	image, err := p.nodeImage(ctx)
+	image, offline, err := p.nodeImage(ctx)
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	p.csi = chooseCSI(p.cfg.CSI, offline)
+	p.mu.Unlock()
 	kp := kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(&slogAdapter{p.logger}))
 	p.mu.Lock()
 	p.kind = kp
@@ -242,7 +253,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := p.loadImages(ctx); err != nil {
 		return err
 	}
-	if err := p.deployCSIDriver(ctx); err != nil {
+	if err := p.deployCSI(ctx); err != nil {
 		return err
 	}
 	if p.cfg.Kubelet.Version != "v"+p.cfg.APIServerVersion.String() {
@@ -293,30 +304,30 @@ func (p *Provider) startDocker(ctx context.Context) error {
 
 // nodeImage returns the node image to use, building and importing the
 // offline image unless one was given.
-func (p *Provider) nodeImage(ctx context.Context) (string, error) {
+func (p *Provider) nodeImage(ctx context.Context) (ref string, offline bool, err error) {
 	p.mu.Lock()
 	private := p.docker != nil
 	p.mu.Unlock()
 	if ref, offline := chooseNodeImage(p.cfg.NodeImage, private, p.cfg.APIServerVersion); !offline {
 		p.logger.Info("using a node image Docker pulls (KIND_NODE_IMAGE=offline builds one locally instead)", "image", ref)
-		return ref, nil
+		return ref, false, nil
 	}
 	img, err := nodeimage.Build(ctx, nodeimage.Config{Version: p.cfg.APIServerVersion, CacheDir: p.cfg.CacheDir, Logger: p.logger})
 	if err != nil {
-		return "", fmt.Errorf("kind provider: build the node image: %w", err)
+		return "", true, fmt.Errorf("kind provider: build the node image: %w", err)
 	}
 	if err := importImage(ctx, img, filepath.Join(p.dir, "image-build")); err != nil {
-		return "", err
+		return "", true, err
 	}
 	sum, err := rootfsSHA256(img.RootfsTar)
 	if err != nil {
-		return "", err
+		return "", true, err
 	}
 	p.mu.Lock()
 	p.binaries = append(p.binaries, binaries.Binary{Component: "kind node image", Version: img.Version,
 		Source: fmt.Sprintf("offline build %s (%d images in its containerd)", img.Name, len(img.Images)), Path: img.RootfsTar, SHA256: sum})
 	p.mu.Unlock()
-	return img.Name, nil
+	return img.Name, true, nil
 }
 
 // rootfsSHA256 hashes the node image's rootfs once per build and keeps
@@ -363,19 +374,24 @@ func importImage(ctx context.Context, img nodeimage.Image, dir string) error {
 	return nil
 }
 
-// loadImages puts the workload and CSI driver images into the worker's
-// containerd, as `kind load image-archive` does.
+// loadImages puts the workload image, and skewtest's CSI driver image when
+// it is the driver, into the worker's containerd, as `kind load
+// image-archive` does.
 func (p *Provider) loadImages(ctx context.Context) error {
 	dir := filepath.Join(p.dir, "images")
 	workload, err := images.Build(ctx, dir)
 	if err != nil {
 		return err
 	}
-	csi, err := images.BuildCSIDriver(ctx, dir)
-	if err != nil {
-		return err
+	tarballs := []string{workload}
+	if p.csiDriver() == CSISkewtest {
+		csi, err := images.BuildCSIDriver(ctx, dir)
+		if err != nil {
+			return err
+		}
+		tarballs = append(tarballs, csi)
 	}
-	for _, tarball := range []string{workload, csi} {
+	for _, tarball := range tarballs {
 		f, err := os.Open(tarball)
 		if err != nil {
 			return err

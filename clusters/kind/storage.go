@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -19,13 +20,79 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/kind/internal/hostpath"
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
-// CSIDriverName is the name of skewtest's CSI node plugin.
-const CSIDriverName = "csi.skewtest.k8s.io"
+// CSIDriverName is the name of skewtest's own CSI node plugin.
+const CSIDriverName = csidriver.Name
 
 const csiNamespace = "skewtest-csi"
+
+// The CSI drivers the kind provider can run (KIND_CSI).
+const (
+	// CSISkewtest is skewtest's own CSI node plugin as a DaemonSet, from an
+	// image built here and loaded into the worker: works offline.
+	CSISkewtest = "skewtest"
+	// CSIHostpath is the upstream CSI hostpath driver with its sidecars,
+	// pulled from registry.k8s.io, provisioning through a StorageClass.
+	CSIHostpath = "hostpath"
+)
+
+// CheckCSI checks a KIND_CSI setting.
+func CheckCSI(setting string) error {
+	switch setting {
+	case "", CSISkewtest, CSIHostpath:
+		return nil
+	}
+	return fmt.Errorf("kind provider: unknown CSI driver KIND_CSI=%q: want %s (skewtest's own node plugin, works offline) or %s (the upstream CSI hostpath driver from registry.k8s.io)", setting, CSISkewtest, CSIHostpath)
+}
+
+// chooseCSI picks the CSI driver: by default the upstream hostpath driver
+// where the node image is pulled (the host is online, so its images can be
+// too), and skewtest's own where the node image is built offline.
+func chooseCSI(setting string, offlineImage bool) string {
+	if setting != "" {
+		return setting
+	}
+	if offlineImage {
+		return CSISkewtest
+	}
+	return CSIHostpath
+}
+
+func (p *Provider) csiDriver() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.csi
+}
+
+// CSIDriver describes the CSI driver the cluster runs, for the report.
+func (p *Provider) CSIDriver() string {
+	switch p.csiDriver() {
+	case CSIHostpath:
+		return fmt.Sprintf("%s (csi-driver-host-path %s, dynamic provisioning)", hostpath.DriverName, hostpath.HostPathPluginImage)
+	case CSISkewtest:
+		return fmt.Sprintf("%s (skewtest's CSI node plugin, DaemonSet, pre-bound PVs)", CSIDriverName)
+	}
+	return ""
+}
+
+// deployCSI deploys the chosen CSI driver on the worker.
+func (p *Provider) deployCSI(ctx context.Context) error {
+	if p.csiDriver() != CSIHostpath {
+		return p.deployCSIDriver(ctx)
+	}
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return err
+	}
+	p.logger.Info("deploying the CSI hostpath driver (images from registry.k8s.io)", "images", hostpath.Images())
+	if _, err := hostpath.Deploy(ctx, cfg, p.worker.String(), 5*time.Minute); err != nil {
+		return fmt.Errorf("kind provider: %w", err)
+	}
+	return nil
+}
 
 // deployCSIDriver runs skewtest's CSI node plugin on the worker as a
 // DaemonSet: privileged, with the kubelet root mounted Bidirectional so its
@@ -112,8 +179,14 @@ func csiDaemonSet(node string) *appsv1.DaemonSet {
 }
 
 // ProvisionVolumes makes pre-bound CSI PVs of skewtest's driver, or local
-// PVs backed by tmpfs mounts inside the worker.
+// PVs backed by tmpfs mounts inside the worker; with the hostpath driver,
+// CSI volumes are provisioned dynamically through its StorageClass.
 func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error) {
+	if req.Kind == storage.CSI && p.csiDriver() == CSIHostpath {
+		// The StorageClass belongs to the driver's deployment, not to the
+		// run; its NodeStageVolume mounts nothing at the global path.
+		return storage.Volumes{StorageClass: hostpath.StorageClassName, NoStagingMount: true}, nil
+	}
 	cfg, err := p.RESTConfig()
 	if err != nil {
 		return storage.Volumes{}, err
@@ -138,4 +211,11 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 // the worker, never pulled.
 func (p *Provider) Workload() storage.Workload {
 	return storage.Workload{Image: images.Workload, PullPolicy: string(corev1.PullNever)}
+}
+
+// ValidateHostpathDriver has the API server at cfg check the CSI hostpath
+// driver's objects, pinned to node, with a server-side dry run; it stores
+// nothing. Up makes the same check before it creates them.
+func ValidateHostpathDriver(ctx context.Context, cfg *rest.Config, node string) error {
+	return hostpath.Validate(ctx, cfg, node)
 }

@@ -36,7 +36,7 @@ const DefaultRunRoot = "/var/lib/skewtest"
 const NodeName = "skewtest-worker"
 
 // CSIDriverName is the name of skewtest's own CSI node plugin.
-const CSIDriverName = "csi.skewtest.k8s.io"
+const CSIDriverName = csidriver.Name
 
 // Config configures a local cluster.
 type Config struct {

@@ -98,3 +98,8 @@ func mountTmpfs(path string, bytes int64) error {
 	}
 	return nil
 }
+
+// CSIDriver describes the CSI driver the cluster runs, for the report.
+func (p *Provider) CSIDriver() string {
+	return CSIDriverName + " (skewtest's CSI node plugin, in the harness process, pre-bound PVs)"
+}

@@ -46,7 +46,13 @@ type Volumes struct {
 	// this run alone, so Release deletes it; a class the cluster already
 	// had (STORAGE_CLASS on an existing cluster) is left alone.
 	DeleteStorageClass bool
-	PVs                []PV
+	// NoStagingMount is set when the CSI driver stages without mounting
+	// anything at the global mount path (csi-driver-host-path's
+	// NodeStageVolume only checks its arguments; NodePublishVolume
+	// bind-mounts the data directory straight into the pod), so the
+	// "global mount mounted exactly once" checks do not apply.
+	NoStagingMount bool
+	PVs            []PV
 }
 
 // PV is one PersistentVolume bound to a claim.

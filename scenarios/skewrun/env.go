@@ -15,6 +15,7 @@ import (
 var Settings = []struct{ Name, Default, Help string }{
 	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image) or existing (KUBECONFIG plus SSH)"},
 	{"KIND_NODE_IMAGE", "", "kind: offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},
+	{"KIND_CSI", "", "kind: skewtest (skewtest's own CSI node plugin, built here; the default with the offline node image) or hostpath (the upstream CSI hostpath driver from registry.k8s.io; the default with a pulled node image)"},
 	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
 	{"REPLICAS", "3", "StatefulSet replicas, one PVC each, all on the test node"},
 	{"VOLUME_KIND", "csi", "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
@@ -50,6 +51,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		StorageClass:   getenv("STORAGE_CLASS"),
 		Image:          getenv("IMAGE"),
 		KindNodeImage:  getenv("KIND_NODE_IMAGE"),
+		KindCSI:        getenv("KIND_CSI"),
 	}
 	if v := getenv("KUBELETS"); v != "" {
 		o.Kubelets = splitList(v)

@@ -66,6 +66,8 @@ type Options struct {
 	CleanupTimeout       time.Duration
 	// KindNodeImage overrides the kind provider's offline node image.
 	KindNodeImage string
+	// KindCSI chooses the kind provider's CSI driver.
+	KindCSI string
 	// Existing cluster settings.
 	Existing     existing.Config
 	StorageClass string
@@ -138,7 +140,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	artifacts := filepath.Join(root, runID)
 	// Unknown providers fail here, before binaries are built.
-	if err := clusters.Check(o.Provider); err != nil {
+	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI}); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
 
@@ -161,7 +163,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Run: run, ArtifactsDir: artifacts}
 
 	prov, err := clusters.New(o.Provider, clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: logger,
-		APIServerVersion: pl.Newest(), InitialKubelet: kubelets[0], LocalRunRoot: o.LocalRunRoot, Existing: o.Existing, KindNodeImage: o.KindNodeImage})
+		APIServerVersion: pl.Newest(), InitialKubelet: kubelets[0], LocalRunRoot: o.LocalRunRoot, Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI})
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
@@ -339,6 +341,9 @@ func environment(ctx context.Context, p clusters.Provider, node nodes.Node, kind
 		add("cgroup", mode)
 	}
 	add("Volume kind", string(kind))
+	if d, ok := p.(interface{ CSIDriver() string }); ok && kind == storage.CSI && d.CSIDriver() != "" {
+		add("CSI driver", d.CSIDriver())
+	}
 	add("Replicas", fmt.Sprint(o.Replicas))
 	add("Kubelet root", node.KubeletRootDir())
 	add("Poll interval", defaultDur(o.PollInterval, 250*time.Millisecond).String())

@@ -129,6 +129,12 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			want:    []string{"PROVIDER=kops", "not implemented yet", "use PROVIDER=local, kind or existing"},
 		},
 		{
+			name:    "unknown kind CSI driver",
+			opts:    skewrun.Options{Provider: "kind", KindCSI: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PROVIDER=kind", `KIND_CSI="nfs"`, "want skewtest", "or hostpath"},
+		},
+		{
 			name:    "unknown volume kind",
 			opts:    skewrun.Options{Kind: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,

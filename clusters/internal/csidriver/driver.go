@@ -33,6 +33,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// Name is the driver name skewtest's providers register it under.
+const Name = "csi.skewtest.k8s.io"
+
 // VendorVersion is what GetPluginInfo reports.
 const VendorVersion = "0.1.0"
 

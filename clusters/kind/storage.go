@@ -88,7 +88,7 @@ func (p *Provider) deployCSI(ctx context.Context) error {
 		return err
 	}
 	p.logger.Info("deploying the CSI hostpath driver (images from registry.k8s.io)", "images", hostpath.Images())
-	if _, err := hostpath.Deploy(ctx, cfg, p.worker.String(), 5*time.Minute); err != nil {
+	if _, err := hostpath.Deploy(ctx, cfg, p.worker.String(), 5*time.Minute, p.logger); err != nil {
 		return fmt.Errorf("kind provider: %w", err)
 	}
 	return nil

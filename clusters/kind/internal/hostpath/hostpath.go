@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -338,6 +339,9 @@ func dryRun(ctx context.Context, res *resources.Resources, node string) error {
 	return nil
 }
 
+// progressEvery is how often Deploy logs what it is waiting for.
+var progressEvery = 30 * time.Second
+
 // pollInterval is how often Deploy looks at the StatefulSet and the CSINode.
 const pollInterval = 250 * time.Millisecond
 
@@ -345,7 +349,13 @@ const pollInterval = 250 * time.Millisecond
 // Objects(node) (one that already exists is left as it is), waits for the plugin's pod to be Ready and for node's
 // CSINode to list DriverName, and returns the StorageClass to provision
 // from. timeout bounds the waiting, not the creation.
-func Deploy(ctx context.Context, cfg *rest.Config, node string, timeout time.Duration) (string, error) {
+//
+// Pulling five images can take minutes: every progressEvery, logger hears
+// what the pod is waiting for.
+func Deploy(ctx context.Context, cfg *rest.Config, node string, timeout time.Duration, logger *slog.Logger) (string, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	res, err := resources.New(cfg)
 	if err != nil {
 		return "", fmt.Errorf("deploy CSI hostpath driver: %w", err)
@@ -372,9 +382,17 @@ func Deploy(ctx context.Context, cfg *rest.Config, node string, timeout time.Dur
 	waitOpts := []wait.Option{wait.WithContext(wctx), wait.WithTimeout(timeout), wait.WithInterval(pollInterval), wait.WithImmediate()}
 	cond := conditions.New(res)
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: StatefulSetName, Namespace: Namespace}}
+	start, lastLog := time.Now(), time.Now()
 	ready := func(obj k8s.Object) bool {
 		s := obj.(*appsv1.StatefulSet)
-		return s.Status.ReadyReplicas >= 1
+		if s.Status.ReadyReplicas >= 1 {
+			return true
+		}
+		if time.Since(lastLog) >= progressEvery {
+			lastLog = time.Now()
+			logger.Info("waiting for the CSI hostpath driver's pod", "waited", time.Since(start).Round(time.Second), "timeout", timeout, "containers", podsWaiting(ctx, res))
+		}
+		return false
 	}
 	if err := wait.For(cond.ResourceMatch(sts, ready), waitOpts...); err != nil {
 		what := fmt.Sprintf("StatefulSet %s/%s has no Ready pod on %s", Namespace, StatefulSetName, node)

@@ -1,10 +1,12 @@
 package hostpath
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -917,6 +919,8 @@ func (f *fakeAPI) start(t *testing.T) *rest.Config {
 // TestDeploy runs Deploy against the fake API server: what it creates, in
 // which order and where, what it tolerates, and what its errors say.
 func TestDeploy(t *testing.T) {
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = 200 * time.Millisecond
 	imagePull := []corev1.Pod{{
 		ObjectMeta: metav1.ObjectMeta{Name: StatefulSetName + "-0", Namespace: Namespace},
 		Spec:       corev1.PodSpec{NodeName: testNode},
@@ -935,6 +939,8 @@ func TestDeploy(t *testing.T) {
 		// onlyCreated, when set, are the kinds of all objects really
 		// created: a rejected dry run must leave the driver unbuilt.
 		onlyCreated []string
+		// wantLog is a substring of the progress logged while waiting.
+		wantLog string
 	}{
 		{name: "fresh cluster", ready: true, registered: true},
 		{
@@ -958,6 +964,7 @@ func TestDeploy(t *testing.T) {
 			name:    "images cannot be pulled",
 			pods:    imagePull,
 			wantErr: []string{"StatefulSet " + Namespace + "/" + StatefulSetName, testNode, "hostpath: ImagePullBackOff", "registry.k8s.io", "KIND_CSI=skewtest"},
+			wantLog: `msg="waiting for the CSI hostpath driver's pod"`,
 		},
 		{
 			name:    "never registers",
@@ -968,13 +975,15 @@ func TestDeploy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			var logs syncBuffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
 			f := &fakeAPI{t: t, create: tc.create, ready: tc.ready, registered: tc.registered, pods: tc.pods}
 			if f.create == nil {
 				f.create = func(string, string) int { return 0 }
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			sc, err := Deploy(ctx, f.start(t), testNode, 800*time.Millisecond)
+			sc, err := Deploy(ctx, f.start(t), testNode, 800*time.Millisecond, logger)
 			if len(tc.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("Deploy: %v", err)
@@ -1003,6 +1012,9 @@ func TestDeploy(t *testing.T) {
 				t.Fatalf("Deploy succeeded, want an error with %q", tc.wantErr)
 			}
 			t.Logf("Deploy: %v", err)
+			if tc.wantLog != "" && !strings.Contains(logs.String(), tc.wantLog) {
+				t.Errorf("progress log %q does not say %q", logs.String(), tc.wantLog)
+			}
 			for _, s := range tc.wantErr {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not say %q", err, s)
@@ -1033,7 +1045,7 @@ func TestDeployCanceled(t *testing.T) {
 	cfg := f.start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
-	_, err := Deploy(ctx, cfg, testNode, time.Minute)
+	_, err := Deploy(ctx, cfg, testNode, time.Minute, nil)
 	if err == nil {
 		t.Fatal("Deploy succeeded with a StatefulSet that never gets ready")
 	}
@@ -1043,4 +1055,23 @@ func TestDeployCanceled(t *testing.T) {
 	if !strings.Contains(err.Error(), "deploy CSI hostpath driver: StatefulSet") {
 		t.Errorf("error %q does not say what was awaited", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer the waiting goroutine and the test may
+// share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

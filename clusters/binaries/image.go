@@ -164,7 +164,7 @@ func imageError(ref name.Reference, err error) error {
 			return fmt.Errorf("image %s: the registry %s refused access; log in with docker login: %w", ref, ref.Context().RegistryStr(), err)
 		}
 	}
-	return fmt.Errorf("image %s: cannot read it from %s (offline? use module:vX.Y.Z, which builds from the Go module): %w", ref, ref.Context().RegistryStr(), err)
+	return fmt.Errorf("image %s: cannot read it from %s (offline? use module:vX.Y.Z or KUBELET_SOURCE=module, which build from the Go module): %w", ref, ref.Context().RegistryStr(), err)
 }
 
 // extractFromImage writes the file at want (a path without the leading

@@ -1,6 +1,7 @@
 // Package conditions holds the wait conditions skewtest polls on besides
 // those sigs.k8s.io/e2e-framework/klient/wait/conditions already has: a
-// node Ready at a given kubelet version. Use them with wait.For.
+// node Ready at a given kubelet version, and a CSI driver registered with a
+// node's kubelet. Use them with wait.For.
 package conditions
 
 import (
@@ -9,10 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/e2e-framework/klient/k8s"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
+	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 )
 
 // NodeStatus describes a node for progress output and errors.
@@ -69,4 +74,18 @@ func WaitNodeReady(ctx context.Context, res *resources.Resources, node, kubeletV
 		return fmt.Errorf("wait for node %s Ready at kubelet %s: %w (last seen: %s)", node, kubeletVersion, err, last)
 	}
 	return nil
+}
+
+// CSIDriverRegistered is true once node's CSINode lists driver: the
+// kubelet has taken the driver's registration (a running plugin pod is not
+// enough). A CSINode not there yet counts as not registered.
+func CSIDriverRegistered(res *resources.Resources, node, driver string) apimachinerywait.ConditionWithContextFunc {
+	return conditions.New(res).ResourceMatch(&storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: node}}, func(obj k8s.Object) bool {
+		for _, d := range obj.(*storagev1.CSINode).Spec.Drivers {
+			if d.Name == driver {
+				return true
+			}
+		}
+		return false
+	})
 }

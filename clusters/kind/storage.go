@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
 
+	skewconditions "sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
@@ -133,19 +134,7 @@ func (p *Provider) deployCSIDriver(ctx context.Context) error {
 	}
 	// Ready means running; the kubelet lists the driver in CSINode once it
 	// has registered.
-	cond := func(ctx context.Context) (bool, error) {
-		n, err := cs.StorageV1().CSINodes().Get(ctx, p.worker.String(), metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, d := range n.Spec.Drivers {
-			if d.Name == CSIDriverName {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
-	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
+	if err := wait.For(skewconditions.CSIDriverRegistered(res, p.worker.String(), CSIDriverName), wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
 		return fmt.Errorf("kind provider: CSI driver %s did not register with the kubelet on %s: %w", CSIDriverName, p.worker, err)
 	}
 	return nil

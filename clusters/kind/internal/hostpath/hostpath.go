@@ -49,6 +49,8 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 	"sigs.k8s.io/e2e-framework/klient/wait/conditions"
+
+	skewconditions "sigs.k8s.io/skewtest/clusters/conditions"
 )
 
 const (
@@ -406,16 +408,7 @@ func Deploy(ctx context.Context, cfg *rest.Config, node string, timeout time.Dur
 	}
 	// A Ready pod has a running registrar; the kubelet lists the driver in
 	// CSINode only once it has taken the registration.
-	csiNode := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	registered := func(obj k8s.Object) bool {
-		for _, d := range obj.(*storagev1.CSINode).Spec.Drivers {
-			if d.Name == DriverName {
-				return true
-			}
-		}
-		return false
-	}
-	if err := wait.For(cond.ResourceMatch(csiNode, registered), waitOpts...); err != nil {
+	if err := wait.For(skewconditions.CSIDriverRegistered(res, node, DriverName), waitOpts...); err != nil {
 		what := fmt.Sprintf("CSINode %s does not list %s", node, DriverName)
 		if timedOut(ctx, err) {
 			what += fmt.Sprintf(" after %s although the plugin pod is Ready; the node-driver-registrar's log says why the kubelet did not take the registration", timeout)

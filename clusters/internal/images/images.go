@@ -120,7 +120,16 @@ func image(binName string, bin []byte, entrypoint []string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	return FromLayers([]v1.Layer{layer}, func(c *v1.Config) {
+		c.Entrypoint = entrypoint
+		c.Labels = map[string]string{"io.skewtest.image": strings.Join(entrypoint, " ")}
+	})
+}
+
+// FromLayers makes a linux image of this machine's architecture (where
+// skewtest's images run) from layers, with its runtime config set by edit.
+func FromLayers(layers []v1.Layer, edit func(*v1.Config)) (v1.Image, error) {
+	img, err := mutate.AppendLayers(empty.Image, layers...)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +139,6 @@ func image(binName string, bin []byte, entrypoint []string) (v1.Image, error) {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
-	cfg.Config.Entrypoint = entrypoint
-	cfg.Config.Labels = map[string]string{"io.skewtest.image": strings.Join(entrypoint, " ")}
+	edit(&cfg.Config)
 	return mutate.ConfigFile(img, cfg)
 }

@@ -7,17 +7,15 @@ import (
 	"io"
 	"os"
 	"path"
-	"runtime"
 	"sort"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/images"
 )
 
 // KindCNIImage is the image of the CNI stand-in (cmd/kindcni) that
@@ -144,21 +142,12 @@ func makeImage(s imageSpec) (v1.Image, error) {
 		}
 		layers = append(layers, l)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
-	cfg.Config.Entrypoint = s.Entrypoint
-	cfg.Config.Env = []string{imagePath}
-	cfg.Config.WorkingDir = "/"
-	cfg.Config.Labels = map[string]string{"io.skewtest.image": "kind node image build"}
-	return mutate.ConfigFile(img, cfg)
+	return images.FromLayers(layers, func(c *v1.Config) {
+		c.Entrypoint = s.Entrypoint
+		c.Env = []string{imagePath}
+		c.WorkingDir = "/"
+		c.Labels = map[string]string{"io.skewtest.image": "kind node image build"}
+	})
 }
 
 // writeLayerTar writes entries as a tar, owned by root with a fixed time so

@@ -7,10 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
@@ -48,15 +46,7 @@ func (p *Provider) createCSIDriverObject(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	obj := &storagev1.CSIDriver{
-		ObjectMeta: metav1.ObjectMeta{Name: CSIDriverName},
-		Spec: storagev1.CSIDriverSpec{
-			AttachRequired:       ptr.To(false),
-			PodInfoOnMount:       ptr.To(false),
-			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
-		},
-	}
-	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, csidriver.Object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("local provider: create CSIDriver %s: %w", CSIDriverName, err)
 	}
 	return nil

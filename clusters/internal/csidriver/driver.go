@@ -31,10 +31,27 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Name is the driver name skewtest's providers register it under.
 const Name = "csi.skewtest.k8s.io"
+
+// Object is the CSIDriver that tells the API server how the plugin behaves:
+// no attach step (it implements no controller service), no pod info on
+// mount, persistent volumes only.
+func Object() *storagev1.CSIDriver {
+	return &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: Name},
+		Spec: storagev1.CSIDriverSpec{
+			AttachRequired:       ptr.To(false),
+			PodInfoOnMount:       ptr.To(false),
+			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
+		},
+	}
+}
 
 // VendorVersion is what GetPluginInfo reports.
 const VendorVersion = "0.1.0"

@@ -24,9 +24,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
-// CSIDriverName is the name of skewtest's own CSI node plugin.
-const CSIDriverName = csidriver.Name
-
 const csiNamespace = "skewtest-csi"
 
 // The CSI drivers the kind provider can run (KIND_CSI).
@@ -73,7 +70,7 @@ func (p *Provider) CSIDriver() string {
 	case CSIHostpath:
 		return fmt.Sprintf("%s (csi-driver-host-path %s, dynamic provisioning)", hostpath.DriverName, hostpath.HostPathPluginImage)
 	case CSISkewtest:
-		return fmt.Sprintf("%s (skewtest's CSI node plugin, DaemonSet, pre-bound PVs)", CSIDriverName)
+		return fmt.Sprintf("%s (skewtest's CSI node plugin, DaemonSet, pre-bound PVs)", csidriver.Name)
 	}
 	return ""
 }
@@ -125,8 +122,8 @@ func (p *Provider) deployCSIDriver(ctx context.Context) error {
 	}
 	// Ready means running; the kubelet lists the driver in CSINode once it
 	// has registered.
-	if err := wait.For(skewconditions.CSIDriverRegistered(res, p.worker.String(), CSIDriverName), wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
-		return fmt.Errorf("kind provider: CSI driver %s did not register with the kubelet on %s: %w", CSIDriverName, p.worker, err)
+	if err := wait.For(skewconditions.CSIDriverRegistered(res, p.worker.String(), csidriver.Name), wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
+		return fmt.Errorf("kind provider: CSI driver %s did not register with the kubelet on %s: %w", csidriver.Name, p.worker, err)
 	}
 	return nil
 }
@@ -146,7 +143,7 @@ func csiDaemonSet(node string) *appsv1.DaemonSet {
 						Name:            "driver",
 						Image:           images.CSIDriver,
 						ImagePullPolicy: corev1.PullNever,
-						Args:            []string{"--driver=" + CSIDriverName, "--kubelet-root=/var/lib/kubelet"},
+						Args:            []string{"--driver=" + csidriver.Name, "--kubelet-root=/var/lib/kubelet"},
 						Env:             []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 						VolumeMounts:    []corev1.VolumeMount{{Name: "kubelet", MountPath: "/var/lib/kubelet", MountPropagation: &bidi}},
@@ -177,7 +174,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 	}
 	return storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
 		NamePrefix:  fmt.Sprintf("%s-%s", p.name, req.Kind),
-		CSIDriver:   CSIDriverName,
+		CSIDriver:   csidriver.Name,
 		CapacityKey: csidriver.VolumeContextCapacity,
 		LocalPath: func(ctx context.Context, pv string, bytes int64) (string, error) {
 			path := "/mnt/skewtest/" + pv

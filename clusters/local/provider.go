@@ -35,9 +35,6 @@ const DefaultRunRoot = "/var/lib/skewtest"
 // NodeName is the name the kubelet registers.
 const NodeName = "skewtest-worker"
 
-// CSIDriverName is the name of skewtest's own CSI node plugin.
-const CSIDriverName = csidriver.Name
-
 // Config configures a local cluster.
 type Config struct {
 	// RunID names the run directory <RunRoot>/<RunID>.

@@ -18,7 +18,7 @@ import (
 // startCSIDriver runs skewtest's CSI node plugin inside this process; like
 // a DaemonSet pod it keeps running while the kubelet is stopped and swapped.
 func (p *Provider) startCSIDriver(ctx context.Context) error {
-	d, err := csidriver.New(csidriver.Config{DriverName: CSIDriverName, NodeID: NodeName, KubeletRoot: p.kubeletRoot(), Logger: p.logger})
+	d, err := csidriver.New(csidriver.Config{DriverName: csidriver.Name, NodeID: NodeName, KubeletRoot: p.kubeletRoot(), Logger: p.logger})
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func (p *Provider) createCSIDriverObject(ctx context.Context) error {
 		return err
 	}
 	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, csidriver.Object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("local provider: create CSIDriver %s: %w", CSIDriverName, err)
+		return fmt.Errorf("local provider: create CSIDriver %s: %w", csidriver.Name, err)
 	}
 	return nil
 }
@@ -68,7 +68,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 	}
 	return storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
 		NamePrefix:  fmt.Sprintf("skewtest-%s-%s", req.Kind, shortID(p.cfg.RunID)),
-		CSIDriver:   CSIDriverName,
+		CSIDriver:   csidriver.Name,
 		CapacityKey: csidriver.VolumeContextCapacity,
 		LocalPath: func(_ context.Context, pv string, bytes int64) (string, error) {
 			path := p.path("volumes", pv)
@@ -91,5 +91,5 @@ func mountTmpfs(path string, bytes int64) error {
 
 // CSIDriver describes the CSI driver the cluster runs, for the report.
 func (p *Provider) CSIDriver() string {
-	return CSIDriverName + " (skewtest's CSI node plugin, in the harness process, pre-bound PVs)"
+	return csidriver.Name + " (skewtest's CSI node plugin, in the harness process, pre-bound PVs)"
 }

@@ -148,6 +148,19 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 	}
 }
 
+// releaseVolume unpublishes and unstages vol and checks that no mount is
+// left under root.
+func releaseVolume(ctx context.Context, t *testing.T, node csi.NodeClient, root, vol, staging, target string) {
+	t.Helper()
+	_, err := node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: target})
+	mustOK(t, "unpublish", err)
+	_, err = node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: staging})
+	mustOK(t, "unstage", err)
+	if ms := mountsUnder(t, root); len(ms) != 0 {
+		t.Errorf("mounts left: %+v", ms)
+	}
+}
+
 func mustOK(t *testing.T, what string, err error) {
 	t.Helper()
 	if err != nil {
@@ -454,13 +467,7 @@ func TestCapacityAndReadOnly(t *testing.T) {
 	// The staging mount stays writable.
 	mustOK(t, "write to staging", os.WriteFile(filepath.Join(staging, "w"), []byte("x"), 0o644))
 
-	_, err = node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "big", TargetPath: target})
-	mustOK(t, "NodeUnpublishVolume", err)
-	_, err = node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "big", StagingTargetPath: staging})
-	mustOK(t, "NodeUnstageVolume", err)
-	if ms := mountsUnder(t, root); len(ms) != 0 {
-		t.Errorf("mounts left: %+v", ms)
-	}
+	releaseVolume(ctx, t, node, root, "big", staging, target)
 }
 
 // TestRestartKeepsMounts stops the driver with volumes mounted, as when the
@@ -503,13 +510,7 @@ func TestRestartKeepsMounts(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(staging, "data")); err != nil || string(b) != "kept" {
 		t.Fatalf("data after restart: %q, %v", b, err)
 	}
-	_, err = node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "vol", TargetPath: target})
-	mustOK(t, "unpublish", err)
-	_, err = node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "vol", StagingTargetPath: staging})
-	mustOK(t, "unstage", err)
-	if ms := mountsUnder(t, root); len(ms) != 0 {
-		t.Errorf("mounts left: %+v", ms)
-	}
+	releaseVolume(ctx, t, node, root, "vol", staging, target)
 }
 
 // TestStackedMountsAndEscapes unpublishes a target with several mounts on

@@ -340,16 +340,7 @@ func TestUnknownHostKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = empty })
-	_, err := exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
-	if err == nil {
-		t.Fatal("connected to an unknown host")
-	}
-	t.Logf("error: %v", err)
-	for _, w := range []string{"node-a", srv.Addr, "not in known_hosts " + empty, fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> %s", srv.Port, empty)} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
-	}
+	err := connectFails(t, p.Node("node-a", srv.Addr), "connected to an unknown host", "node-a", srv.Addr, "not in known_hosts "+empty, fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> %s", srv.Port, empty))
 	if exec.ExitCode(err) != -1 {
 		t.Errorf("exit code %d, want -1", exec.ExitCode(err))
 	}
@@ -362,22 +353,9 @@ func TestChangedHostKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kh := filepath.Join(dir, "known_hosts")
-	line := fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, strings.TrimSpace(string(marshal(other))))
-	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kh := writeKnownHost(t, dir, srv.Port, other)
 	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = kh })
-	_, err = exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
-	if err == nil {
-		t.Fatal("connected despite a changed host key")
-	}
-	t.Logf("error: %v", err)
-	for _, w := range []string{"does NOT match", kh, "ssh-keygen", "ssh-keyscan"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
-	}
+	connectFails(t, p.Node("node-a", srv.Addr), "connected despite a changed host key", "does NOT match", kh, "ssh-keygen", "ssh-keyscan")
 }
 
 func TestWrongKey(t *testing.T) {
@@ -387,16 +365,7 @@ func TestWrongKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KeyFile = wrong })
-	_, err := exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
-	if err == nil {
-		t.Fatal("logged in with a key not in authorized_keys")
-	}
-	t.Logf("error: %v", err)
-	for _, w := range []string{"node-a", srv.Addr, fmt.Sprintf("user %q", srv.User), "authentication", wrong, "authorized_keys"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
-	}
+	connectFails(t, p.Node("node-a", srv.Addr), "logged in with a key not in authorized_keys", "node-a", srv.Addr, fmt.Sprintf("user %q", srv.User), "authentication", wrong, "authorized_keys")
 }
 
 func TestAgentAuth(t *testing.T) {
@@ -440,16 +409,7 @@ func TestUnreachablePort(t *testing.T) {
 	if n.Address() != addr {
 		t.Errorf("Address = %q, want %q", n.Address(), addr)
 	}
-	_, err = exec.Output(testContext(t), n, "true")
-	if err == nil {
-		t.Fatal("connected to a closed port")
-	}
-	t.Logf("error: %v", err)
-	for _, w := range []string{"node-b", addr, "SSH.Address"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
-	}
+	err = connectFails(t, n, "connected to a closed port", "node-b", addr, "SSH.Address")
 	if exec.ExitCode(err) != -1 {
 		t.Errorf("exit code %d, want -1", exec.ExitCode(err))
 	}
@@ -641,6 +601,35 @@ func assertMissing(t *testing.T, path string) {
 	}
 }
 
+// connectFails runs `true` on n, which must fail (why says why it should)
+// with an error that mentions each of wants; it returns that error.
+func connectFails(t *testing.T, n exec.Cmder, why string, wants ...string) error {
+	t.Helper()
+	_, err := exec.Output(testContext(t), n, "true")
+	if err == nil {
+		t.Fatal(why)
+	}
+	t.Logf("error: %v", err)
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	return err
+}
+
+// writeKnownHost writes dir/known_hosts naming key as the host key of the
+// test sshd on 127.0.0.1:port.
+func writeKnownHost(t *testing.T, dir string, port int, key ssh.PublicKey) string {
+	t.Helper()
+	kh := filepath.Join(dir, "known_hosts")
+	line := fmt.Sprintf("[127.0.0.1]:%d %s", port, strings.TrimSpace(string(marshal(key))))
+	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kh
+}
+
 func marshal(k ssh.PublicKey) []byte { return ssh.MarshalAuthorizedKey(k) }
 
 func mustParseKey(t *testing.T, path string) any {
@@ -667,22 +656,9 @@ func TestHostKeyTypeNotOffered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kh := filepath.Join(dir, "known_hosts")
-	line := fmt.Sprintf("[127.0.0.1]:%d %s", srv.Port, strings.TrimSpace(string(marshal(pub))))
-	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kh := writeKnownHost(t, dir, srv.Port, pub)
 	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = kh })
-	_, err = exec.Output(testContext(t), p.Node("node-a", srv.Addr), "true")
-	if err == nil {
-		t.Fatal("connected although known_hosts has only an RSA key the node lacks")
-	}
-	t.Logf("error: %v", err)
-	for _, w := range []string{"node-a", kh, "ssh-keygen", "rsa"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
-	}
+	connectFails(t, p.Node("node-a", srv.Addr), "connected although known_hosts has only an RSA key the node lacks", "node-a", kh, "ssh-keygen", "rsa")
 }
 
 // fakeAPIServer serves /version and the node list a test sets.

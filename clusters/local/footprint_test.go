@@ -30,18 +30,3 @@ func TestFootprintAdded(t *testing.T) {
 		})
 	}
 }
-
-func TestSplitSaved(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`INPUT -j KUBE-FIREWALL`, `INPUT|-j|KUBE-FIREWALL`},
-		{`KUBE-FIREWALL ! -s 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -j DROP`,
-			`KUBE-FIREWALL|!|-s|127.0.0.0/8|-m|comment|--comment|block incoming localnet connections|-j|DROP`},
-		{`X -m comment --comment "a \"quoted\" word" -j Y`, `X|-m|comment|--comment|a "quoted" word|-j|Y`},
-		{`X --comment ""`, `X|--comment|`},
-	}
-	for _, tt := range tests {
-		if got := strings.Join(splitSaved(tt.in), "|"); got != tt.want {
-			t.Errorf("splitSaved(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}

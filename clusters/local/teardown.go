@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
@@ -278,7 +279,11 @@ func iptablesSave(ctx context.Context, tool string) (chains []chain, rules []sav
 				chains = append(chains, chain{table, f[0]})
 			}
 		case strings.HasPrefix(line, "-A "):
-			rules = append(rules, savedRule{table, splitSaved(line[3:])})
+			// iptables-save writes no unterminated quote; a line with
+			// one could not be replayed as a -D either.
+			if args, err := iptables.SplitRule(line[3:]); err == nil {
+				rules = append(rules, savedRule{table, args})
+			}
 		}
 	}
 	return chains, rules
@@ -335,36 +340,6 @@ func removeNewChains(ctx context.Context, st state) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// splitSaved splits an iptables-save rule into arguments; comments are
-// double-quoted with backslash escapes.
-func splitSaved(s string) []string {
-	var args []string
-	var cur strings.Builder
-	inQuote, have := false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' && inQuote && i+1 < len(s):
-			i++
-			cur.WriteByte(s[i])
-		case c == '"':
-			inQuote, have = !inQuote, true
-		case c == ' ' && !inQuote:
-			if have || cur.Len() > 0 {
-				args = append(args, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-		}
-	}
-	if have || cur.Len() > 0 {
-		args = append(args, cur.String())
-	}
-	return args
 }
 
 // makeCgroupRoot creates the kubelet's cgroupRoot in every hierarchy (the

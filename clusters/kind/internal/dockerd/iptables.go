@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+
+	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 )
 
 // iptablesBinaries are the tools whose tables Start records and Stop
@@ -97,7 +99,7 @@ func isDockerInterface(name string) bool {
 // (FORWARD, PREROUTING, OUTPUT, POSTROUTING MASQUERADE, including the
 // hairpin MASQUERADE of a published port).
 func isDockerRule(rule string, subnets []netip.Prefix) bool {
-	args, err := splitRule(rule)
+	args, err := iptables.SplitRule(rule)
 	if err != nil {
 		return false
 	}
@@ -214,7 +216,7 @@ func restorePlan(before, after *ruleset, subnets []netip.Prefix) []iptablesComma
 			if newChain[ruleChain(r)] || !isDockerRule(r, subnets) {
 				continue // flushed with its chain, or not docker's
 			}
-			args, err := splitRule(r)
+			args, err := iptables.SplitRule(r)
 			if err != nil || len(args) < 2 {
 				continue
 			}
@@ -240,45 +242,6 @@ func restorePlan(before, after *ruleset, subnets []netip.Prefix) []iptablesComma
 	plan := append(deletes, flushes...)
 	plan = append(plan, removes...)
 	return append(plan, policies...)
-}
-
-// splitRule splits an iptables-save rule line into arguments: words
-// separated by blanks, with double-quoted words (comments) unquoted and
-// backslash escapes inside quotes undone.
-func splitRule(line string) ([]string, error) {
-	var args []string
-	var cur strings.Builder
-	inWord, inQuote := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case inQuote && c == '\\' && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case inQuote && c == '"':
-			inQuote = false
-		case inQuote:
-			cur.WriteByte(c)
-		case c == '"':
-			inQuote, inWord = true, true
-		case c == ' ' || c == '\t':
-			if inWord {
-				args = append(args, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteByte(c)
-			inWord = true
-		}
-	}
-	if inQuote {
-		return nil, fmt.Errorf("unterminated quote in %q", line)
-	}
-	if inWord {
-		args = append(args, cur.String())
-	}
-	return args, nil
 }
 
 // saveIptables returns the output of <bin>-save for each of

@@ -138,26 +138,6 @@ func TestRestorePlan(t *testing.T) {
 	}
 }
 
-func TestSplitRule(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want []string
-	}{
-		{`-A FORWARD -i docker0 ! -o docker0 -j ACCEPT`, []string{"-A", "FORWARD", "-i", "docker0", "!", "-o", "docker0", "-j", "ACCEPT"}},
-		{`-A X -m comment --comment "a \"b\" c" -j RETURN`, []string{"-A", "X", "-m", "comment", "--comment", `a "b" c`, "-j", "RETURN"}},
-		{`-A X  -j   RETURN `, []string{"-A", "X", "-j", "RETURN"}},
-		{`-A X -m comment --comment ""`, []string{"-A", "X", "-m", "comment", "--comment", ""}},
-	} {
-		got, err := splitRule(tc.in)
-		if err != nil || !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("splitRule(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-	if _, err := splitRule(`-A X --comment "open`); err == nil {
-		t.Errorf("splitRule accepted an unterminated quote")
-	}
-}
-
 func TestParseSaveErrors(t *testing.T) {
 	for _, in := range []string{"-A FORWARD -j X\n", "*filter\n:FORWARD\n", "*filter\nbogus\n"} {
 		if _, err := parseSave(in); err == nil {

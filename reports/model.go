@@ -39,6 +39,13 @@ type Run struct {
 	Binaries    []Binary   `json:"binaries"`
 	Steps       []Step     `json:"steps"`
 	Hops        []Hop      `json:"hops"`
+	// Trails are set by a matrix tour: the hop sequence split into trails,
+	// each run on its own node at once. Hops then carry their Node.
+	Trails []Trail `json:"trails,omitempty"`
+	// Unreached are the (from, to) pairs a matrix tour planned but did not
+	// run, with why (an earlier hop on the same trail left the node
+	// unusable, the run was interrupted, ...).
+	Unreached []UnreachedHop `json:"unreached,omitempty"`
 	// Timings are run-level phases: cluster bring-up, workload Running,
 	// teardown, the whole run.
 	Timings []Timing `json:"timings,omitempty"`
@@ -123,7 +130,10 @@ func (d Deviation) IsExpected() bool { return d.Reason != "" }
 
 // Hop is one kubelet version change and what it measured.
 type Hop struct {
-	Number    int    `json:"number"` // 1-based
+	Number int `json:"number"` // 1-based
+	// Node is the node the hop ran on; set when a run uses several nodes
+	// (a matrix tour's trails).
+	Node      string `json:"node,omitempty"`
 	From      string `json:"from"`
 	To        string `json:"to"`
 	Direction string `json:"direction"` // "upgrade", "downgrade", "same"
@@ -151,4 +161,20 @@ type Metric struct {
 	Expected string  `json:"expected,omitempty"`
 	Verdict  Verdict `json:"verdict,omitempty"`
 	Reason   string  `json:"reason,omitempty"`
+}
+
+// Trail is one node's share of a matrix tour: a plan that node ran from
+// its first version, hop after hop.
+type Trail struct {
+	Node    string   `json:"node"`
+	Plan    []string `json:"plan"`
+	Verdict Verdict  `json:"verdict"`
+}
+
+// UnreachedHop is a planned hop that did not run, and why.
+type UnreachedHop struct {
+	Node   string `json:"node,omitempty"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"`
 }

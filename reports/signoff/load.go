@@ -35,6 +35,9 @@ type Source struct {
 // run.json that cannot be read are errors naming the path.
 func Load(dir string) ([]Source, error) {
 	root, err := filepath.EvalSymlinks(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("runs dir %s does not exist; point signoff at the $ARTIFACTS dir of your runs (./_artifacts by default)", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("runs dir %s: %w", dir, err)
 	}

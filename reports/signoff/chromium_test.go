@@ -47,13 +47,7 @@ type domCell struct {
 func TestHTMLInChromium(t *testing.T) {
 	browser := findChromium(t)
 	p, dir := nightPage(t)
-	bdir := t.TempDir()
-	writeRuns(t, bdir, baselineRuns(t))
-	bsrcs, err := Load(bdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Compare(Build(bsrcs, dir), bdir)
+	compareWithBaseline(t, p, dir, "")
 	paths, err := Write(dir, p)
 	if err != nil {
 		t.Fatal(err)

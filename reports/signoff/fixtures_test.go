@@ -129,3 +129,20 @@ func writeRuns(t *testing.T, dir string, runs []*reports.Run) {
 		t.Fatal(err)
 	}
 }
+
+// compareWithBaseline writes the baseline night into a fresh dir and
+// compares p (built for outDir) with it. The page names the baseline
+// name, or its dir when name is "".
+func compareWithBaseline(t *testing.T, p *Page, outDir, name string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeRuns(t, dir, baselineRuns(t))
+	srcs, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name == "" {
+		name = dir
+	}
+	p.Compare(Build(srcs, outDir), name)
+}

@@ -112,7 +112,7 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 			if failure == "" {
 				failure = "no failure recorded"
 			}
-			line("- %s (%s): %s", runLink(r), text(orUnknown(reports.OneLine(r.Src.Run.Provider))+" · "+r.VolumeKind), text(failure))
+			line("- %s (%s): %s", runLink(r), text(r.Provider+" · "+r.VolumeKind), text(failure))
 		}
 		line("")
 	}
@@ -185,7 +185,7 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 		if len(run.Trails) > 0 {
 			plan = plural(len(run.Trails), "trail")
 		}
-		rows = append(rows, []string{runLink(r), orDash(text(run.Provider)), text(r.VolumeKind), orDash(text(plan)), reports.VerdictLabel(run.Verdict), reports.FormatTime(run.Started)})
+		rows = append(rows, []string{runLink(r), text(r.Provider), text(r.VolumeKind), orDash(text(plan)), reports.VerdictLabel(run.Verdict), reports.FormatTime(run.Started)})
 	}
 	b.WriteString(reports.MarkdownTable([]string{"Run", "Provider", "Volume kind", "Plan", "Verdict", "Started"}, rows))
 	line("---")

@@ -77,7 +77,9 @@ type Page struct {
 
 // RunRow is one run in the list of runs.
 type RunRow struct {
-	Src        Source
+	Src Source
+	// Provider and VolumeKind are the run's, "unknown" when it has none.
+	Provider   string
 	VolumeKind string
 	// Link is the run's report.md relative to the output dir; "" when the
 	// run has none.
@@ -218,12 +220,12 @@ type cellKey struct{ provider, volumeKind, from, to string }
 func Build(srcs []Source, outDir string) *Page {
 	p := &Page{Counts: map[Status]int{}}
 	for _, s := range srcs {
-		p.Runs = append(p.Runs, RunRow{Src: s, VolumeKind: orUnknown(s.Run.VolumeKind()), Link: relLink(outDir, s.Report)})
+		p.Runs = append(p.Runs, RunRow{Src: s, Provider: orUnknown(reports.OneLine(s.Run.Provider)), VolumeKind: orUnknown(s.Run.VolumeKind()), Link: relLink(outDir, s.Report)})
 	}
 	matrices := map[[2]string]*Matrix{}
 	cells := map[cellKey]*Cell{}
 	matrixOf := func(r *RunRow) *Matrix {
-		k := [2]string{orUnknown(reports.OneLine(r.Src.Run.Provider)), r.VolumeKind}
+		k := [2]string{r.Provider, r.VolumeKind}
 		m := matrices[k]
 		if m == nil {
 			m = &Matrix{Provider: k[0], VolumeKind: k[1]}
@@ -505,7 +507,7 @@ func deviationRows(runs []RunRow) []DeviationRow {
 func where(rr *RunRow, hop int) string {
 	for _, h := range rr.Src.Run.Hops {
 		if h.Number == hop && hop > 0 {
-			return fmt.Sprintf("%s · %s %s → %s", orUnknown(reports.OneLine(rr.Src.Run.Provider)), rr.VolumeKind, reports.OneLine(h.From), reports.OneLine(h.To))
+			return fmt.Sprintf("%s · %s %s → %s", rr.Provider, rr.VolumeKind, reports.OneLine(h.From), reports.OneLine(h.To))
 		}
 	}
 	return "run " + rr.Src.Run.ID
@@ -542,7 +544,7 @@ func envTables(runs []RunRow) []EnvTable {
 	var tables []EnvTable
 	index := map[string]int{}
 	for _, rr := range runs {
-		prov := orUnknown(reports.OneLine(rr.Src.Run.Provider))
+		prov := rr.Provider
 		at, ok := index[prov]
 		if !ok {
 			at = len(tables)

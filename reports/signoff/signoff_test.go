@@ -275,13 +275,7 @@ func TestTrends(t *testing.T) {
 
 func TestTrendsOnPages(t *testing.T) {
 	p, dir := nightPage(t)
-	bdir := t.TempDir()
-	writeRuns(t, bdir, baselineRuns(t))
-	bsrcs, err := Load(bdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Compare(Build(bsrcs, dir), bdir)
+	compareWithBaseline(t, p, dir, "")
 	if len(p.Baseline.Warnings) != 1 {
 		t.Fatalf("warnings = %+v, want only v1.37.2 → v1.36.3's old pod dirs gone", p.Baseline.Warnings)
 	}
@@ -305,17 +299,8 @@ func TestTrendsOnPages(t *testing.T) {
 
 func TestMarkdownGolden(t *testing.T) {
 	p, dir := nightPage(t)
-	bdir := filepath.Join(dir, "baseline")
-	if err := os.Mkdir(bdir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeRuns(t, bdir, baselineRuns(t))
-	bsrcs, err := Load(bdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The baseline dir is named as the user gave it; make it stable.
-	p.Compare(Build(bsrcs, dir), "_artifacts/yesterday")
+	// The page names the baseline as the user gave it; keep it stable.
+	compareWithBaseline(t, p, dir, "_artifacts/yesterday")
 	var b bytes.Buffer
 	if err := WriteMarkdown(&b, p); err != nil {
 		t.Fatal(err)

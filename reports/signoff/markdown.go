@@ -181,11 +181,15 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 	var rows [][]string
 	for _, r := range p.Runs {
 		run := r.Src.Run
-		plan := strings.Join(run.Plan, " → ")
+		plan := text(strings.Join(run.Plan, " → "))
 		if len(run.Trails) > 0 {
-			plan = plural(len(run.Trails), "trail")
+			var trails []string
+			for _, tr := range run.Trails {
+				trails = append(trails, code(tr.Node)+": "+text(strings.Join(tr.Plan, " → ")))
+			}
+			plan = strings.Join(trails, "<br>")
 		}
-		rows = append(rows, []string{runLink(r), text(r.Provider), text(r.VolumeKind), orDash(text(plan)), reports.VerdictLabel(run.Verdict), reports.FormatTime(run.Started)})
+		rows = append(rows, []string{runLink(r), text(r.Provider), text(r.VolumeKind), orDash(plan), reports.VerdictLabel(run.Verdict), reports.FormatTime(run.Started)})
 	}
 	b.WriteString(reports.MarkdownTable([]string{"Run", "Provider", "Volume kind", "Plan", "Verdict", "Started"}, rows))
 	line("---")

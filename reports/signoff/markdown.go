@@ -55,9 +55,9 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	text, code := reports.MarkdownText, reports.MarkdownCode
 
-	line("# %s KEP-3756 kubelet skew sign-off: %s", statusSymbol(Status(p.Verdict)), text(p.VerdictLine()))
+	line("# %s %s", statusSymbol(Status(p.Verdict)), text(p.VerdictLine()))
 	line("")
-	line("Runs from %s to %s. Each matrix cell is one kubelet version change (rows: from, columns: to) with its verdict and the median time until the old pods' directories were gone, from the kubelet's start; where several runs cover a cell it shows the worst verdict and the number of hops.", reports.FormatTime(p.First), reports.FormatTime(p.Last))
+	line("KEP-3756 kubelet skew sign-off of the runs from %s to %s. Each matrix cell is one kubelet version change (rows: from, columns: to) with its verdict and the median time until the old pods' directories were gone, from the kubelet's start; where several runs cover a cell it shows the worst verdict and the number of hops.", reports.FormatTime(p.First), reports.FormatTime(p.Last))
 	line("")
 	if p.Baseline != nil {
 		if n := len(p.Baseline.Warnings); n > 0 {

@@ -378,3 +378,11 @@ func TestHTMLEscapes(t *testing.T) {
 		t.Errorf("the failure text is missing from the page")
 	}
 }
+
+func TestSortVersions(t *testing.T) {
+	vs := []string{"custom", "v1.37.2", "v1.9.0", "v1.10.1", "v1.36.3-rc.0+abc", "v1.34.4"}
+	sortVersions(vs)
+	if got, want := strings.Join(vs, " "), "v1.9.0 v1.10.1 v1.34.4 v1.36.3-rc.0+abc v1.37.2 custom"; got != want {
+		t.Errorf("sorted = %s, want %s", got, want)
+	}
+}

@@ -14,13 +14,14 @@ export PROVIDER PLAN REPLICAS ARTIFACTS
 UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
 GINKGO_ARGS ?=
 
-.PHONY: test test-skew bench-skew kind-node-image lint deps clean help
+.PHONY: test test-skew bench-skew kind-node-image signoff lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount and sshd tests (no cluster)"
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
+	@echo "make signoff     the sign-off page of the runs under DIR=$(ARTIFACTS) (BASELINE=an earlier night's dir)"
 	@echo "make lint        gofmt and go vet"
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
@@ -42,6 +43,13 @@ bench-skew: deps
 
 kind-node-image: deps
 	go run ./scripts/skewtest kind-node-image $(VERSION)
+
+# signoff.md and signoff.html in DIR; exit 0 even when runs failed (the
+# page says so), 2 when DIR holds no run.json.
+DIR ?= $(ARTIFACTS)
+BASELINE ?=
+signoff:
+	go run ./scripts/skewtest signoff "$(DIR)" $(if $(BASELINE),-baseline "$(BASELINE)")
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -92,7 +92,7 @@ func WriteAll(dir string, run *Run) (paths []string, err error) {
 	var errs []error
 	for _, f := range files {
 		p := filepath.Join(dir, f.name)
-		if err := writeFileAtomic(p, func(w io.Writer) error { return f.write(w, &r) }); err != nil {
+		if err := WriteFileAtomic(p, func(w io.Writer) error { return f.write(w, &r) }); err != nil {
 			errs = append(errs, fmt.Errorf("reports: writing %s: %w", p, err))
 			continue
 		}
@@ -103,7 +103,7 @@ func WriteAll(dir string, run *Run) (paths []string, err error) {
 
 // writeFileAtomic writes path (mode 0644) through a temporary file in the
 // same dir and a rename.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
+func WriteFileAtomic(path string, write func(io.Writer) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return err

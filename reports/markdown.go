@@ -199,7 +199,8 @@ func (m *mdWriter) hops() {
 	header = append(header, "Verdict")
 	var rows [][]string
 	for _, h := range m.run.Hops {
-		row := []string{fmt.Sprint(h.Number), orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction))}
+		// The anchor lets the sign-off page link to this hop's row.
+		row := []string{fmt.Sprintf(`<a id="%s"></a>%d`, HopAnchor(h), h.Number), orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction))}
 		for _, p := range phases {
 			cell := "—"
 			for _, t := range h.Timings {

@@ -203,8 +203,8 @@ func TestMarkdownPassing(t *testing.T) {
 		"| kubelet | v1.37.2 | `https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubelet` | `" + fakeSHA("kubelet v1.37.2")[:12] + "` |",
 		// Phase union in first-seen order, "—" where a hop lacks one, 1-2 decimals.
 		"| Hop | From | To | Direction | kubelet stop (s) | node Ready (s) | old mounts gone (s) | old pod dirs gone (s) | volume reconstructed (s) | Verdict |",
-		"| 1 | v1.37.2 | v1.36.3 | downgrade | 1.24 | 0.71 | 3.42 | 3.90 | — | ✅ pass |",
-		"| 2 | v1.36.3 | v1.37.2 | upgrade | 1.10 | 0.65 | 2.80 | 12.3 | 2.10 | ✅ pass |",
+		"| <a id=\"hop-1\"></a>1 | v1.37.2 | v1.36.3 | downgrade | 1.24 | 0.71 | 3.42 | 3.90 | — | ✅ pass |",
+		"| <a id=\"hop-2\"></a>2 | v1.36.3 | v1.37.2 | upgrade | 1.10 | 0.65 | 2.80 | 12.3 | 2.10 | ✅ pass |",
 		"| 1 | `force_cleaned_failed_volume_operations_total` | _not exposed_ | — | — | informational; not exposed by v1.36.3 |",
 		"### 5. verify cleanup (4.40s, ✅ pass)\n",
 		"[`hop1/node-after.txt`](hop1/node-after.txt)",
@@ -263,7 +263,7 @@ func TestMarkdownFailed(t *testing.T) {
 		"**Error:** pod " + uidC,
 		"### 5. read kubelet metrics (⏭️ skipped)\n\n_Hop 1_\n\nNot run: an earlier step failed.\n",
 		"### 8. verify cleanup (⏭️ skipped)\n",
-		"| 2 | v1.36.3 | v1.37.2 | upgrade | — | — | ⏭️ skipped |",
+		"| <a id=\"hop-2\"></a>2 | v1.36.3 | v1.37.2 | upgrade | — | — | ⏭️ skipped |",
 		"$ rmdir " + podDir + "\n[stderr]\nrmdir: failed to remove '" + podDir + "': Directory not empty\n[exit code 1]\n```\n",
 		// Control characters made visible, colour codes dropped.
 		"bell:\\x07 nul:\\x00 colour:red\n",
@@ -734,6 +734,41 @@ func TestSummary(t *testing.T) {
 			if !strings.Contains(s, w) {
 				t.Errorf("summary %q lacks %q", s, w)
 			}
+		}
+	}
+}
+
+func TestHopAnchor(t *testing.T) {
+	for _, tc := range []struct {
+		hop  Hop
+		want string
+	}{
+		{Hop{Number: 2}, "hop-2"},
+		{Hop{Number: 1, Node: "Skewtest-Worker2.local"}, "hop-skewtest-worker2-local-1"},
+	} {
+		if got := HopAnchor(tc.hop); got != tc.want {
+			t.Errorf("HopAnchor(%+v) = %q, want %q", tc.hop, got, tc.want)
+		}
+	}
+	md := string(render(t, WriteMarkdown, passingCSIRun()))
+	for _, h := range passingCSIRun().Hops {
+		if want := `<a id="` + HopAnchor(h) + `"></a>`; strings.Count(md, want) != 1 {
+			t.Errorf("report has %d anchors %s, want 1", strings.Count(md, want), want)
+		}
+	}
+}
+
+func TestVolumeKind(t *testing.T) {
+	for _, tc := range []struct {
+		run  Run
+		want string
+	}{
+		{Run{Scenario: ReconstructionScenarioPrefix + "local", Environment: []KeyValue{{Key: EnvVolumeKind, Value: "csi"}}}, "csi"},
+		{Run{Scenario: ReconstructionScenarioPrefix + "local"}, "local"},
+		{Run{Scenario: "csi-hostpath"}, ""},
+	} {
+		if got := tc.run.VolumeKind(); got != tc.want {
+			t.Errorf("VolumeKind of %+v = %q, want %q", tc.run, got, tc.want)
 		}
 	}
 }

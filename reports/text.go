@@ -263,6 +263,7 @@ func cleanupTime(h Hop) (time.Duration, bool) {
 // seen.
 type deviationRow struct {
 	Where    string
+	Hop      int // the hop's Number; 0 outside hops
 	Check    string
 	Metric   bool // Check is a metric name
 	Expected string
@@ -281,7 +282,7 @@ func deviations(run *Run) (expected, unexpected []deviationRow) {
 			where = fmt.Sprintf("hop %d, %s", s.Hop, where)
 		}
 		for _, d := range s.Deviations {
-			row := deviationRow{Where: where, Check: d.Check, Expected: d.Expected, Observed: d.Observed, Reason: d.Reason}
+			row := deviationRow{Where: where, Hop: s.Hop, Check: d.Check, Expected: d.Expected, Observed: d.Observed, Reason: d.Reason}
 			if d.IsExpected() {
 				expected = append(expected, row)
 			} else {
@@ -291,7 +292,7 @@ func deviations(run *Run) (expected, unexpected []deviationRow) {
 	}
 	for _, h := range run.Hops {
 		for _, m := range h.Metrics {
-			row := deviationRow{Where: fmt.Sprintf("hop %d, kubelet metrics", h.Number), Check: m.Name, Metric: true, Expected: m.Expected, Reason: m.Reason}
+			row := deviationRow{Where: fmt.Sprintf("hop %d, kubelet metrics", h.Number), Hop: h.Number, Check: m.Name, Metric: true, Expected: m.Expected, Reason: m.Reason}
 			if m.Present {
 				row.Observed = fmtValue(m.Value)
 			} else {

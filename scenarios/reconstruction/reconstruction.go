@@ -407,7 +407,7 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		if err := s.node.StopKubelet(ctx); err != nil {
 			return err
 		}
-		s.timing("kubelet stop", time.Since(start))
+		s.timing(reports.PhaseKubeletStop, time.Since(start))
 		sc.Note("kubelet stopped in %s; pods to force-delete: %s", time.Since(start).Round(time.Millisecond), strings.Join(s.oldUIDs, ", "))
 		return nil
 	}
@@ -501,7 +501,7 @@ func (s *Scenario) waitReady(version string) func(context.Context, *scenarios.St
 			return err
 		}
 		d := time.Since(s.kubeletUp)
-		s.timing("node Ready", d)
+		s.timing(reports.PhaseNodeReady, d)
 		sc.Note("node %s Ready at kubelet %s, %s after the kubelet started", s.node, version, d.Round(10*time.Millisecond))
 		return nil
 	}
@@ -551,8 +551,8 @@ func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) e
 		}
 		return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start (%d polls): %s", s.cfg.CleanupTimeout, polls, strings.Join(detail, "; "))
 	}
-	s.timing("old mounts gone", mountsGone)
-	s.timing("old pod dirs gone", dirsGone)
+	s.timing(reports.PhaseMountsGone, mountsGone)
+	s.timing(reports.PhasePodDirsGone, dirsGone)
 	sc.Note("old pods' mounts gone %s and their directories %s after the kubelet started (%d polls every %s)",
 		mountsGone.Round(10*time.Millisecond), dirsGone.Round(10*time.Millisecond), polls, s.cfg.PollInterval)
 	return nil

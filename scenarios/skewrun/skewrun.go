@@ -156,7 +156,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 
-	run := &reports.Run{ID: runID, Scenario: "reconstruction-" + string(kind), Provider: o.Provider, Plan: pl.Raw, Started: start, ArtifactsDir: artifacts}
+	run := &reports.Run{ID: runID, Scenario: reports.ReconstructionScenarioPrefix + string(kind), Provider: o.Provider, Plan: pl.Raw, Started: start, ArtifactsDir: artifacts}
 	for _, k := range kubelets {
 		run.Binaries = appendBinary(run.Binaries, k)
 	}
@@ -340,7 +340,7 @@ func environment(ctx context.Context, p clusters.Provider, node nodes.Node, kind
 		}
 		add("cgroup", mode)
 	}
-	add("Volume kind", string(kind))
+	add(reports.EnvVolumeKind, string(kind))
 	if d, ok := p.(interface{ CSIDriver() string }); ok && kind == storage.CSI && d.CSIDriver() != "" {
 		add("CSI driver", d.CSIDriver())
 	}

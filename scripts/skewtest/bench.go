@@ -20,10 +20,10 @@ import (
 var benchPhases = []struct{ name, runPhase, hopPhase string }{
 	{name: "bring-up", runPhase: "cluster up"},
 	{name: "workload Running", runPhase: "workload Running"},
-	{name: "kubelet stop", hopPhase: "kubelet stop"},
-	{name: "swap to Ready", hopPhase: "node Ready"},
-	{name: "old mounts gone", hopPhase: "old mounts gone"},
-	{name: "old pod dirs gone", hopPhase: "old pod dirs gone"},
+	{name: "kubelet stop", hopPhase: reports.PhaseKubeletStop},
+	{name: "swap to Ready", hopPhase: reports.PhaseNodeReady},
+	{name: "old mounts gone", hopPhase: reports.PhaseMountsGone},
+	{name: "old pod dirs gone", hopPhase: reports.PhasePodDirsGone},
 	{name: "teardown", runPhase: "teardown"},
 	{name: "whole round", runPhase: "whole run"},
 }

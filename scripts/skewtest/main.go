@@ -9,6 +9,7 @@
 //	skewtest kind-node-image V   build the offline kind node image of version V
 //	skewtest clean [RUNDIR...]   remove what killed local runs left behind
 //	skewtest settings            list the environment variables
+//	skewtest signoff DIR         the sign-off page of the runs under DIR
 package main
 
 import (
@@ -47,7 +48,7 @@ func main() {
 	}
 }
 
-const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings"
+const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -104,6 +105,8 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "clean":
 		return clean(ctx, logger, args[1:])
+	case "signoff":
+		return signoffCmd(os.Stdout, args[1:])
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")

@@ -1,0 +1,236 @@
+package signoff
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumInstall is how to get the browser the test drives.
+const chromiumInstall = "apt-get install -y --no-install-recommends chromium (scripts/install-deps.sh does)"
+
+// findChromium is Debian's chromium, or skips the test loudly; on CI a
+// missing browser fails it, since CI installs it.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("chromium")
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("chromium not found on CI (%v); install it: %s", err, chromiumInstall)
+	}
+	t.Skipf("SKIPPED: the sign-off page was NOT checked in a browser: chromium not found (%v); install it: %s", err, chromiumInstall)
+	return ""
+}
+
+// domCell is what the page's DOM says about one matrix cell.
+type domCell struct {
+	Matrix, From, To, Status, Text, Background, Href string
+}
+
+// TestHTMLInChromium opens the night's signoff.html in headless Chromium,
+// reads the matrix cells and their verdicts from the DOM, checks that the
+// page logs no error and loads nothing but itself, and saves a screenshot.
+func TestHTMLInChromium(t *testing.T) {
+	browser := findChromium(t)
+	p, dir := nightPage(t)
+	compareWithBaseline(t, p, dir, "")
+	paths, err := Write(dir, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := paths[1]
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(browser),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+
+	// The listener runs on the tab's reader goroutine: it only records.
+	var mu sync.Mutex
+	var problems []string
+	listen := func(ev any) {
+		var pr string
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning || e.Type == runtime.ConsoleAPICalledTypeAssert {
+				var args []string
+				for _, a := range e.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				pr = fmt.Sprintf("console.%s: %s", e.Type, strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			pr = "uncaught exception: " + e.ExceptionDetails.Text
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning {
+				pr = fmt.Sprintf("browser log %s: %s %s", e.Entry.Level, e.Entry.Text, e.Entry.URL)
+			}
+		case *network.EventRequestWillBeSent:
+			if !strings.HasPrefix(e.Request.URL, "file://") {
+				pr = "request outside the file: " + e.Request.URL
+			}
+		}
+		if pr != "" {
+			mu.Lock()
+			problems = append(problems, pr)
+			mu.Unlock()
+		}
+	}
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithListener(listen))
+	defer bcancel()
+
+	err = chromedp.Do(bctx,
+		chromedp.Navigate("file://"+page),
+		chromedp.WaitVisible("#verdict"),
+	)
+	if err != nil {
+		t.Fatalf("chromium: open %s: %v", page, err)
+	}
+	// The page is loaded: each query gets a short time, so a missing
+	// element fails the test at once instead of waiting for it.
+	qctx, qcancel := context.WithTimeout(bctx, 10*time.Second)
+	defer qcancel()
+	verdict, err := chromedp.Run(qctx, chromedp.Text("#verdict"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trend, err := chromedp.Run(qctx, chromedp.Text("#trends"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cellsJSON, err := chromedp.Run(qctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll("td.cell")].map(td => ({
+		Matrix: td.closest("section").id,
+		From: td.dataset.from, To: td.dataset.to, Status: td.dataset.status,
+		Text: td.textContent.replace(/\s+/g, " ").trim(),
+		Background: getComputedStyle(td).backgroundImage + " " + getComputedStyle(td).backgroundColor,
+		Href: (td.querySelector("a") || {}).href || ""})))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(qctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shotPath := saveScreenshot(t, shot)
+	t.Logf("screenshot of the sign-off page: %s", shotPath)
+
+	mu.Lock()
+	for _, pr := range problems {
+		t.Errorf("page: %s", pr)
+	}
+	mu.Unlock()
+
+	if !strings.Contains(verdict, "FAIL") {
+		t.Errorf("verdict banner = %q, want FAIL", verdict)
+	}
+	if !strings.Contains(trend, "old pod dirs gone 2.00 s → 4.20 s") {
+		t.Errorf("trends box = %q, want the slowdown", trend)
+	}
+	var cells []domCell
+	if err := json.Unmarshal([]byte(cellsJSON), &cells); err != nil {
+		t.Fatal(err)
+	}
+	// kind · csi and local · local are 2×2, local · csi is 3×3.
+	if len(cells) != 17 {
+		t.Fatalf("found %d matrix cells in the DOM, want 17", len(cells))
+	}
+	byKey := map[string]domCell{}
+	backgrounds := map[string]string{}
+	for _, c := range cells {
+		byKey[c.Matrix+" "+c.From+" "+c.To] = c
+		if prev, ok := backgrounds[c.Status]; ok && prev != c.Background {
+			t.Errorf("status %s has two looks: %q and %q", c.Status, prev, c.Background)
+		}
+		backgrounds[c.Status] = c.Background
+	}
+	for _, tc := range []struct{ key, status, text, href string }{
+		{"m-local-csi v1.37.2 v1.36.3", "fail", "✗ fail 4.20 s × 3 hops", "20261201-011000-cccc/report.md#hop-1"},
+		{"m-local-csi v1.36.3 v1.37.2", "pass", "✓ pass 11.7 s × 2 hops + 1 unreached", "20261201-010000-aaaa/report.md#hop-2"},
+		{"m-local-csi v1.34.4 v1.36.3", "unreached", "⊘ unreached", ""},
+		{"m-local-csi v1.36.3 v1.34.4", "fail", "✗ fail 5.20 s", "20261201-013000-ffff/report.md#hop-skewtest-b-1"},
+		{"m-local-local v1.36.3 v1.37.2", "pass-with-expected-deviations", "⚠ pass with expected deviations 14.6 s", "20261201-011500-dddd/report.md#hop-1"},
+		{"m-kind-csi v1.37.2 v1.36.3", "pass", "✓ pass 3.90 s", "20261201-012000-eeee/report.md#hop-1"},
+		{"m-kind-csi v1.36.3 v1.36.3", "not-run", "· not run", ""},
+	} {
+		c, ok := byKey[tc.key]
+		if !ok {
+			t.Errorf("no cell %s in the DOM", tc.key)
+			continue
+		}
+		if c.Status != tc.status || c.Text != tc.text {
+			t.Errorf("cell %s: status %q text %q, want %q %q", tc.key, c.Status, c.Text, tc.status, tc.text)
+		}
+		if tc.href == "" {
+			if c.Href != "" {
+				t.Errorf("cell %s links to %s, want no link", tc.key, c.Href)
+			}
+			continue
+		}
+		want := "file://" + filepath.ToSlash(filepath.Join(dir, tc.href))
+		if c.Href != want {
+			t.Errorf("cell %s links to %s, want %s", tc.key, c.Href, want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, strings.SplitN(tc.href, "#", 2)[0])); err != nil {
+			t.Errorf("cell %s links to a report that is not there: %v", tc.key, err)
+		}
+	}
+	if len(backgrounds) != 5 {
+		t.Errorf("statuses seen: %v, want all five", backgrounds)
+	}
+	seen := map[string]string{}
+	for st, bg := range backgrounds {
+		if other, dup := seen[bg]; dup {
+			t.Errorf("statuses %s and %s share the look %q; colour must tell them apart", st, other, bg)
+		}
+		seen[bg] = st
+	}
+}
+
+// saveScreenshot writes the PNG into $ARTIFACTS, or a temp dir when it is
+// unset, and returns its path.
+func saveScreenshot(t *testing.T, png []byte) string {
+	t.Helper()
+	dir := os.Getenv("ARTIFACTS")
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "skewtest-signoff-"); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "signoff-screenshot.png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("signoff: screenshot saved to", p)
+	return p
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"sigs.k8s.io/skewtest/reports/signoff"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+const signoffUsage = "usage: skewtest signoff DIR [-baseline DIR] [-out DIR]"
+
+// signoffCmd writes the sign-off page (signoff.md, signoff.html) of every
+// run under DIR into -out (default DIR), compared with the runs under
+// -baseline when given. A page that reports failed runs is still a
+// success: the page is the product. Bad input (no DIR, no run.json under
+// it, an unreadable run.json) is ErrInvalid, exit 2.
+func signoffCmd(out io.Writer, args []string) error {
+	fs := flag.NewFlagSet("signoff", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	baseline := fs.String("baseline", "", "an earlier night's runs dir to compare time-to-cleanup against")
+	outDir := fs.String("out", "", "where to write signoff.md and signoff.html (default DIR)")
+	// Flags may come before or after DIR.
+	var dirs []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, signoffUsage)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		dirs = append(dirs, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(dirs) != 1 {
+		return fmt.Errorf("%w: want one runs dir, got %d\n%s", skewrun.ErrInvalid, len(dirs), signoffUsage)
+	}
+	dir := dirs[0]
+	if *outDir == "" {
+		*outDir = dir
+	}
+	srcs, err := signoff.Load(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+	}
+	page := signoff.Build(srcs, *outDir)
+	if *baseline != "" {
+		base, err := signoff.Load(*baseline)
+		if err != nil {
+			if errors.Is(err, signoff.ErrNoRuns) {
+				err = fmt.Errorf("baseline: %w", err)
+			}
+			return fmt.Errorf("%w: -baseline: %v", skewrun.ErrInvalid, err)
+		}
+		page.Compare(signoff.Build(base, *outDir), *baseline)
+	}
+	paths, err := signoff.Write(*outDir, page)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, page.VerdictLine())
+	if page.Baseline != nil {
+		for _, w := range page.Baseline.Warnings {
+			fmt.Fprintln(out, "warning: slower than the baseline:", w.Text())
+		}
+	}
+	for _, p := range paths {
+		fmt.Fprintln(out, "wrote", p)
+	}
+	return nil
+}

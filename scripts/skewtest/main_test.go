@@ -199,6 +199,15 @@ func TestCLI(t *testing.T) {
 			stderr: []string{"file:/does/not/exist does not exist", "module:vX.Y.Z"},
 		},
 		{
+			// Measured: the module build used to fail after 27 s with raw
+			// go build output and exit 1. Asks the real Go module proxy.
+			name:   "run with a version whose staging modules the Go module proxy does not serve",
+			env:    []string{"PLAN=v1.27.9,v1.28.15"},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{"plan entry 1 (module:v1.27.9)", "the Go module proxy does not serve", "k8s.io/cloud-provider@v0.27.9", "KUBELET_SOURCE=release", "file:/path/to/kubelet", "checkout:"},
+		},
+		{
 			name:   "unknown command",
 			args:   []string{"nope"},
 			code:   2,

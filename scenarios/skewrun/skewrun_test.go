@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -56,18 +57,6 @@ func (d runDirs) assertNothingCreated(t *testing.T) {
 	}
 }
 
-// fakeKubelet writes an executable that answers --version like a kubelet
-// of version v, outside the run's directories.
-func fakeKubelet(t *testing.T, v string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubelet")
-	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Kubernetes " + v + "'; exit 0; fi\necho unexpected call: \"$@\" >&2\nexit 1\n"
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	t.Parallel()
 	// Every case either fails validation before binaries are resolved or
@@ -77,7 +66,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	// on the message instead of building or downloading Kubernetes.
 	missing := "file:/does/not/exist"
 	missing2 := "file:/also/missing"
-	v1363 := fakeKubelet(t, "v1.36.3")
+	v1363 := binariestest.FakeKubelet(t, "v1.36.3")
 
 	for _, tc := range []struct {
 		name string

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
 )
 
 var (
@@ -248,18 +250,6 @@ func TestCLI(t *testing.T) {
 	}
 }
 
-// fakeKubelet writes an executable that answers --version like a kubelet
-// of version v and refuses anything else.
-func fakeKubelet(t *testing.T, v string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubelet")
-	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Kubernetes " + v + "'; exit 0; fi\necho unexpected call: \"$@\" >&2\nexit 1\n"
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // A cluster that does not come up is an infrastructure failure: exit 3,
 // and the JUnit file marks it as an <error>, not a <failure>. The cluster
 // is an existing one whose API server refuses connections (nothing
@@ -299,7 +289,7 @@ current-context: gone
 		t.Fatal(err)
 	}
 	r := execCLI(t, []string{"PROVIDER=existing", "KUBECONFIG=" + kubeconfig, "SSH_KNOWN_HOSTS=" + knownHosts, "SSH_KEY=" + keyFile, "STORAGE_CLASS=standard", "PLAN=v1.37.2,v1.36.3",
-		"KUBELETS=file:" + fakeKubelet(t, "v1.37.2") + ",file:" + fakeKubelet(t, "v1.36.3")}, "run")
+		"KUBELETS=file:" + binariestest.FakeKubelet(t, "v1.37.2") + ",file:" + binariestest.FakeKubelet(t, "v1.36.3")}, "run")
 	if r.code != 3 {
 		t.Errorf("exit code %d, want 3 (infrastructure); stderr:\n%s", r.code, r.stderr)
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -308,5 +309,56 @@ current-context: gone
 	}
 	if x := string(b); !strings.Contains(x, `<error message="cluster bring-up:`) || !strings.Contains(x, `type="InfrastructureError"`) || strings.Contains(x, "<failure") {
 		t.Errorf("JUnit does not mark the bring-up as an infrastructure <error>:\n%s", x)
+	}
+}
+
+// An interrupted run exits 128 + the signal: here while it resolves a
+// kubelet whose --version hangs, so no root or cluster is needed (the
+// suite's teardown spec interrupts a real cluster run).
+func TestCLIExitCodeOfAnInterruptedRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			started := filepath.Join(dir, "started")
+			hang := filepath.Join(dir, "kubelet")
+			if err := os.WriteFile(hang, []byte("#!/bin/sh\ntouch "+started+"\nexec sleep 60\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, skewtestBinary(t), "run")
+			cmd.Env = append(os.Environ(), "PLAN=v1.37.2,v1.36.3", "KUBELETS=file:"+hang+",file:"+hang,
+				"ARTIFACTS="+filepath.Join(dir, "artifacts"), "SKEWTEST_CACHE="+filepath.Join(dir, "cache"))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := os.Stat(started); err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("the kubelet's --version never ran; stderr:\n%s", stderr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != tc.want {
+				t.Errorf("skewtest run interrupted by %v: %v, want exit code %d; stderr:\n%s", tc.sig, err, tc.want, stderr.String())
+			}
+			if ctx.Err() != nil {
+				t.Errorf("the run did not stop at the signal")
+			}
+		})
 	}
 }

@@ -14,7 +14,7 @@ export PROVIDER PLAN REPLICAS ARTIFACTS
 UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
 GINKGO_ARGS ?=
 
-.PHONY: test test-skew bench-skew kind-node-image signoff lint deps clean help
+.PHONY: test test-skew bench-skew kind-node-image signoff skewtest lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount and sshd tests (no cluster)"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
 	@echo "make signoff     the sign-off page of the runs under DIR=$(ARTIFACTS) (BASELINE=an earlier night's dir)"
+	@echo "make skewtest    build bin/skewtest, whose exit code says pass, kubelet failure, bad input or infrastructure"
 	@echo "make lint        gofmt and go vet"
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
@@ -50,6 +51,12 @@ DIR ?= $(ARTIFACTS)
 BASELINE ?=
 signoff:
 	go run ./scripts/skewtest signoff "$(DIR)" $(if $(BASELINE),-baseline "$(BASELINE)")
+
+# make exits 2 for any failed recipe and go run exits 1, whatever the
+# program's code: jobs that act on skewtest's exit code (README, "Exit
+# codes") run bin/skewtest.
+skewtest:
+	go build -o bin/skewtest ./scripts/skewtest
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -49,6 +49,7 @@ type junitTestCase struct {
 	Name      string        `xml:"name,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"`
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut *junitText    `xml:"system-out,omitempty"`
 }
@@ -90,7 +91,10 @@ const (
 // and expected deviations go to the test case's <system-out>. When the run
 // failed but no step did (a failed metric, an abort outside any step), one
 // more test case, "run verdict", carries the failure so dashboards never
-// show a failed run as green.
+// show a failed run as green. A run that failed because of its
+// infrastructure (Run.Infrastructure) gets <error> instead of <failure>
+// (type "InfrastructureError"), which TestGrid shows as a flake, not as a
+// regression of the kubelet.
 func WriteJUnit(w io.Writer, run *Run) error {
 	if run == nil {
 		return errors.New("reports: nil run")
@@ -126,8 +130,7 @@ func WriteJUnit(w io.Writer, run *Run) error {
 			tc.Skipped = &junitSkipped{Message: "an earlier step failed"}
 			suite.Skipped++
 		case stepFailed(s):
-			tc.Failure = &junitFailure{Message: truncateRunes(stepFailure(s), junitMessageRunes), Type: "Failure", Body: stepFailureBody(s)}
-			suite.Failures++
+			suite.fail(&tc, run, &junitFailure{Message: truncateRunes(stepFailure(s), junitMessageRunes), Body: stepFailureBody(s)})
 			anyFailed = true
 		}
 		suite.TestCases = append(suite.TestCases, tc)
@@ -137,13 +140,9 @@ func WriteJUnit(w io.Writer, run *Run) error {
 		if failure == "" {
 			failure = "the run failed"
 		}
-		suite.TestCases = append(suite.TestCases, junitTestCase{
-			Classname: classname,
-			Name:      "run verdict",
-			Time:      junitSeconds(0),
-			Failure:   &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Type: "Failure", Body: failure + "\n"},
-		})
-		suite.Failures++
+		tc := junitTestCase{Classname: classname, Name: "run verdict", Time: junitSeconds(0)}
+		suite.fail(&tc, run, &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Body: failure + "\n"})
+		suite.TestCases = append(suite.TestCases, tc)
 	}
 	suite.Tests = len(suite.TestCases)
 	total, ok := span(run.Started, run.Finished)
@@ -157,6 +156,7 @@ func WriteJUnit(w io.Writer, run *Run) error {
 		Name:     "skewtest",
 		Tests:    suite.Tests,
 		Failures: suite.Failures,
+		Errors:   suite.Errors,
 		Skipped:  suite.Skipped,
 		Time:     suite.Time,
 		Suites:   []junitTestSuite{suite},
@@ -174,6 +174,20 @@ func WriteJUnit(w io.Writer, run *Run) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// fail records f on tc: an <error> when the run failed because of its
+// infrastructure, a <failure> otherwise.
+func (suite *junitTestSuite) fail(tc *junitTestCase, run *Run, f *junitFailure) {
+	if run.Infrastructure {
+		f.Type = "InfrastructureError"
+		tc.Error = f
+		suite.Errors++
+		return
+	}
+	f.Type = "Failure"
+	tc.Failure = f
+	suite.Failures++
 }
 
 func junitCaseName(s Step, i int) string {

@@ -148,7 +148,7 @@ func (r *Resolver) imageBinaryVersion(ctx context.Context, ref name.Reference, b
 		return "", err
 	}
 	if recorded != "" && recorded != v {
-		return "", fmt.Errorf("%s: /%s says %s but its kubelet reports %s; the image is inconsistent, use another", ref, kindVersionFile, recorded, v)
+		return "", badSource("%s: /%s says %s but its kubelet reports %s; the image is inconsistent, use another", ref, kindVersionFile, recorded, v)
 	}
 	return v, nil
 }
@@ -159,7 +159,7 @@ func imageError(ref name.Reference, err error) error {
 	if errors.As(err, &terr) {
 		switch terr.StatusCode {
 		case http.StatusNotFound:
-			return fmt.Errorf("image %s not found in %s: check the tag (kindest/node tags are listed in the kind release notes) or use module:/release: instead: %w", ref, ref.Context().RegistryStr(), err)
+			return badSource("image %s not found in %s: check the tag (kindest/node tags are listed in the kind release notes) or use module:/release: instead: %w", ref, ref.Context().RegistryStr(), err)
 		case http.StatusUnauthorized, http.StatusForbidden:
 			return fmt.Errorf("image %s: the registry %s refused access; log in with docker login: %w", ref, ref.Context().RegistryStr(), err)
 		}
@@ -194,7 +194,7 @@ func extractFromImage(img v1.Image, want, dest string, logger *slog.Logger, what
 		if t.deleted {
 			return "", fmt.Errorf("/%s is deleted in the image", want)
 		}
-		return "", fmt.Errorf("the image has no /%s; is it a kind node image (kindest/node)?", want)
+		return "", badSource("the image has no /%s; is it a kind node image (kindest/node)?", want)
 	}
 	return kindVersion, nil
 }

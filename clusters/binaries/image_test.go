@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -187,6 +188,9 @@ func TestResolveImageCache(t *testing.T) {
 	_, err = r.Resolve(context.Background(), "kubelet", "image:"+host+"/kindest/node:v1.36.3")
 	if err == nil || !strings.Contains(err.Error(), "cannot read it from "+host) || !strings.Contains(err.Error(), "module:vX.Y.Z") {
 		t.Fatalf("by tag with the registry down: %v; want an error naming the registry and the offline alternative", err)
+	}
+	if errors.Is(err, ErrBadSource) {
+		t.Errorf("a registry that is down is marked as a bad source (exit 2), want an infrastructure failure: %v", err)
 	}
 }
 

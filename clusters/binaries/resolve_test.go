@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -513,6 +514,9 @@ func TestResolveFile(t *testing.T) {
 			_, err := (&Resolver{CacheDir: t.TempDir()}).Resolve(context.Background(), "kubelet", tc.spec)
 			if err == nil {
 				t.Fatal("succeeded")
+			}
+			if !errors.Is(err, ErrBadSource) {
+				t.Errorf("not ErrBadSource (the user must give another file; exit 2): %v", err)
 			}
 			for _, w := range tc.wantErrs {
 				if !strings.Contains(err.Error(), w) {

@@ -15,7 +15,10 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 )
+
+var _ nodes.Node = (*Node)(nil)
 
 // kubeletDropIn points kind's kubelet.service at the swapped-in binary,
 // keeping the arguments of kind's own 10-kubeadm.conf.

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
 // Node is the local cluster's one node: this host, with the kubelet run
@@ -34,10 +35,10 @@ type Node struct {
 	notes []string
 }
 
-var _ interface {
-	exec.Cmder
-	String() string
-} = (*Node)(nil)
+var (
+	_ nodes.Node      = (*Node)(nil)
+	_ nodes.WithNotes = (*Node)(nil)
+)
 
 func (p *Provider) newNode(st state) (*Node, error) {
 	for _, d := range []string{p.kubeletRoot(), p.path("kubelet-config"), p.path("pod-logs"), p.path("flexvolume")} {

@@ -29,3 +29,10 @@ type Node interface {
 	// runs; callers wait for the node's readiness through the API server.
 	StartKubelet(ctx context.Context) error
 }
+
+// WithNotes is a node that keeps facts worth reporting about its kubelet's
+// last start (say, a checkpoint it had to remove); the scenario adds them
+// to the step's notes.
+type WithNotes interface {
+	Notes() []string
+}

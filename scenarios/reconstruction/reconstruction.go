@@ -486,7 +486,7 @@ func (s *Scenario) startKubelet(ctx context.Context, sc *scenarios.StepContext) 
 	if err := s.node.StartKubelet(ctx); err != nil {
 		return err
 	}
-	if n, ok := s.node.(interface{ Notes() []string }); ok {
+	if n, ok := s.node.(nodes.WithNotes); ok {
 		for _, note := range n.Notes() {
 			sc.Note("%s", note)
 		}

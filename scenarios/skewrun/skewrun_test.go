@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -56,18 +57,6 @@ func (d runDirs) assertNothingCreated(t *testing.T) {
 	}
 }
 
-// fakeKubelet writes an executable that answers --version like a kubelet
-// of version v, outside the run's directories.
-func fakeKubelet(t *testing.T, v string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubelet")
-	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Kubernetes " + v + "'; exit 0; fi\necho unexpected call: \"$@\" >&2\nexit 1\n"
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	t.Parallel()
 	// Every case either fails validation before binaries are resolved or
@@ -77,7 +66,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	// on the message instead of building or downloading Kubernetes.
 	missing := "file:/does/not/exist"
 	missing2 := "file:/also/missing"
-	v1363 := fakeKubelet(t, "v1.36.3")
+	v1363 := binariestest.FakeKubelet(t, "v1.36.3")
 
 	for _, tc := range []struct {
 		name string
@@ -159,12 +148,13 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			want:    []string{"KUBELETS has 3 entries for a plan of 2 versions", "give one per plan entry"},
 		},
 		{
-			// A missing file is found when the binaries are resolved: not
-			// ErrInvalid (the CLI exits 1), but the message must name the
-			// path and a way out.
-			name: "missing kubelet binaries",
-			opts: skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
-			want: []string{"plan entry 1 (file:/does/not/exist)", "kubelet binary file:/does/not/exist does not exist", "make WHAT=cmd/kubelet", "checkout:", "module:vX.Y.Z"},
+			// A missing file is found when the binaries are resolved; it is
+			// still bad input (exit 2), and the message names the path and
+			// a way out.
+			name:    "missing kubelet binaries",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"plan entry 1 (file:/does/not/exist)", "kubelet binary file:/does/not/exist does not exist", "make WHAT=cmd/kubelet", "checkout:", "module:vX.Y.Z"},
 		},
 		{
 			name: "kubelet binary not executable",
@@ -175,7 +165,8 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 				}
 				return []string{"file:" + p, "file:" + p}
 			}()},
-			want: []string{"is not executable", "chmod +x"},
+			invalid: true,
+			want:    []string{"is not executable", "chmod +x"},
 		},
 		{
 			name:    "kubelet binary of the wrong version",
@@ -209,6 +200,9 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			}
 			if got := errors.Is(err, skewrun.ErrInvalid); got != tc.invalid {
 				t.Errorf("errors.Is(err, ErrInvalid) = %v, want %v; err: %v", got, tc.invalid, err)
+			}
+			if code := skewrun.ExitCode(err); tc.invalid && code != skewrun.ExitInvalid {
+				t.Errorf("ExitCode = %d, want %d (bad input)", code, skewrun.ExitInvalid)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

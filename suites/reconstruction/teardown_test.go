@@ -2,6 +2,7 @@ package reconstruction
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,26 @@ func failingHop() skewrun.Options {
 	}
 }
 
+// buildSkewtest builds the skewtest command, so specs see its real exit
+// code (go run would report 1 for any failure).
+func buildSkewtest(ctx SpecContext) string {
+	bin := filepath.Join(GinkgoT().TempDir(), "skewtest")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "sigs.k8s.io/skewtest/scripts/skewtest")
+	build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(build.Run()).To(Succeed())
+	return bin
+}
+
+// readRun reads run.json from a run's artifacts directory.
+func readRun(dir string) *reports.Run {
+	f, err := os.Open(filepath.Join(dir, reports.JSONFileName))
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	run, err := reports.ReadJSON(f)
+	Expect(err).NotTo(HaveOccurred())
+	return run
+}
+
 // teardownProvider is the provider the teardown specs run on: local or
 // kind, the providers that create clusters on this host.
 func teardownProvider() string { return orDefault(os.Getenv("PROVIDER"), clusters.Local) }
@@ -58,20 +79,30 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		}
 	})
 
-	It("leaves nothing behind when a hop fails", func(ctx SpecContext) {
+	It("leaves nothing behind when a hop fails, and exits 1", func(ctx SpecContext) {
+		bin := buildSkewtest(ctx)
+		o := failingHop()
 		before := local.TakeFootprint(ctx, "")
 
-		res, err := skewrun.Run(ctx, failingHop())
+		cmd := exec.CommandContext(ctx, bin, "run")
+		cmd.Env = append(os.Environ(), "PROVIDER="+o.Provider, "PLAN="+o.Plan, "KUBELETS="+strings.Join(o.Kubelets, ","), "ARTIFACTS="+o.ArtifactsDir, "KEEP_CLUSTER_ON_FAILURE=false")
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = GinkgoWriter, io.MultiWriter(GinkgoWriter, &stderr)
+		err := cmd.Run()
 
-		Expect(err).To(HaveOccurred())
-		Expect(err.Error()).To(ContainSubstring("start kubelet"))
-		Expect(res.Run.Verdict).To(Equal(reports.Fail))
-		Expect(res.Run.Failure).To(ContainSubstring("refuses to start on purpose"), "the report says why, from the kubelet's log")
-		Expect(filepath.Join(res.ArtifactsDir, "report.md")).To(BeAnExistingFile())
+		var exitErr *exec.ExitError
+		Expect(errors.As(err, &exitErr)).To(BeTrue(), "skewtest run: %v", err)
+		Expect(exitErr.ExitCode()).To(Equal(skewrun.ExitKubelet), "a kubelet that refuses to start after a swap is the kubelet's failure")
+		Expect(stderr.String()).To(ContainSubstring("start kubelet"))
+		run := readRun(filepath.Join(o.ArtifactsDir, "latest"))
+		Expect(run.Verdict).To(Equal(reports.Fail))
+		Expect(run.Infrastructure).To(BeFalse(), "JUnit must show a <failure>, not an infrastructure <error>")
+		Expect(run.Failure).To(ContainSubstring("refuses to start on purpose"), "the report says why, from the kubelet's log")
+		Expect(filepath.Join(run.ArtifactsDir, "report.md")).To(BeAnExistingFile())
 		if teardownProvider() == clusters.Local {
-			Expect(filepath.Join(res.ArtifactsDir, "logs", "kubelet-2-v1.36.3.log")).To(BeAnExistingFile(), "the failed kubelet's log is kept")
+			Expect(filepath.Join(run.ArtifactsDir, "logs", "kubelet-2-v1.36.3.log")).To(BeAnExistingFile(), "the failed kubelet's log is kept")
 		} else {
-			Expect(filepath.Join(res.ArtifactsDir, "logs")).To(BeADirectory(), "kind's logs are kept")
+			Expect(filepath.Join(run.ArtifactsDir, "logs")).To(BeADirectory(), "kind's logs are kept")
 		}
 		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
 	})
@@ -99,12 +130,9 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
 	})
 
-	It("leaves nothing behind when interrupted with SIGINT while the kubelet is down", func(ctx SpecContext) {
+	It("leaves nothing behind when interrupted with SIGINT while the kubelet is down, and exits 130", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		bin := filepath.Join(dir, "skewtest")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "sigs.k8s.io/skewtest/scripts/skewtest")
-		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
-		Expect(build.Run()).To(Succeed())
+		bin := buildSkewtest(ctx)
 		before := local.TakeFootprint(ctx, "")
 
 		cmd := exec.Command(bin, "run")
@@ -139,7 +167,9 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		var waitErr error
 		Eventually(done).WithTimeout(3 * time.Minute).Should(Receive(&waitErr))
 
-		Expect(waitErr).To(HaveOccurred(), "an interrupted run exits non-zero")
+		var exitErr *exec.ExitError
+		Expect(errors.As(waitErr, &exitErr)).To(BeTrue(), "an interrupted run exits non-zero: %v", waitErr)
+		Expect(exitErr.ExitCode()).To(Equal(130), "128 + SIGINT, as a shell reports it")
 		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty(), "interrupted even with KEEP_CLUSTER_ON_FAILURE, the run removes everything")
 		// One run directory (named by run ID, starting with the year) besides
 		// the "latest" link.

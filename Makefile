@@ -64,6 +64,10 @@ kind-node-image: deps
 skewtest:
 	go build -o bin/skewtest ./scripts/skewtest
 
+# The jobs call these. make exits 2 for any failed recipe, so the job's
+# verdict comes from .ci/exit-code: skewtest's own code is recorded in
+# $ARTIFACTS/exit-code; 1 (regression) and 2 (bad settings) fail, 3
+# (infrastructure) passes with a warning, an interruption fails.
 nightly: deps skewtest
 	.ci/exit-code bin/skewtest $(NIGHTLY_COMMAND)
 

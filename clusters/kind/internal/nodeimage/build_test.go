@@ -198,6 +198,38 @@ func TestBuild(t *testing.T) {
 	})
 }
 
+// TestKubeadmImagesFromModule checks the parser against the real kubeadm
+// constants of v1.37.2, downloading that module source (124 MB unpacked) through
+// the module proxy like Build does, hence the images tag.
+func TestKubeadmImagesFromModule(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, err := moduleDir(ctx, "k8s.io/kubernetes", "v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(dir, "cmd", "kubeadm", "app", "constants", "constants.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := kubeadmImages(src, version.MustParseSemantic("v1.37.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"registry.k8s.io/kube-apiserver:v1.37.2",
+		"registry.k8s.io/kube-controller-manager:v1.37.2",
+		"registry.k8s.io/kube-scheduler:v1.37.2",
+		"registry.k8s.io/kube-proxy:v1.37.2",
+		"registry.k8s.io/coredns/coredns:v1.14.6",
+		"registry.k8s.io/pause:3.10.2",
+		"registry.k8s.io/etcd:3.7.0-0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+}
+
 // kubeletFromRegistry serves the node image from an in-process registry
 // and resolves the kubelet source image:<registry>/kindest/node:v1.37.2,
 // which is how a plan takes its kubelets from the kindest/node images of

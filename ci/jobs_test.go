@@ -137,10 +137,11 @@ type makefile struct {
 }
 
 var (
-	ruleLine = regexp.MustCompile(`^([A-Za-z0-9_.][A-Za-z0-9_. -]*?)\s*:(?:[^=]|$)(.*)$`)
+	ruleLine = regexp.MustCompile(`^([A-Za-z0-9_.][A-Za-z0-9_. -]*?)\s*:($|[^=].*)$`)
 	varLine  = regexp.MustCompile(`^([A-Za-z0-9_]+)\s*(?:\?|:)?=\s*(.*)$`)
 	subMake  = regexp.MustCompile(`\$\(MAKE\)((?:\s+[^\s;&|]+)*)`)
 	repoPath = regexp.MustCompile(`(?:^|[\s"'])((?:\./)?(?:\.ci|scripts|hack)/[^\s"';&|]+)`)
+	varName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	pinnedBy = regexp.MustCompile(`^[\w.-]+/[\w.-]+(?:/[\w./-]+)?@[0-9a-f]{40}$`)
 )
 
@@ -269,7 +270,7 @@ func stripRoot(argv []string) ([]string, error) {
 
 func isAssignment(w string) bool {
 	name, _, ok := strings.Cut(w, "=")
-	return ok && regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(name)
+	return ok && varName.MatchString(name)
 }
 
 // makeTargets returns the targets of one make invocation, refusing flags
@@ -635,11 +636,14 @@ func TestImagesPackagesListed(t *testing.T) {
 
 // TestCheckersFail proves the checks above can fail.
 func TestCheckersFail(t *testing.T) {
-	mk := parseMakefile("PROVIDER ?= local\nSHELL := /bin/bash\n.PHONY: a b\na: b\n\techo a\nb:\n\t.ci/exit-code true\nc: missing-prereq\nd:\n\t$(MAKE) nope\ne:\n\t.ci/no-such-script\nf:\n\t$(MAKE) -k a b X=1\n")
+	mk := parseMakefile("PROVIDER ?= local\nSHELL := /bin/bash\n.PHONY: a b\na: b\n\techo a\nb:\n\t.ci/exit-code true\nc: missing-prereq\nd:\n\t$(MAKE) nope\ne:\n\t.ci/no-such-script\nf:\n\t$(MAKE) -k a b X=1\ng:a b # comment\n")
 	for _, want := range []string{"a", "b", "c", "d", "e", "f", ".PHONY"} {
 		if _, ok := mk.rules[want]; !ok {
 			t.Errorf("parseMakefile: no rule %s in %v", want, mk.rules)
 		}
+	}
+	if got := mk.rules["g"].prereqs; !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("parseMakefile: g's prerequisites %q, want [a b]", got)
 	}
 	if _, ok := mk.rules["SHELL"]; ok || mk.vars["PROVIDER"] != "local" {
 		t.Errorf("parseMakefile took an assignment for a rule: rules %v vars %v", mk.rules, mk.vars)

@@ -12,25 +12,45 @@ export PROVIDER PLAN REPLICAS ARTIFACTS
 
 # Every package but the suites, which need a cluster.
 UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
+# Tests that build real images from Go modules and Debian packages, behind
+# the images build tag so that make test stays fast. ci/ checks that every
+# package with a `//go:build images` test file is listed here.
+IMAGES_TAG = images
+IMAGES_PKGS = ./clusters/kind/internal/nodeimage
 GINKGO_ARGS ?=
 
-.PHONY: test test-skew bench-skew kind-node-image signoff skewtest lint deps clean help
+# The nightly jobs (.github/workflows/nightly.yaml, ci/prow/): what
+# bin/skewtest runs, and where the sign-off page is made from.
+# TODO(lead): `matrix` when the matrix lands (make test-matrix).
+NIGHTLY_COMMAND ?= run
+SIGNOFF_DIR ?= $(ARTIFACTS)
+ACTIONLINT_VERSION = v1.7.12
+
+.PHONY: test test-images test-skew bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
 
 help:
-	@echo "make test        unit tests, real-mount and sshd tests (no cluster)"
+	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
+	@echo "make test-images the tests that build the kind node image for real (root; 10-15 min cold)"
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
 	@echo "make signoff     the sign-off page of the runs under DIR=$(ARTIFACTS) (BASELINE=an earlier night's dir)"
 	@echo "make skewtest    build bin/skewtest, whose exit code says pass, kubelet failure, bad input or infrastructure"
-	@echo "make lint        gofmt and go vet"
+	@echo "make nightly     the nightly job: bin/skewtest $(NIGHTLY_COMMAND), exit code mapped for CI (.ci/exit-code)"
+	@echo "make lint        gofmt, go vet, actionlint, shellcheck"
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
 
-# The kind node image test builds the image for real (debootstrap, module
-# builds): minutes on a cold cache, hence the timeout.
+# -vet=off: make lint runs go vet. go test's own vet pass would compute
+# vet facts for every dependency again, about a fifth of a cold make test.
 test: deps
-	go test -count=1 -timeout 45m $(UNIT_PKGS)
+	go test -count=1 -vet=off -timeout 15m $(UNIT_PKGS)
+
+# Builds the v1.37.2 node image (Kubernetes, containerd, etcd and CoreDNS
+# from Go modules, Debian from debootstrap) into $SKEWTEST_CACHE, where
+# make test-skew PROVIDER=kind finds it: the build is not repeated.
+test-images: deps
+	go test -count=1 -v -tags $(IMAGES_TAG) -timeout 75m $(IMAGES_PKGS)
 
 test-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
@@ -58,9 +78,36 @@ signoff:
 skewtest:
 	go build -o bin/skewtest ./scripts/skewtest
 
+# The jobs call these. make exits 2 for any failed recipe, so the job's
+# verdict comes from .ci/exit-code: skewtest's own code is recorded in
+# $ARTIFACTS/exit-code; 1 (regression) and 2 (bad settings) fail, 3
+# (infrastructure) passes with a warning, an interruption fails.
+nightly: deps skewtest
+	.ci/exit-code bin/skewtest $(NIGHTLY_COMMAND)
+
+nightly-signoff:
+	$(MAKE) signoff DIR="$(SIGNOFF_DIR)"
+
+# A job running make as root through sudo hands what it wrote back to the
+# runner's user, so that the cache and artifact uploads can read it. Only
+# an explicit SKEWTEST_CACHE: sudo may have pointed HOME at root's.
+ci-chown:
+	@if [ -n "$${SUDO_UID:-}" ]; then \
+		for d in "$(ARTIFACTS)" $${SKEWTEST_CACHE:+"$$SKEWTEST_CACHE"}; do \
+			if [ -e "$$d" ]; then echo "chown -R $$SUDO_UID:$$SUDO_GID $$d"; chown -R "$$SUDO_UID:$$SUDO_GID" "$$d"; fi; \
+		done; \
+	else echo "ci-chown: not run through sudo, nothing to hand back"; fi
+
+# actionlint comes from the Go module proxy at a pinned version; it runs
+# shellcheck on run: lines when shellcheck is installed (install-deps.sh
+# installs it), and so does this target on the repository's scripts.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	go vet -tags $(IMAGES_TAG) ./...
+	go run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	@if command -v shellcheck >/dev/null; then \
+		echo "shellcheck .ci/run .ci/exit-code scripts/*.sh"; shellcheck .ci/run .ci/exit-code scripts/*.sh; \
+	else echo "lint: shellcheck is not installed, scripts not checked (scripts/install-deps.sh installs it)"; fi
 
 deps:
 	scripts/install-deps.sh

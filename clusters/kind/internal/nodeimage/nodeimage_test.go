@@ -262,35 +262,6 @@ func TestKubeadmImages(t *testing.T) {
 	}
 }
 
-// TestKubeadmImagesFromModule checks the parser against the real kubeadm
-// constants of v1.37.2, when that module source is in the module cache.
-func TestKubeadmImagesFromModule(t *testing.T) {
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Skip(err)
-	}
-	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@v1.37.2", "cmd", "kubeadm", "app", "constants", "constants.go"))
-	if err != nil {
-		t.Skipf("k8s.io/kubernetes@v1.37.2 not in the module cache: %v", err)
-	}
-	got, err := kubeadmImages(src, version.MustParseSemantic("v1.37.2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
-		"registry.k8s.io/kube-apiserver:v1.37.2",
-		"registry.k8s.io/kube-controller-manager:v1.37.2",
-		"registry.k8s.io/kube-scheduler:v1.37.2",
-		"registry.k8s.io/kube-proxy:v1.37.2",
-		"registry.k8s.io/coredns/coredns:v1.14.6",
-		"registry.k8s.io/pause:3.10.2",
-		"registry.k8s.io/etcd:3.7.0-0",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v\nwant %v", got, want)
-	}
-}
-
 func TestDebianMirror(t *testing.T) {
 	dir := t.TempDir()
 	must := func(err error) {

@@ -90,7 +90,10 @@ const (
 // and expected deviations go to the test case's <system-out>. When the run
 // failed but no step did (a failed metric, an abort outside any step), one
 // more test case, "run verdict", carries the failure so dashboards never
-// show a failed run as green.
+// show a failed run as green. A matrix tour (a run with trails) also gets
+// one test case per (from, to) cell, "[matrix] FROM → TO", so TestGrid
+// shows each pair on its own row: failed with its hop's failure, or
+// skipped with why it was not reached.
 func WriteJUnit(w io.Writer, run *Run) error {
 	if run == nil {
 		return errors.New("reports: nil run")
@@ -129,6 +132,16 @@ func WriteJUnit(w io.Writer, run *Run) error {
 			tc.Failure = &junitFailure{Message: truncateRunes(stepFailure(s), junitMessageRunes), Type: "Failure", Body: stepFailureBody(s)}
 			suite.Failures++
 			anyFailed = true
+		}
+		suite.TestCases = append(suite.TestCases, tc)
+	}
+	for _, tc := range matrixCases(run, classname) {
+		switch {
+		case tc.Failure != nil:
+			suite.Failures++
+			anyFailed = true
+		case tc.Skipped != nil:
+			suite.Skipped++
 		}
 		suite.TestCases = append(suite.TestCases, tc)
 	}
@@ -174,6 +187,52 @@ func WriteJUnit(w io.Writer, run *Run) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// matrixCases are a tour's per-cell test cases, in hop order, then the
+// unreached pairs.
+func matrixCases(run *Run, classname string) []junitTestCase {
+	if len(run.Trails) == 0 {
+		return nil
+	}
+	var out []junitTestCase
+	for _, h := range run.Hops {
+		var d time.Duration
+		failure := ""
+		for _, s := range run.Steps {
+			if s.Hop != h.Number {
+				continue
+			}
+			sd, _ := span(s.Started, s.Finished)
+			d += sd
+			if failure == "" && stepFailed(s) {
+				failure = stepFailure(s)
+			}
+		}
+		tc := junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(h.From, h.To), Time: junitSeconds(d)}
+		if c, ok := cleanupTime(h); ok {
+			tc.SystemOut = text(fmt.Sprintf("hop %d on %s: time to cleanup %ss\n", h.Number, oneLine(h.Node), fmtSeconds(c)))
+		}
+		switch {
+		case h.Verdict == Fail:
+			if failure == "" {
+				failure = fmt.Sprintf("hop %d failed", h.Number)
+			}
+			tc.Failure = &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Type: "Failure", Body: failure + "\n"}
+		case h.Verdict == Skipped:
+			tc.Skipped = &junitSkipped{Message: "an earlier step failed"}
+		}
+		out = append(out, tc)
+	}
+	for _, u := range run.Unreached {
+		out = append(out, junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(u.From, u.To), Time: junitSeconds(0),
+			Skipped: &junitSkipped{Message: truncateRunes("not reached on "+oneLine(u.Node)+": "+oneLine(u.Reason), junitMessageRunes)}})
+	}
+	return out
+}
+
+func matrixCaseName(from, to string) string {
+	return "[matrix] " + oneLine(from) + " → " + oneLine(to)
 }
 
 func junitCaseName(s Step, i int) string {

@@ -26,8 +26,10 @@ func WriteMarkdown(w io.Writer, run *Run) error {
 	if run == nil {
 		return errors.New("reports: nil run")
 	}
-	m := &mdWriter{run: run}
+	m := &mdWriter{run: run, matrix: isMatrix(run)}
 	m.header()
+	m.matrixTable()
+	m.trails()
 	m.environment()
 	m.binaries()
 	m.hops()
@@ -43,6 +45,9 @@ func WriteMarkdown(w io.Writer, run *Run) error {
 type mdWriter struct {
 	b   strings.Builder
 	run *Run
+	// matrix is set when the report opens with the from × to table; the
+	// hop table then carries the anchors its cells link to.
+	matrix bool
 }
 
 func (m *mdWriter) printf(format string, args ...any) { fmt.Fprintf(&m.b, format, args...) }
@@ -192,14 +197,29 @@ func (m *mdWriter) hops() {
 			}
 		}
 	}
-	header := []string{"Hop", "From", "To", "Direction"}
+	withNode := false
+	for _, h := range m.run.Hops {
+		withNode = withNode || h.Node != ""
+	}
+	header := []string{"Hop"}
+	if withNode {
+		header = append(header, "Node")
+	}
+	header = append(header, "From", "To", "Direction")
 	for _, p := range phases {
 		header = append(header, mdText(p)+" (s)")
 	}
 	header = append(header, "Verdict")
 	var rows [][]string
 	for _, h := range m.run.Hops {
-		row := []string{fmt.Sprint(h.Number), orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction))}
+		row := []string{fmt.Sprint(h.Number)}
+		if m.matrix {
+			row[0] = fmt.Sprintf(`<a id="%s"></a>%d`, hopAnchor(h.Number), h.Number)
+		}
+		if withNode {
+			row = append(row, orDash(mdCode(h.Node)))
+		}
+		row = append(row, orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction)))
 		for _, p := range phases {
 			cell := "—"
 			for _, t := range h.Timings {

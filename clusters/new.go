@@ -33,10 +33,11 @@ type Options struct {
 	RunID    string
 	CacheDir string
 	Logger   *slog.Logger
-	// APIServerVersion and InitialKubelet are for providers that create
-	// the cluster: the plan's newest version and its first kubelet.
+	// APIServerVersion and InitialKubelets are for providers that create
+	// the cluster: the plan's newest version, and the kubelet each test
+	// node starts with (one node per entry; a sign-off run has one).
 	APIServerVersion *version.Version
-	InitialKubelet   binaries.Binary
+	InitialKubelets  []binaries.Binary
 	// LocalRunRoot is the local provider's parent of run directories.
 	LocalRunRoot string
 	// Existing configures the existing provider.
@@ -80,11 +81,19 @@ func New(name string, o Options) (Provider, error) {
 	}
 	switch name {
 	case Local:
+		kubelet, err := oneKubelet(name, o.InitialKubelets)
+		if err != nil {
+			return nil, err
+		}
 		return local.New(local.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelet: kubelet, Logger: o.Logger})
 	case Kind:
+		kubelet, err := oneKubelet(name, o.InitialKubelets)
+		if err != nil {
+			return nil, err
+		}
 		return kind.New(kind.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, NodeImage: o.KindNodeImage, CSI: o.KindCSI, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelet: kubelet, NodeImage: o.KindNodeImage, CSI: o.KindCSI, Logger: o.Logger})
 	case Existing:
 		cfg := o.Existing
 		if cfg.Logger == nil {
@@ -93,6 +102,18 @@ func New(name string, o Options) (Provider, error) {
 		return existing.New(cfg)
 	}
 	panic("unreachable: Check accepted " + name)
+}
+
+// oneKubelet is the initial kubelet of a provider that makes one test node:
+// none (the provider then says it needs one) or exactly one.
+func oneKubelet(name string, kubelets []binaries.Binary) (binaries.Binary, error) {
+	switch len(kubelets) {
+	case 0:
+		return binaries.Binary{}, nil
+	case 1:
+		return kubelets[0], nil
+	}
+	return binaries.Binary{}, fmt.Errorf("the %s provider makes one test node, but %d initial kubelets were given", name, len(kubelets))
 }
 
 // Clean removes what a run of a provider that creates clusters left on this

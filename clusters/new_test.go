@@ -99,7 +99,7 @@ func TestNewLocal(t *testing.T) {
 			CacheDir:         cache,
 			LocalRunRoot:     runRoot,
 			APIServerVersion: version.MustParseSemantic("v1.37.2"),
-			InitialKubelet:   binaries.Binary{Component: "kubelet", Version: "v1.37.2", Path: "/nonexistent/kubelet"},
+			InitialKubelets:  []binaries.Binary{{Component: "kubelet", Version: "v1.37.2", Path: "/nonexistent/kubelet"}},
 		}
 	}
 	t.Run("valid", func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestNewLocal(t *testing.T) {
 	}{
 		{"no run ID", func(o *clusters.Options) { o.RunID = "" }, "run ID is required"},
 		{"no API server version", func(o *clusters.Options) { o.APIServerVersion = nil }, "API server version is required"},
-		{"no initial kubelet", func(o *clusters.Options) { o.InitialKubelet = binaries.Binary{} }, "initial kubelet binary is required"},
+		{"no initial kubelet", func(o *clusters.Options) { o.InitialKubelets = nil }, "initial kubelet binary is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()

@@ -49,6 +49,7 @@ type junitTestCase struct {
 	Name      string        `xml:"name,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Error     *junitFailure `xml:"error,omitempty"`
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut *junitText    `xml:"system-out,omitempty"`
 }
@@ -90,7 +91,10 @@ const (
 // and expected deviations go to the test case's <system-out>. When the run
 // failed but no step did (a failed metric, an abort outside any step), one
 // more test case, "run verdict", carries the failure so dashboards never
-// show a failed run as green. A matrix tour (a run with trails) also gets
+// show a failed run as green. A run that failed because of its
+// infrastructure (Run.Infrastructure) gets <error> instead of <failure>
+// (type "InfrastructureError"), which TestGrid shows as a flake, not as a
+// regression of the kubelet. A matrix tour (a run with trails) also gets
 // one test case per (from, to) cell, "[matrix] FROM → TO", so TestGrid
 // shows each pair on its own row: failed with its hop's failure, or
 // skipped with why it was not reached.
@@ -129,34 +133,22 @@ func WriteJUnit(w io.Writer, run *Run) error {
 			tc.Skipped = &junitSkipped{Message: "an earlier step failed"}
 			suite.Skipped++
 		case stepFailed(s):
-			tc.Failure = &junitFailure{Message: truncateRunes(stepFailure(s), junitMessageRunes), Type: "Failure", Body: stepFailureBody(s)}
-			suite.Failures++
+			suite.fail(&tc, run, &junitFailure{Message: truncateRunes(stepFailure(s), junitMessageRunes), Body: stepFailureBody(s)})
 			anyFailed = true
 		}
 		suite.TestCases = append(suite.TestCases, tc)
 	}
-	for _, tc := range matrixCases(run, classname) {
-		switch {
-		case tc.Failure != nil:
-			suite.Failures++
-			anyFailed = true
-		case tc.Skipped != nil:
-			suite.Skipped++
-		}
-		suite.TestCases = append(suite.TestCases, tc)
+	if suite.matrixCases(run, classname) {
+		anyFailed = true
 	}
 	if run.Verdict == Fail && !anyFailed {
 		failure := oneLine(run.Failure)
 		if failure == "" {
 			failure = "the run failed"
 		}
-		suite.TestCases = append(suite.TestCases, junitTestCase{
-			Classname: classname,
-			Name:      "run verdict",
-			Time:      junitSeconds(0),
-			Failure:   &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Type: "Failure", Body: failure + "\n"},
-		})
-		suite.Failures++
+		tc := junitTestCase{Classname: classname, Name: "run verdict", Time: junitSeconds(0)}
+		suite.fail(&tc, run, &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Body: failure + "\n"})
+		suite.TestCases = append(suite.TestCases, tc)
 	}
 	suite.Tests = len(suite.TestCases)
 	total, ok := span(run.Started, run.Finished)
@@ -170,6 +162,7 @@ func WriteJUnit(w io.Writer, run *Run) error {
 		Name:     "skewtest",
 		Tests:    suite.Tests,
 		Failures: suite.Failures,
+		Errors:   suite.Errors,
 		Skipped:  suite.Skipped,
 		Time:     suite.Time,
 		Suites:   []junitTestSuite{suite},
@@ -189,13 +182,13 @@ func WriteJUnit(w io.Writer, run *Run) error {
 	return err
 }
 
-// matrixCases are a tour's per-cell test cases, in hop order, then the
-// unreached pairs.
-func matrixCases(run *Run, classname string) []junitTestCase {
+// matrixCases adds a tour's per-cell test cases, in hop order, then the
+// unreached pairs, and reports whether one failed.
+func (suite *junitTestSuite) matrixCases(run *Run, classname string) bool {
 	if len(run.Trails) == 0 {
-		return nil
+		return false
 	}
-	var out []junitTestCase
+	failed := false
 	for _, h := range run.Hops {
 		var d time.Duration
 		failure := ""
@@ -218,21 +211,38 @@ func matrixCases(run *Run, classname string) []junitTestCase {
 			if failure == "" {
 				failure = fmt.Sprintf("hop %d failed", h.Number)
 			}
-			tc.Failure = &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Type: "Failure", Body: failure + "\n"}
+			suite.fail(&tc, run, &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Body: failure + "\n"})
+			failed = true
 		case h.Verdict == Skipped:
 			tc.Skipped = &junitSkipped{Message: "an earlier step failed"}
+			suite.Skipped++
 		}
-		out = append(out, tc)
+		suite.TestCases = append(suite.TestCases, tc)
 	}
 	for _, u := range run.Unreached {
-		out = append(out, junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(u.From, u.To), Time: junitSeconds(0),
+		suite.TestCases = append(suite.TestCases, junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(u.From, u.To), Time: junitSeconds(0),
 			Skipped: &junitSkipped{Message: truncateRunes("not reached on "+oneLine(u.Node)+": "+oneLine(u.Reason), junitMessageRunes)}})
+		suite.Skipped++
 	}
-	return out
+	return failed
 }
 
 func matrixCaseName(from, to string) string {
 	return "[matrix] " + oneLine(from) + " → " + oneLine(to)
+}
+
+// fail records f on tc: an <error> when the run failed because of its
+// infrastructure, a <failure> otherwise.
+func (suite *junitTestSuite) fail(tc *junitTestCase, run *Run, f *junitFailure) {
+	if run.Infrastructure {
+		f.Type = "InfrastructureError"
+		tc.Error = f
+		suite.Errors++
+		return
+	}
+	f.Type = "Failure"
+	tc.Failure = f
+	suite.Failures++
 }
 
 func junitCaseName(s Step, i int) string {

@@ -53,6 +53,11 @@ type Run struct {
 	// Failure is the first failure, one line, naming the UID, path or
 	// metric; empty on a pass.
 	Failure string `json:"failure,omitempty"`
+	// Infrastructure says the run failed because of its infrastructure
+	// (the cluster did not come up, a build or download failed, teardown
+	// failed), not because of the kubelet under test: JUnit reports it as
+	// an <error>, which dashboards show as a flake, not a regression.
+	Infrastructure bool `json:"infrastructure,omitempty"`
 	// ArtifactsDir is where this run's files are.
 	ArtifactsDir string `json:"artifactsDir,omitempty"`
 }

@@ -372,6 +372,7 @@ type xSuites struct {
 	XMLName  xml.Name `xml:"testsuites"`
 	Tests    int      `xml:"tests,attr"`
 	Failures int      `xml:"failures,attr"`
+	Errors   int      `xml:"errors,attr"`
 	Skipped  int      `xml:"skipped,attr"`
 	Suites   []xSuite `xml:"testsuite"`
 }
@@ -380,6 +381,7 @@ type xSuite struct {
 	Name       string `xml:"name,attr"`
 	Tests      int    `xml:"tests,attr"`
 	Failures   int    `xml:"failures,attr"`
+	Errors     int    `xml:"errors,attr"`
 	Skipped    int    `xml:"skipped,attr"`
 	Time       string `xml:"time,attr"`
 	Properties []struct {
@@ -398,6 +400,10 @@ type xCase struct {
 		Message string `xml:"message,attr"`
 		Body    string `xml:",chardata"`
 	} `xml:"failure"`
+	Error *struct {
+		Message string `xml:"message,attr"`
+		Type    string `xml:"type,attr"`
+	} `xml:"error"`
 	Skipped   *struct{} `xml:"skipped"`
 	SystemOut string    `xml:"system-out"`
 }
@@ -525,6 +531,46 @@ func TestJUnitRunFailureWithoutFailedStep(t *testing.T) {
 	last := suite.Cases[1]
 	if last.Name != "run verdict" || last.Failure == nil || !strings.Contains(last.Failure.Message, "reconstruct_volume_operations_errors_total = 1, expected 0") {
 		t.Errorf("last case = %+v", last)
+	}
+}
+
+// A run that failed because of its infrastructure is an <error> (a flake
+// on TestGrid), in a step or in the run verdict, never a <failure>.
+func TestJUnitInfrastructureFailureIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  *Run
+		want string // the erroring case
+	}{
+		{"bring-up failed before any step", &Run{Scenario: "i", Verdict: Fail, Failure: "cluster bring-up: etcd did not start", Infrastructure: true}, "run verdict"},
+		{"a step failed", &Run{Scenario: "i", Infrastructure: true, Steps: []Step{{Index: 1, Name: "deploy", Verdict: Fail, Error: "registry unreachable"}}}, "deploy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run.ComputeVerdict()
+			s := parseJUnit(t, render(t, WriteJUnit, tc.run))
+			suite := s.Suites[0]
+			if suite.Errors != 1 || suite.Failures != 0 || s.Errors != 1 || s.Failures != 0 {
+				t.Fatalf("errors/failures = suite %d/%d, testsuites %d/%d; want 1/0 for both", suite.Errors, suite.Failures, s.Errors, s.Failures)
+			}
+			var found bool
+			for _, c := range suite.Cases {
+				if c.Failure != nil {
+					t.Errorf("case %q has a <failure>", c.Name)
+				}
+				if c.Error != nil {
+					found = c.Name == tc.want && c.Error.Type == "InfrastructureError" && c.Error.Message != ""
+				}
+			}
+			if !found {
+				t.Errorf("no <error type=InfrastructureError> on case %q: %+v", tc.want, suite.Cases)
+			}
+		})
+	}
+	// The same run without the mark is a <failure>.
+	run := &Run{Scenario: "i", Verdict: Fail, Failure: "hop 1: old mounts left"}
+	run.ComputeVerdict()
+	if s := parseJUnit(t, render(t, WriteJUnit, run)); s.Suites[0].Failures != 1 || s.Suites[0].Errors != 0 {
+		t.Errorf("kubelet failure: failures/errors = %d/%d, want 1/0", s.Suites[0].Failures, s.Suites[0].Errors)
 	}
 }
 

@@ -89,6 +89,20 @@ func (r *Resolver) ResolvePlan(ctx context.Context, component string, specs []st
 		}
 		parsed[i] = p
 	}
+	// A version the module proxy cannot build is refused before any
+	// build starts, not after the builds of the entries before it.
+	for i, p := range parsed {
+		if p.Kind != KindModule {
+			continue
+		}
+		v, err := version.ParseSemantic(p.Value)
+		if err != nil {
+			return nil, fmt.Errorf("plan entry %d: %w", i+1, err)
+		}
+		if err := r.moduleBuilder().CheckServed(ctx, v); err != nil {
+			return nil, fmt.Errorf("plan entry %d (%s): %w", i+1, strings.TrimSpace(specs[i]), err)
+		}
+	}
 	done := map[Spec]Binary{}
 	out := make([]Binary, len(specs))
 	for i, p := range parsed {
@@ -215,7 +229,7 @@ func (r *Resolver) resolveMarker(ctx context.Context, component, kind, name stri
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
-		return Binary{}, fmt.Errorf("%s marker %s not found at %s: markers look like latest-1.37 or stable-1.36 (see https://kubernetes.io/releases/)", kind, name, markerURL)
+		return Binary{}, badSource("%s marker %s not found at %s: markers look like latest-1.37 or stable-1.36 (see https://kubernetes.io/releases/)", kind, name, markerURL)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return Binary{}, fmt.Errorf("resolve %s marker %s: GET %s: %s", kind, name, markerURL, resp.Status)
@@ -227,7 +241,7 @@ func (r *Resolver) resolveMarker(ctx context.Context, component, kind, name stri
 	text := strings.TrimSpace(string(body))
 	v, parsed, ok := parseKubeVersion(text)
 	if !ok || !strings.HasPrefix(text, "v") || (kind == KindRelease && parsed.BuildMetadata() != "") {
-		return Binary{}, fmt.Errorf("%s marker %s at %s holds %q, not a Kubernetes %s version", kind, name, markerURL, text, kind)
+		return Binary{}, badSource("%s marker %s at %s holds %q, not a Kubernetes %s version", kind, name, markerURL, text, kind)
 	}
 	r.logger().Info("resolved marker", "marker", kind+"/"+name, "version", v, "url", markerURL)
 	b, err := r.download(ctx, component, kind, v)
@@ -269,9 +283,9 @@ func (r *Resolver) download(ctx context.Context, component, kind, v string) (Bin
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
 		if kind == KindCI {
-			return Binary{}, fmt.Errorf("%s %s not found at %s: is it a CI build that still exists? (CI markers: %s/ci/latest-X.Y.txt)", component, v, url, r.baseURL(kind))
+			return Binary{}, badSource("%s %s not found at %s: is it a CI build that still exists? (CI markers: %s/ci/latest-X.Y.txt)", component, v, url, r.baseURL(kind))
 		}
-		return Binary{}, fmt.Errorf("%s %s not found at %s: is it a released version? (see https://kubernetes.io/releases/)", component, v, url)
+		return Binary{}, badSource("%s %s not found at %s: is it a released version? (see https://kubernetes.io/releases/)", component, v, url)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return Binary{}, fmt.Errorf("download %s %s: GET %s: %s", component, v, url, resp.Status)
@@ -407,20 +421,23 @@ func (p *progressLogger) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+func (r *Resolver) moduleBuilder() *ModuleBuilder {
+	if r.Module != nil {
+		return r.Module
+	}
+	return &ModuleBuilder{CacheDir: r.cacheDir(), Logger: r.Logger}
+}
+
 // resolveModule builds a release from the k8s.io/kubernetes Go module.
 func (r *Resolver) resolveModule(ctx context.Context, component, v string) (Binary, error) {
 	if r.arch() != runtime.GOARCH {
-		return Binary{}, fmt.Errorf("module:%s builds for this machine's architecture (%s), not %s: use %s or release:%s", v, runtime.GOARCH, r.arch(), v, v)
+		return Binary{}, badSource("module:%s builds for this machine's architecture (%s), not %s: use %s or release:%s", v, runtime.GOARCH, r.arch(), v, v)
 	}
 	parsed, err := version.ParseSemantic(v)
 	if err != nil {
 		return Binary{}, err
 	}
-	mb := r.Module
-	if mb == nil {
-		mb = &ModuleBuilder{CacheDir: r.cacheDir(), Logger: r.Logger}
-	}
-	built, err := mb.Build(ctx, parsed, component)
+	built, err := r.moduleBuilder().Build(ctx, parsed, component)
 	if err != nil {
 		return Binary{}, err
 	}
@@ -439,16 +456,16 @@ func (r *Resolver) resolveFile(ctx context.Context, component, p string) (Binary
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Binary{}, fmt.Errorf("%s binary file:%s does not exist: build one (make WHAT=cmd/%s in a kubernetes checkout, or use checkout:/path/to/kubernetes) or use module:vX.Y.Z", component, path, component)
+		return Binary{}, badSource("%s binary file:%s does not exist: build one (make WHAT=cmd/%s in a kubernetes checkout, or use checkout:/path/to/kubernetes) or use module:vX.Y.Z", component, path, component)
 	}
 	if err != nil {
 		return Binary{}, fmt.Errorf("%s binary file:%s: %w", component, path, err)
 	}
 	if fi.IsDir() {
-		return Binary{}, fmt.Errorf("%s binary file:%s is a directory, not an executable (for a kubernetes checkout use checkout:%s)", component, path, path)
+		return Binary{}, badSource("%s binary file:%s is a directory, not an executable (for a kubernetes checkout use checkout:%s)", component, path, path)
 	}
 	if fi.Mode()&0o111 == 0 {
-		return Binary{}, fmt.Errorf("%s binary file:%s is not executable (chmod +x %s)", component, path, path)
+		return Binary{}, badSource("%s binary file:%s is not executable (chmod +x %s)", component, path, path)
 	}
 	return r.localBinary(ctx, path, "file:"+path)
 }
@@ -478,17 +495,17 @@ func (r *Resolver) resolveCheckout(ctx context.Context, component, p string) (Bi
 		return Binary{}, fmt.Errorf("checkout:%s: %w", dir, err)
 	}
 	if !fi.IsDir() {
-		return Binary{}, fmt.Errorf("checkout:%s is not a directory (for a binary use file:%s)", dir, dir)
+		return Binary{}, badSource("checkout:%s is not a directory (for a binary use file:%s)", dir, dir)
 	}
 	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return Binary{}, fmt.Errorf("checkout:%s is not a kubernetes checkout: it has no go.mod (want a clone of https://github.com/kubernetes/kubernetes)", dir)
+		return Binary{}, badSource("checkout:%s is not a kubernetes checkout: it has no go.mod (want a clone of https://github.com/kubernetes/kubernetes)", dir)
 	}
 	if err != nil {
 		return Binary{}, fmt.Errorf("checkout:%s: %w", dir, err)
 	}
 	if mod := modulePath(gomod); mod != "k8s.io/kubernetes" {
-		return Binary{}, fmt.Errorf("checkout:%s is not a kubernetes checkout: its go.mod declares module %q, want k8s.io/kubernetes", dir, mod)
+		return Binary{}, badSource("checkout:%s is not a kubernetes checkout: its go.mod declares module %q, want k8s.io/kubernetes", dir, mod)
 	}
 	argv := []string{"make", "WHAT=cmd/" + component, "KUBE_BUILD_PLATFORMS=linux/" + r.arch()}
 	r.logger().Info("building in the kubernetes checkout (several minutes when cold)", "dir", dir, "command", strings.Join(argv, " "))
@@ -546,15 +563,15 @@ func (r *Resolver) binaryVersion(ctx context.Context, path string) (string, erro
 		if r.arch() != runtime.GOARCH {
 			hint = fmt.Sprintf(" (it is built for %s; this machine is %s)", r.arch(), runtime.GOARCH)
 		}
-		return "", fmt.Errorf("%s --version%s: %w: %s", path, hint, err, lastLines(string(out), 5))
+		return "", badSource("%s --version%s: %w: %s", path, hint, err, lastLines(string(out), 5))
 	}
 	m := versionOutputRE.FindStringSubmatch(string(out))
 	if m == nil {
-		return "", fmt.Errorf("%s --version printed %q, want \"Kubernetes vX.Y.Z\"", path, strings.TrimSpace(lastLines(string(out), 3)))
+		return "", badSource("%s --version printed %q, want \"Kubernetes vX.Y.Z\"", path, strings.TrimSpace(lastLines(string(out), 3)))
 	}
 	v, _, ok := parseKubeVersion(m[1])
 	if !ok {
-		return "", fmt.Errorf("%s --version reports %q, not a usable Kubernetes version; build it with make, which stamps the version", path, m[1])
+		return "", badSource("%s --version reports %q, not a usable Kubernetes version; build it with make, which stamps the version", path, m[1])
 	}
 	return v, nil
 }

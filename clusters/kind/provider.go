@@ -30,11 +30,19 @@ import (
 	kindlog "sigs.k8s.io/kind/pkg/log"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+)
+
+// The optional capabilities the kind provider has.
+var (
+	_ capabilities.WithBinaries  = &Provider{}
+	_ capabilities.WithRunDir    = &Provider{}
+	_ capabilities.WithCSIDriver = &Provider{}
 )
 
 // Config configures a kind cluster.

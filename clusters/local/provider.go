@@ -24,9 +24,18 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+)
+
+// The optional capabilities the local provider has.
+var (
+	_ capabilities.WithBinaries  = &Provider{}
+	_ capabilities.WithRunDir    = &Provider{}
+	_ capabilities.WithCSIDriver = &Provider{}
+	_ capabilities.WithCSICalls  = &Provider{}
 )
 
 // DefaultRunRoot holds one directory per run.

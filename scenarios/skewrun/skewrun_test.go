@@ -159,12 +159,13 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			want:    []string{"KUBELETS has 3 entries for a plan of 2 versions", "give one per plan entry"},
 		},
 		{
-			// A missing file is found when the binaries are resolved: not
-			// ErrInvalid (the CLI exits 1), but the message must name the
-			// path and a way out.
-			name: "missing kubelet binaries",
-			opts: skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
-			want: []string{"plan entry 1 (file:/does/not/exist)", "kubelet binary file:/does/not/exist does not exist", "make WHAT=cmd/kubelet", "checkout:", "module:vX.Y.Z"},
+			// A missing file is found when the binaries are resolved; it is
+			// still bad input (exit 2), and the message names the path and
+			// a way out.
+			name:    "missing kubelet binaries",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"plan entry 1 (file:/does/not/exist)", "kubelet binary file:/does/not/exist does not exist", "make WHAT=cmd/kubelet", "checkout:", "module:vX.Y.Z"},
 		},
 		{
 			name: "kubelet binary not executable",
@@ -175,7 +176,8 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 				}
 				return []string{"file:" + p, "file:" + p}
 			}()},
-			want: []string{"is not executable", "chmod +x"},
+			invalid: true,
+			want:    []string{"is not executable", "chmod +x"},
 		},
 		{
 			name:    "kubelet binary of the wrong version",
@@ -209,6 +211,9 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			}
 			if got := errors.Is(err, skewrun.ErrInvalid); got != tc.invalid {
 				t.Errorf("errors.Is(err, ErrInvalid) = %v, want %v; err: %v", got, tc.invalid, err)
+			}
+			if code := skewrun.ExitCode(err); tc.invalid && code != skewrun.ExitInvalid {
+				t.Errorf("ExitCode = %d, want %d (bad input)", code, skewrun.ExitInvalid)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {

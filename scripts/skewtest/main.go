@@ -13,13 +13,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"k8s.io/apimachinery/pkg/util/version"
@@ -30,28 +27,22 @@ import (
 )
 
 func main() {
-	// The first SIGINT/SIGTERM cancels the run, which then tears down; a
-	// second one exits at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
+	// The first SIGINT/SIGTERM cancels the run, which then tears down and
+	// exits 130/143; a second one exits at once.
+	ctx, stop := skewrun.SignalContext(context.Background())
 	err := run(ctx, os.Args[1:])
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "skewtest:", err)
-		if errors.Is(err, skewrun.ErrInvalid) {
-			os.Exit(2)
-		}
-		os.Exit(1)
 	}
+	os.Exit(skewrun.ExitCode(err))
 }
 
 const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
-		return errors.New(usage)
+		return fmt.Errorf("%w: %s", skewrun.ErrInvalid, usage)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	switch args[0] {
@@ -67,16 +58,16 @@ func run(ctx context.Context, args []string) error {
 		return bench(ctx, logger, args[1:])
 	case "build":
 		if len(args) != 3 {
-			return errors.New(usage)
+			return fmt.Errorf("%w: %s", skewrun.ErrInvalid, usage)
 		}
 		v, err := version.ParseSemantic(args[1])
 		if err != nil {
-			return fmt.Errorf("version %q: %w", args[1], err)
+			return fmt.Errorf("%w: version %q: %v", skewrun.ErrInvalid, args[1], err)
 		}
 		b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
 		bins, err := b.Build(ctx, v, strings.Split(args[2], ",")...)
 		if err != nil {
-			return err
+			return infrastructure(err)
 		}
 		printBinaries(bins)
 		return nil
@@ -84,13 +75,13 @@ func run(ctx context.Context, args []string) error {
 		b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
 		bins, err := b.BuildTool(ctx, binaries.Containerd)
 		if err != nil {
-			return err
+			return infrastructure(err)
 		}
 		printBinaries(bins)
 		return nil
 	case "kind-node-image":
 		if len(args) != 2 {
-			return errors.New(usage)
+			return fmt.Errorf("%w: %s", skewrun.ErrInvalid, usage)
 		}
 		v, err := version.ParseSemantic(args[1])
 		if err != nil {
@@ -98,12 +89,12 @@ func run(ctx context.Context, args []string) error {
 		}
 		img, err := kind.BuildNodeImage(ctx, v, binaries.DefaultCacheDir(), logger)
 		if err != nil {
-			return err
+			return infrastructure(err)
 		}
 		fmt.Printf("%s\t%s\n", img.Name, img.RootfsTar)
 		return nil
 	case "clean":
-		return clean(ctx, logger, args[1:])
+		return infrastructure(clean(ctx, logger, args[1:]))
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
@@ -113,7 +104,16 @@ func run(ctx context.Context, args []string) error {
 		tw.Flush()
 		return nil
 	}
-	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+	return fmt.Errorf("%w: unknown command %q\n%s", skewrun.ErrInvalid, args[0], usage)
+}
+
+// infrastructure marks a failed build or clean-up (exit 3); a version the
+// module proxy does not serve stays bad input (exit 2).
+func infrastructure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
 }
 
 func printBinaries(bins map[string]binaries.Binary) {

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 var (
@@ -62,18 +67,39 @@ var settingVars = []string{
 type cliResult struct {
 	code           int
 	stdout, stderr string
+	base           string
 	artifacts      string
 	cache          string
 }
 
 // runCLI runs skewtest with args and env (KEY=VALUE) on top of a cleaned
 // environment whose ARTIFACTS and SKEWTEST_CACHE are fresh paths under a
-// temporary directory (not created beforehand).
+// temporary directory (not created beforehand), and fails the test if it
+// created anything there.
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	r := execCLI(t, env, args...)
+	// Nothing may be created anywhere a run writes to.
+	for _, d := range []string{r.artifacts, r.cache, filepath.Join(r.base, "_artifacts")} {
+		entries, err := os.ReadDir(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", d, err)
+		} else if len(entries) > 0 {
+			t.Errorf("skewtest %s left %d entries in %s; it must create nothing", strings.Join(args, " "), len(entries), d)
+		}
+	}
+	return r
+}
+
+// execCLI is runCLI without the check that nothing was created.
+func execCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
 	bin := skewtestBinary(t)
 	base := t.TempDir()
-	r := cliResult{artifacts: filepath.Join(base, "artifacts"), cache: filepath.Join(base, "cache")}
+	r := cliResult{base: base, artifacts: filepath.Join(base, "artifacts"), cache: filepath.Join(base, "cache")}
 	var cmdEnv []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -112,19 +138,6 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 		t.Fatalf("skewtest %s did not finish in time (it should fail at once); stderr:\n%s", strings.Join(args, " "), r.stderr)
 	}
 	t.Logf("%s skewtest %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(env, " "), strings.Join(args, " "), r.code, r.stdout, r.stderr)
-
-	// Nothing may be created anywhere a run writes to.
-	for _, d := range []string{r.artifacts, r.cache, filepath.Join(base, "_artifacts")} {
-		entries, err := os.ReadDir(d)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", d, err)
-		} else if len(entries) > 0 {
-			t.Errorf("skewtest %s left %d entries in %s; it must create nothing", strings.Join(args, " "), len(entries), d)
-		}
-	}
 	return r
 }
 
@@ -178,22 +191,22 @@ func TestCLI(t *testing.T) {
 			stderr: []string{`REPLICAS="abc"`, "want a number from 1 to 50"},
 		},
 		{
-			// Found at resolution, not validation: a plain failure, exit 1.
+			// Found at resolution, still bad input.
 			name:   "run with missing kubelet binaries",
 			env:    []string{missing},
 			args:   []string{"run"},
-			code:   1,
+			code:   2,
 			stderr: []string{"file:/does/not/exist does not exist", "module:vX.Y.Z"},
 		},
 		{
 			name:   "unknown command",
 			args:   []string{"nope"},
-			code:   1,
+			code:   2,
 			stderr: []string{`unknown command "nope"`, "usage: skewtest run"},
 		},
 		{
 			name:   "no command",
-			code:   1,
+			code:   2,
 			stderr: []string{"usage: skewtest run"},
 		},
 		{
@@ -223,5 +236,78 @@ func TestCLI(t *testing.T) {
 				t.Errorf("a failed command printed to stdout:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// fakeKubelet writes an executable that answers --version like a kubelet
+// of version v and refuses anything else.
+func fakeKubelet(t *testing.T, v string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubelet")
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Kubernetes " + v + "'; exit 0; fi\necho unexpected call: \"$@\" >&2\nexit 1\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A cluster that does not come up is an infrastructure failure: exit 3,
+// and the JUnit file marks it as an <error>, not a <failure>. The cluster
+// is an existing one whose API server refuses connections (nothing
+// listens on port 1), so no root and no cache are needed.
+func TestCLIExitsThreeWhenTheClusterCannotComeUp(t *testing.T) {
+	t.Parallel()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: gone
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: gone
+  context: {cluster: gone, user: u}
+current-context: gone
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	knownHosts := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(knownHosts, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey, err := ssh.MarshalPrivateKey(key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(pemKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := execCLI(t, []string{"PROVIDER=existing", "KUBECONFIG=" + kubeconfig, "SSH_KNOWN_HOSTS=" + knownHosts, "SSH_KEY=" + keyFile, "STORAGE_CLASS=standard", "PLAN=v1.37.2,v1.36.3",
+		"KUBELETS=file:" + fakeKubelet(t, "v1.37.2") + ",file:" + fakeKubelet(t, "v1.36.3")}, "run")
+	if r.code != 3 {
+		t.Errorf("exit code %d, want 3 (infrastructure); stderr:\n%s", r.code, r.stderr)
+	}
+	for _, w := range []string{"bring up the existing cluster", "127.0.0.1:1"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
+		}
+	}
+	junit, err := filepath.Glob(filepath.Join(r.artifacts, "junit_skewtest_*.xml"))
+	if err != nil || len(junit) != 1 {
+		t.Fatalf("JUnit files in the artifacts root: %v, %v; want one", junit, err)
+	}
+	b, err := os.ReadFile(junit[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := string(b); !strings.Contains(x, `<error message="cluster bring-up:`) || !strings.Contains(x, `type="InfrastructureError"`) || strings.Contains(x, "<failure") {
+		t.Errorf("JUnit does not mark the bring-up as an infrastructure <error>:\n%s", x)
 	}
 }

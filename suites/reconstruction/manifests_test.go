@@ -33,7 +33,7 @@ var _ = Describe("the CSI hostpath driver objects of the kind provider's online 
 		kubelet, err := r.Resolve(ctx, "kubelet", "module:v1.37.2")
 		Expect(err).NotTo(HaveOccurred())
 		prov, err := clusters.New(clusters.Local, clusters.Options{RunID: reports.NewRunID(time.Now()), CacheDir: cache, Logger: logger,
-			APIServerVersion: version.MustParseSemantic("v1.37.2"), InitialKubelet: kubelet})
+			APIServerVersion: version.MustParseSemantic("v1.37.2"), InitialKubelets: []binaries.Binary{kubelet}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { Expect(prov.Down(ctx)).To(Succeed()) }, NodeTimeout(3*time.Minute))
 		Expect(prov.Up(ctx)).To(Succeed())

@@ -1,0 +1,44 @@
+// Package capabilities names the optional things a cluster provider can do
+// beyond clusters.Provider, one method each, after kubetest2's pkg/types
+// (WithKubeconfig, ...). A caller asks for a capability with an interface
+// assertion and does without it when a provider lacks it; a provider
+// declares each capability it has with a compile-time check:
+//
+//	var _ capabilities.WithRunDir = &Provider{}
+//
+// The package is a leaf (it imports no provider), so providers can import
+// it although package clusters imports them.
+package capabilities
+
+import (
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+)
+
+// WithBinaries is a provider that knows the binaries its cluster runs
+// besides the test kubelets (control plane, container runtime), for the
+// report.
+type WithBinaries interface {
+	Binaries() []binaries.Binary
+}
+
+// WithRunDir is a provider whose cluster lives in a directory on this
+// host, which `skewtest clean <dir>` removes should the harness be killed
+// or the cluster be kept after a failure.
+type WithRunDir interface {
+	RunDir() string
+}
+
+// WithCSIDriver is a provider that runs a CSI driver of its own; the
+// description (name, where it runs, how volumes are provisioned) goes into
+// the report's environment.
+type WithCSIDriver interface {
+	CSIDriver() string
+}
+
+// WithCSICalls is a provider that serves CSI calls itself (the local
+// provider's in-process node plugin) and keeps a record of every call, in
+// the order served.
+type WithCSICalls interface {
+	CSICalls() []csidriver.Call
+}

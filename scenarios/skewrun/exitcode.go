@@ -1,0 +1,128 @@
+package skewrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+)
+
+// Exit codes of skewtest, for the jobs and dashboards that act on them
+// (README, "Exit codes").
+const (
+	// ExitPass: the run passed, possibly with expected deviations.
+	ExitPass = 0
+	// ExitKubelet: the kubelet misbehaved: a check failed, something
+	// leaked, or a kubelet refused to start after a swap. Also any error
+	// no phase classified, so that nothing unexplained passes as a flake.
+	ExitKubelet = 1
+	// ExitInvalid: bad input, refused before anything was made (or, for
+	// an existing cluster, before any node was touched).
+	ExitInvalid = 2
+	// ExitInfrastructure: the harness could not do its job: the cluster
+	// did not come up, a build or download failed, a registry or SSH was
+	// unreachable, teardown failed.
+	ExitInfrastructure = 3
+	// An interrupted run exits 128 + the signal's number, as a shell
+	// reports a process killed by it: 130 for SIGINT, 143 for SIGTERM.
+	exitSignalBase = 128
+)
+
+var (
+	// ErrInvalid marks errors in the user's input.
+	ErrInvalid = errors.New("invalid input")
+	// ErrInfrastructure marks failures of the harness or its environment,
+	// not of the kubelet under test.
+	ErrInfrastructure = errors.New("infrastructure failure")
+	// ErrKubelet marks a scenario that failed: the kubelet under test
+	// misbehaved.
+	ErrKubelet = errors.New("kubelet failure")
+)
+
+// Interrupted is the cause of a context SignalContext cancelled.
+type Interrupted struct{ Signal os.Signal }
+
+func (e *Interrupted) Error() string { return fmt.Sprintf("interrupted by %v", e.Signal) }
+
+// ExitCode is skewtest's exit code for a run's error. An interrupt wins,
+// then bad input, then a kubelet failure, then an infrastructure failure
+// (so a failed scenario whose teardown also failed is still a failure of
+// the kubelet).
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitPass
+	}
+	var in *Interrupted
+	if errors.As(err, &in) {
+		if s, ok := in.Signal.(syscall.Signal); ok {
+			return exitSignalBase + int(s)
+		}
+		return exitSignalBase + int(syscall.SIGINT)
+	}
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, binaries.ErrBadSource):
+		return ExitInvalid
+	case errors.Is(err, ErrKubelet):
+		return ExitKubelet
+	case errors.Is(err, ErrInfrastructure):
+		return ExitInfrastructure
+	}
+	return ExitKubelet
+}
+
+// SignalContext is ctx cancelled by the first SIGINT or SIGTERM, with an
+// *Interrupted as its cause; a run then tears down and its error carries
+// the signal. After the first signal the default handling is restored, so
+// a second one ends the process at once. stop releases the handler.
+func SignalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			cancel(&Interrupted{Signal: s})
+		case <-ctx.Done():
+			signal.Stop(ch)
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
+
+// classified is an error marked with the class (ErrInvalid,
+// ErrInfrastructure, ErrKubelet) a phase gave it; its message is the
+// error's own.
+type classified struct{ err, class error }
+
+func (e *classified) Error() string        { return e.err.Error() }
+func (e *classified) Unwrap() error        { return e.err }
+func (e *classified) Is(target error) bool { return target == e.class }
+
+// classify marks err with the phase's class, unless it is a binary source
+// the user must change, which is bad input whatever the phase.
+func classify(err, class error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, binaries.ErrBadSource) {
+		class = ErrInvalid
+	}
+	return &classified{err: err, class: class}
+}
+
+// interrupted adds to err the signal that cancelled ctx, if one did.
+func interrupted(ctx context.Context, err error) error {
+	var in *Interrupted
+	if err == nil || errors.As(err, &in) {
+		return err
+	}
+	if cause := context.Cause(ctx); errors.As(cause, &in) {
+		return fmt.Errorf("%w: %w", in, err)
+	}
+	return err
+}

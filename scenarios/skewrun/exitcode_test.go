@@ -1,0 +1,85 @@
+package skewrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+)
+
+func TestExitCode(t *testing.T) {
+	kubelet := classify(errors.New("hop 1: start kubelet v1.36.3: exited"), ErrKubelet)
+	infra := classify(errors.New("bring up the local cluster: etcd did not start"), ErrInfrastructure)
+	badSource := fmt.Errorf("plan entry 1: %w", binaries.ErrBadSource)
+	sigint := &Interrupted{Signal: os.Interrupt}
+	sigterm := &Interrupted{Signal: syscall.SIGTERM}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"pass", nil, 0},
+		{"kubelet failure", kubelet, 1},
+		{"bad input", fmt.Errorf("%w: PLAN=banana", ErrInvalid), 2},
+		{"a source the user must change", badSource, 2},
+		{"a source the user must change, found while bringing up", classify(badSource, ErrInfrastructure), 2},
+		{"infrastructure", infra, 3},
+		{"kubelet failure whose teardown failed too", errors.Join(kubelet, infra), 1},
+		{"pass whose teardown failed", errors.Join(nil, infra), 3},
+		{"unclassified", errors.New("something else"), 1},
+		{"SIGINT", fmt.Errorf("%w: %w", sigint, kubelet), 130},
+		{"SIGTERM", fmt.Errorf("%w: %w", sigterm, infra), 143},
+	} {
+		if got := ExitCode(tc.err); got != tc.want {
+			t.Errorf("%s: ExitCode(%v) = %d, want %d", tc.name, tc.err, got, tc.want)
+		}
+	}
+	if msg := classify(errors.New("the message"), ErrKubelet).Error(); msg != "the message" {
+		t.Errorf("classify changed the message to %q", msg)
+	}
+}
+
+func TestInterruptedAddsTheSignalThatCancelledTheRun(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	err := classify(errors.New("step 5: context canceled"), ErrKubelet)
+	if got := interrupted(ctx, err); got != err {
+		t.Errorf("interrupted(live ctx) = %v, want the error as it was", got)
+	}
+	cancel(&Interrupted{Signal: syscall.SIGTERM})
+	got := interrupted(ctx, err)
+	if code := ExitCode(got); code != 143 {
+		t.Errorf("ExitCode(%v) = %d, want 143", got, code)
+	}
+	if interrupted(ctx, nil) != nil {
+		t.Error("interrupted(ctx, nil) is not nil: a run that finished despite the signal passed")
+	}
+	plain, cancelPlain := context.WithCancel(t.Context())
+	cancelPlain()
+	if code := ExitCode(interrupted(plain, err)); code != 1 {
+		t.Errorf("a context cancelled without a signal: ExitCode = %d, want 1", code)
+	}
+}
+
+// SignalContext is tested with a real signal to this test process; the
+// handler it installs keeps the signal from killing the process.
+func TestSignalContext(t *testing.T) {
+	ctx, stop := SignalContext(t.Context())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGTERM did not cancel the context")
+	}
+	var in *Interrupted
+	if cause := context.Cause(ctx); !errors.As(cause, &in) || in.Signal != syscall.SIGTERM {
+		t.Fatalf("cause = %v, want *Interrupted{SIGTERM}", cause)
+	}
+}

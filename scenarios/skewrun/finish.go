@@ -1,0 +1,131 @@
+package skewrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/reports"
+)
+
+// teardownTimeout bounds Down, which runs even after a signal.
+const teardownTimeout = 3 * time.Minute
+
+// Finish ends a run whose cluster c was made, whatever happened (runErr is
+// the run's error so far, nil on a pass): it collects the cluster's logs if
+// it came up, tears it down (or keeps it when it failed and
+// KeepClusterOnFailure is set, unless the run was interrupted: the user
+// asked it to stop), records the timings, marks an infrastructure failure,
+// writes the reports into run.ArtifactsDir, publishes the JUnit file to the
+// artifacts root and prints the summary. It returns the run's result and
+// runErr joined with any failure of its own.
+func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*Result, error) {
+	o := c.v.Options
+	res := &Result{Run: run, ArtifactsDir: run.ArtifactsDir}
+	// Logs, teardown and reports must happen even when ctx was cancelled
+	// by a signal.
+	wctx := context.WithoutCancel(ctx)
+	if c.up {
+		c.CollectLogs(wctx, filepath.Join(run.ArtifactsDir, "logs"))
+	}
+	teardown := time.Now()
+	if runErr != nil && o.KeepClusterOnFailure && ctx.Err() == nil {
+		res.Kept = c.keptMessage()
+		fmt.Fprintln(o.Out, res.Kept)
+	} else if derr := c.Down(wctx); derr != nil {
+		runErr = errors.Join(runErr, derr)
+		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+derr.Error())
+	}
+	run.Timings = append(run.Timings, reports.Timing{Phase: "teardown", Duration: time.Since(teardown)})
+	run.Finished = time.Now()
+	run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
+	run.Infrastructure = ExitCode(runErr) == ExitInfrastructure
+	files, werr := WriteReports(c.v.ArtifactsRoot, run)
+	res.Files = files
+	if werr != nil {
+		runErr = errors.Join(runErr, classify(werr, ErrInfrastructure))
+	}
+	fmt.Fprintln(o.Out, reports.Summary(run))
+	return res, runErr
+}
+
+// CollectLogs copies the cluster's component logs into dir, and the CSI
+// calls its driver served where the provider records them. Failures are
+// logged: logs are evidence, not a verdict.
+func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
+	logger := c.v.Options.Logger
+	if err := c.Provider.DumpClusterLogs(ctx, dir); err != nil {
+		logger.Warn("could not collect cluster logs", "err", err)
+	}
+	if cp, ok := c.Provider.(capabilities.WithCSICalls); ok {
+		var b strings.Builder
+		for _, call := range cp.CSICalls() {
+			fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", call.Time.Format("15:04:05.000"), call.Method, call.VolumeID, call.Path, call.Err)
+		}
+		err := os.MkdirAll(dir, 0o755)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "csi-calls.tsv"), []byte(b.String()), 0o644)
+		}
+		if err != nil {
+			logger.Warn("could not write the CSI call log", "err", err)
+		}
+	}
+}
+
+// Down tears the cluster down, even after a failed or partial Up; the
+// error is ErrInfrastructure.
+func (c *Cluster) Down(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	defer cancel()
+	if err := c.Provider.Down(ctx); err != nil {
+		return classify(fmt.Errorf("tear down the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
+	}
+	return nil
+}
+
+// keptMessage says how to reach a kept cluster and how to remove it.
+func (c *Cluster) keptMessage() string {
+	p := c.Provider
+	msg := fmt.Sprintf("The failed %s cluster was kept (KEEP_CLUSTER_ON_FAILURE).\n  Reach it:     KUBECONFIG=%s kubectl get nodes,pods -A", p.Name(), p.KubeconfigPath())
+	if rp, ok := p.(capabilities.WithRunDir); ok {
+		msg += fmt.Sprintf("\n  Its files:    %s\n  Tear it down: go run ./scripts/skewtest clean %s", rp.RunDir(), rp.RunDir())
+	}
+	return msg
+}
+
+// WriteReports writes run's reports (report.md, JUnit, run.json) into
+// run.ArtifactsDir, copies its JUnit file to root (where Prow and TestGrid
+// look) as junit_skewtest_<scenario>-<run-id>.xml, and points root/latest
+// at the run.
+func WriteReports(root string, run *reports.Run) ([]string, error) {
+	files, err := reports.WriteAll(run.ArtifactsDir, run)
+	if err == nil {
+		err = publish(root, run)
+	}
+	if err != nil {
+		return files, fmt.Errorf("write reports to %s: %w", run.ArtifactsDir, err)
+	}
+	return files, nil
+}
+
+// publish copies the run's JUnit file to the artifacts root and points
+// <root>/latest at the run.
+func publish(root string, run *reports.Run) error {
+	name := reports.JUnitFileName(run.Scenario)
+	b, err := os.ReadFile(filepath.Join(run.ArtifactsDir, name))
+	if err != nil {
+		return err
+	}
+	top := strings.TrimSuffix(name, ".xml") + "-" + run.ID + ".xml"
+	if err := os.WriteFile(filepath.Join(root, top), b, 0o644); err != nil {
+		return err
+	}
+	latest := filepath.Join(root, "latest")
+	os.Remove(latest)
+	return os.Symlink(filepath.Base(run.ArtifactsDir), latest)
+}

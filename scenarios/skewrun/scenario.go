@@ -1,0 +1,60 @@
+package skewrun
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
+)
+
+// Scenario is one reconstruction scenario on one node of a shared
+// cluster.
+type Scenario struct {
+	// Plan is the hop sequence; its first version must be the kubelet the
+	// node runs now.
+	Plan plan.Plan
+	// Kubelets holds one binary per plan entry.
+	Kubelets []binaries.Binary
+	// Name and Namespace name the workload (the StatefulSet and its
+	// namespace); empty for the scenario's defaults. Scenarios running at
+	// once on one cluster need distinct ones.
+	Name, Namespace string
+}
+
+// RunScenario runs the reconstruction scenario s on node of c, recording
+// into run (its environment, binaries, steps, hops and verdict; steps'
+// files go under run.ArtifactsDir). Replicas, volume kind, poll interval
+// and cleanup timeout come from c's options. The error wraps ErrKubelet
+// when the scenario failed (a check, a leak, a kubelet that would not
+// start) and is nil when it passed, possibly with expected deviations.
+func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, run *reports.Run) error {
+	o := c.v.Options
+	run.Node = node.String()
+	cluster, err := c.workloads()
+	if err != nil {
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return err
+	}
+	c.describe(ctx, node, run)
+	sc, err := reconstruction.New(reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.Kind,
+		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, Logger: o.Logger}, cluster, node, run)
+	if err != nil {
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return classify(err, ErrInfrastructure)
+	}
+	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
+	scenarioErr := runner.Execute(ctx, sc.Steps())
+	run.ComputeVerdict()
+	if scenarioErr != nil {
+		return classify(scenarioErr, ErrKubelet)
+	}
+	if run.Verdict == reports.Fail {
+		return classify(fmt.Errorf("run failed: %s", run.Failure), ErrKubelet)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package skewrun
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
+)
+
+// serverVersionTimeout bounds the discovery call that reads the API
+// server's version after Up.
+const serverVersionTimeout = 30 * time.Second
+
+// defaultImage is the workload image on clusters without one of skewtest's.
+const defaultImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+
+// Cluster is one provider's cluster for a validated run: made by
+// NewCluster, brought up by Up, shared by every RunScenario on its nodes,
+// and ended by Finish.
+type Cluster struct {
+	Provider clusters.Provider
+	// ServerVersion is the API server's version, read through discovery
+	// by Up.
+	ServerVersion *version.Version
+	serverGit     string
+	v             *Validated
+	up            bool
+}
+
+// NewCluster makes the provider of v with one test node per initial
+// kubelet (a sign-off run has one: the plan's first). Nothing is created
+// until Up; errors are ErrInvalid (an unusable provider setting).
+func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*Cluster, error) {
+	o := v.Options
+	prov, err := clusters.New(o.Provider, clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
+		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, LocalRunRoot: o.LocalRunRoot,
+		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI})
+	if err != nil {
+		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
+	}
+	return &Cluster{Provider: prov, v: v}, nil
+}
+
+// Up brings the cluster up (or attaches), records the bring-up time in
+// run, reads the API server's version through discovery and checks the
+// plan against it before any node is touched. On failure run carries the
+// verdict; Finish must still be called to tear down what was made.
+func (c *Cluster) Up(ctx context.Context, run *reports.Run) error {
+	start := time.Now()
+	if err := c.Provider.Up(ctx); err != nil {
+		run.Verdict, run.Failure = reports.Fail, "cluster bring-up: "+err.Error()
+		return classify(fmt.Errorf("bring up the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
+	}
+	c.up = true
+	run.Timings = append(run.Timings, reports.Timing{Phase: "cluster up", Duration: time.Since(start)})
+	rc, err := c.Provider.RESTConfig()
+	if err == nil {
+		c.ServerVersion, c.serverGit, err = serverVersion(ctx, rc)
+	}
+	if err != nil {
+		run.Verdict, run.Failure = reports.Fail, "read the API server's version: "+err.Error()
+		return classify(fmt.Errorf("read the %s cluster's API server version: %w", c.Provider.Name(), err), ErrInfrastructure)
+	}
+	if err := c.v.Plan.Validate(c.ServerVersion); err != nil {
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return fmt.Errorf("%w: PLAN=%s against the cluster's API server %s: %v", ErrInvalid, c.v.Options.Plan, c.ServerVersion, err)
+	}
+	return nil
+}
+
+// serverVersion asks the API server for its version through discovery.
+func serverVersion(ctx context.Context, rc *rest.Config) (*version.Version, string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverVersionTimeout)
+	defer cancel()
+	info, err := dc.ServerVersionWithContext(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("API server %s: %w", rc.Host, err)
+	}
+	v, err := version.ParseSemantic(info.GitVersion)
+	if err != nil {
+		if v, err = version.ParseGeneric(info.GitVersion); err != nil {
+			return nil, "", fmt.Errorf("API server %s: version %q: %w", rc.Host, info.GitVersion, err)
+		}
+	}
+	return v, info.GitVersion, nil
+}
+
+// TestNodes are the nodes scenarios may disrupt; an error (ErrInfrastructure)
+// when there are none.
+func (c *Cluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
+	ns, err := c.Provider.TestNodes(ctx)
+	if err == nil && len(ns) == 0 {
+		err = fmt.Errorf("the provider reported none")
+	}
+	if err != nil {
+		return nil, classify(fmt.Errorf("no test node in the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
+	}
+	return ns, nil
+}
+
+// workloads adapts the provider to what the scenario needs: providers
+// with volumes of their own implement reconstruction.Cluster; others use
+// STORAGE_CLASS and a stock image.
+func (c *Cluster) workloads() (reconstruction.Cluster, error) {
+	if rc, ok := c.Provider.(reconstruction.Cluster); ok {
+		return rc, nil
+	}
+	o := c.v.Options
+	if o.StorageClass == "" {
+		return nil, fmt.Errorf("%w: the %s provider needs STORAGE_CLASS, a StorageClass that provisions volumes on the test node", ErrInvalid, c.Provider.Name())
+	}
+	return &dynamicCluster{Provider: c.Provider, storageClass: o.StorageClass, image: defaultStr(o.Image, defaultImage)}, nil
+}
+
+// dynamicCluster uses a StorageClass of the cluster's own and a stock image.
+type dynamicCluster struct {
+	clusters.Provider
+	storageClass, image string
+}
+
+func (d *dynamicCluster) ProvisionVolumes(context.Context, storage.Request) (storage.Volumes, error) {
+	return storage.Volumes{StorageClass: d.storageClass}, nil
+}
+
+func (d *dynamicCluster) Workload() storage.Workload {
+	return storage.Workload{Image: d.image, PullPolicy: "IfNotPresent", Command: storage.BusyboxCommand}
+}
+
+// describe fills run's environment for node and adds the binaries the
+// cluster runs besides the kubelets.
+func (c *Cluster) describe(ctx context.Context, node nodes.Node, run *reports.Run) {
+	run.Environment = c.environment(ctx, node)
+	if bp, ok := c.Provider.(capabilities.WithBinaries); ok {
+		for _, b := range bp.Binaries() {
+			run.Binaries = appendBinary(run.Binaries, b)
+		}
+	}
+}
+
+func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.KeyValue {
+	o := c.v.Options
+	env := []reports.KeyValue{}
+	add := func(k, v string) { env = append(env, reports.KeyValue{Key: k, Value: v}) }
+	if c.serverGit != "" {
+		add("API server", c.serverGit)
+	}
+	if cfg, err := c.Provider.RESTConfig(); err == nil {
+		if cs, err := kubernetes.NewForConfig(cfg); err == nil {
+			if n, err := cs.CoreV1().Nodes().Get(ctx, node.String(), metav1.GetOptions{}); err == nil {
+				add("Container runtime", n.Status.NodeInfo.ContainerRuntimeVersion)
+				add("Node OS", n.Status.NodeInfo.OSImage)
+				add("Kernel", n.Status.NodeInfo.KernelVersion)
+			}
+		}
+	}
+	if r, err := exec.Output(ctx, node, "sh", "-c", "stat -fc %T /sys/fs/cgroup"); err == nil {
+		mode := "v1 (hybrid or legacy)"
+		if strings.TrimSpace(r.Stdout) == "cgroup2fs" {
+			mode = "v2"
+		}
+		add("cgroup", mode)
+	}
+	add("Volume kind", string(c.v.Kind))
+	if d, ok := c.Provider.(capabilities.WithCSIDriver); ok && c.v.Kind == storage.CSI && d.CSIDriver() != "" {
+		add("CSI driver", d.CSIDriver())
+	}
+	add("Replicas", fmt.Sprint(o.Replicas))
+	add("Kubelet root", node.KubeletRootDir())
+	add("Poll interval", defaultDur(o.PollInterval, 250*time.Millisecond).String())
+	add("Harness", "skewtest, "+runtime.Version())
+	return env
+}

@@ -1,0 +1,157 @@
+package skewrun
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	kindcluster "sigs.k8s.io/skewtest/clusters/kind"
+	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+)
+
+// Validated is a run's input once checked: Options with their defaults,
+// the parsed plan, the volume kind and one kubelet source per plan entry.
+type Validated struct {
+	Options Options
+	Plan    plan.Plan
+	Kind    storage.Kind
+	// Specs are the kubelet binary specs (binaries.ParseSpec), one per
+	// plan entry.
+	Specs []string
+	// ArtifactsRoot is the absolute artifacts root; each run writes into
+	// <ArtifactsRoot>/<run-id>.
+	ArtifactsRoot string
+}
+
+// Defaults of Options.
+const (
+	defaultReplicas  = 3
+	defaultArtifacts = "_artifacts"
+)
+
+// Validate checks o without creating anything and fills in its defaults.
+// Every error wraps ErrInvalid and names the setting and the fix. A
+// provider that creates its cluster runs the API server at the plan's
+// newest version, so the plan is checked against that here; an existing
+// cluster's plan is checked against its API server after Up.
+func Validate(o Options) (*Validated, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	o.Provider = defaultStr(o.Provider, clusters.Local)
+	o.Plan = defaultStr(o.Plan, DefaultPlan)
+	if o.Replicas <= 0 {
+		o.Replicas = defaultReplicas
+	}
+	if o.CacheDir == "" {
+		o.CacheDir = binaries.DefaultCacheDir()
+	}
+	kind, err := storage.ParseKind(defaultStr(o.Kind, string(storage.CSI)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: VOLUME_KIND: %v", ErrInvalid, err)
+	}
+	pl, err := plan.Parse(o.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+	}
+	if o.Provider != clusters.Existing {
+		if err := pl.Validate(pl.Newest()); err != nil {
+			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+		}
+	}
+	specs, err := kubeletSpecs(pl, o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	for i, s := range specs {
+		if _, err := binaries.ParseSpec(s); err != nil {
+			return nil, fmt.Errorf("%w: plan entry %d: %v", ErrInvalid, i+1, err)
+		}
+	}
+	// Unknown providers fail here, before binaries are built.
+	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI}); err != nil {
+		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
+	}
+	root := defaultStr(o.ArtifactsDir, defaultArtifacts)
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs
+	}
+	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root}, nil
+}
+
+// NewRun starts the report of a run of v's plan that started at start,
+// listing its kubelets.
+func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports.Run {
+	id := reports.NewRunID(start)
+	run := &reports.Run{ID: id, Scenario: "reconstruction-" + string(v.Kind), Provider: v.Options.Provider, Plan: v.Plan.Raw,
+		Started: start, ArtifactsDir: filepath.Join(v.ArtifactsRoot, id)}
+	for _, k := range kubelets {
+		run.Binaries = appendBinary(run.Binaries, k)
+	}
+	return run
+}
+
+// kubeletSpecs gives one binary spec per plan entry: KUBELETS as given, or
+// the plan's versions from KUBELET_SOURCE.
+func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
+	if len(o.Kubelets) > 0 {
+		if len(o.Kubelets) != len(pl.Versions) {
+			return nil, fmt.Errorf("KUBELETS has %d entries for a plan of %d versions; give one per plan entry", len(o.Kubelets), len(pl.Versions))
+		}
+		return o.Kubelets, nil
+	}
+	specs := make([]string, len(pl.Versions))
+	for i, v := range pl.Versions {
+		switch defaultStr(o.KubeletSource, "module") {
+		case "module":
+			specs[i] = "module:v" + v.String()
+		case "release":
+			specs[i] = "release:v" + v.String()
+		case "kindest":
+			specs[i] = "image:" + kindcluster.NodeImageFor(v)
+		default:
+			return nil, fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", o.KubeletSource)
+		}
+	}
+	return specs, nil
+}
+
+func appendBinary(list []reports.Binary, b binaries.Binary) []reports.Binary {
+	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256}
+	for _, x := range list {
+		if x == rb {
+			return list
+		}
+	}
+	return append(list, rb)
+}
+
+func defaultStr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func defaultDur(v, d time.Duration) time.Duration {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

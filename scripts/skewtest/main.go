@@ -48,21 +48,17 @@ func run(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	switch args[0] {
-	case "run":
+	case "run", "matrix":
 		o, err := skewrun.OptionsFromEnv(nil)
 		if err != nil {
 			return err
 		}
 		o.Logger = logger
-		_, err = skewrun.Run(ctx, o)
-		return err
-	case "matrix":
-		o, err := skewrun.OptionsFromEnv(nil)
-		if err != nil {
-			return err
+		runOne := skewrun.Run
+		if args[0] == "matrix" {
+			runOne = skewrun.RunMatrix
 		}
-		o.Logger = logger
-		_, err = skewrun.RunMatrix(ctx, o)
+		_, err = runOne(ctx, o)
 		return err
 	case "bench":
 		return bench(ctx, logger, args[1:])

@@ -118,3 +118,15 @@ func TestMatrixJUnit(t *testing.T) {
 		t.Errorf("suite counts: %d tests, %d failures, %d skipped; want 13, 3, 2", s.Tests, s.Failures, s.Skipped)
 	}
 }
+
+func TestMatrixCellWithTwoVisits(t *testing.T) {
+	// A plan may visit a pair twice: the cell lists both hops.
+	r := &Run{Plan: []string{"v1.37.2", "v1.36.3", "v1.37.2", "v1.36.3"}}
+	for i, p := range [][2]string{{"v1.37.2", "v1.36.3"}, {"v1.36.3", "v1.37.2"}, {"v1.37.2", "v1.36.3"}} {
+		r.Hops = append(r.Hops, Hop{Number: i + 1, From: p[0], To: p[1], Verdict: Pass, Timings: []Timing{{Phase: "old pod dirs gone", Duration: secs(4 + float64(i))}}})
+	}
+	md := string(render(t, WriteMarkdown, r))
+	if want := "| **v1.37.2** | — | [✅ pass, 4.00 s](#hop-1) · [✅ pass, 6.00 s](#hop-3) |\n"; !strings.Contains(md, want) {
+		t.Errorf("report lacks %q:\n%s", want, md)
+	}
+}

@@ -37,6 +37,11 @@ type Options struct {
 	// the cluster: the plan's newest version and its first kubelet.
 	APIServerVersion *version.Version
 	InitialKubelet   binaries.Binary
+	// NodeKubelets asks a provider that creates the cluster for one node
+	// per entry, each starting at its kubelet (a matrix tour's trails);
+	// InitialKubelet must then be empty. Of those providers only local
+	// runs several nodes so far; existing ignores it, like InitialKubelet.
+	NodeKubelets []binaries.Binary
 	// LocalRunRoot is the local provider's parent of run directories.
 	LocalRunRoot string
 	// Existing configures the existing provider.
@@ -67,6 +72,9 @@ func CheckOptions(name string, o Options) error {
 	if err := Check(name); err != nil {
 		return err
 	}
+	if _, err := o.initialKubelets(name); err != nil {
+		return err
+	}
 	if name == Kind {
 		return kind.CheckCSI(o.KindCSI)
 	}
@@ -78,13 +86,17 @@ func New(name string, o Options) (Provider, error) {
 	if err := Check(name); err != nil {
 		return nil, err
 	}
+	kubelets, err := o.initialKubelets(name)
+	if err != nil {
+		return nil, err
+	}
 	switch name {
 	case Local:
 		return local.New(local.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelets: kubelets, Logger: o.Logger})
 	case Kind:
 		return kind.New(kind.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelet: o.InitialKubelet, NodeImage: o.KindNodeImage, CSI: o.KindCSI, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelet: kubelets[0], NodeImage: o.KindNodeImage, CSI: o.KindCSI, Logger: o.Logger})
 	case Existing:
 		cfg := o.Existing
 		if cfg.Logger == nil {
@@ -93,6 +105,21 @@ func New(name string, o Options) (Provider, error) {
 		return existing.New(cfg)
 	}
 	panic("unreachable: Check accepted " + name)
+}
+
+// initialKubelets is the first kubelet of each node the provider is asked
+// to create: NodeKubelets, or the one InitialKubelet.
+func (o Options) initialKubelets(name string) ([]binaries.Binary, error) {
+	if len(o.NodeKubelets) == 0 {
+		return []binaries.Binary{o.InitialKubelet}, nil
+	}
+	if o.InitialKubelet != (binaries.Binary{}) {
+		return nil, fmt.Errorf("provider %s: both InitialKubelet and NodeKubelets are set; set NodeKubelets alone for several nodes", name)
+	}
+	if len(o.NodeKubelets) > 1 && name == Kind {
+		return nil, fmt.Errorf("provider %s: %d nodes asked for, but it runs one worker so far; use PROVIDER=%s for several nodes", name, len(o.NodeKubelets), Local)
+	}
+	return o.NodeKubelets, nil
 }
 
 // Clean removes what a run of a provider that creates clusters left on this

@@ -20,6 +20,11 @@ func TestFootprintAdded(t *testing.T) {
 		}, []string{"process kubelet(42)", "mount /var/lib/skewtest/r/kubelet"}},
 		{"second containerd", Footprint{Processes: []string{"containerd(10)", "containerd(11)"}, Chains: []string{"iptables|filter|KUBE-FIREWALL"}}, []string{"process containerd(11)"}},
 		{"removed is not added", Footprint{}, nil},
+		{"kubelet serving cert on the host", Footprint{
+			Processes:        []string{"containerd(10)"},
+			Chains:           []string{"iptables|filter|KUBE-FIREWALL"},
+			HostKubeletFiles: []string{"/var/lib/kubelet/pki/kubelet.crt"},
+		}, []string{"host kubelet file /var/lib/kubelet/pki/kubelet.crt"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

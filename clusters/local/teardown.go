@@ -32,7 +32,7 @@ func (p *Provider) Down(ctx context.Context) error {
 	// The kubelets first, so none restarts a container; the plugins; the
 	// pods, so containerd has nothing to wait for; the containerds; then
 	// the control plane in reverse start order. Nodes stop at once.
-	if err := p.parallel(ctx, nil, func(ctx context.Context, n *Node) error { return n.stop(ctx) }); err != nil {
+	if err := p.parallel(ctx, func(ctx context.Context, n *Node) error { return n.stop(ctx) }); err != nil {
 		errs = append(errs, err)
 	}
 	for i := len(procs) - 1; i >= 0; i-- {

@@ -105,14 +105,10 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		return err
 	}
 
+	// Each node's image import waits for the one image build, which starts
+	// at once with the control plane and the containerds.
 	imagesTarball := sync.OnceValues(func() (string, error) { return images.Build(ctx, p.path("images")) })
-	err = p.parallel(ctx, func(ctx context.Context) error {
-		if err := p.startControlPlane(ctx, bins); err != nil {
-			return err
-		}
-		p.logger.Info("control plane ready", "elapsed", time.Since(start).Round(100*time.Millisecond))
-		return nil
-	}, func(ctx context.Context, n *Node) error {
+	err = p.parallel(ctx, func(ctx context.Context, n *Node) error {
 		if err := n.startContainerd(ctx, bins); err != nil {
 			return err
 		}
@@ -125,6 +121,15 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		}
 		p.logger.Info("containerd ready, images imported", "node", n.String(), "elapsed", time.Since(start).Round(100*time.Millisecond))
 		return nil
+	}, func(ctx context.Context) error {
+		if err := p.startControlPlane(ctx, bins); err != nil {
+			return err
+		}
+		p.logger.Info("control plane ready", "elapsed", time.Since(start).Round(100*time.Millisecond))
+		return nil
+	}, func(context.Context) error {
+		_, err := imagesTarball()
+		return err
 	})
 	if err != nil {
 		return err
@@ -133,7 +138,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	err = p.parallel(ctx, nil, func(ctx context.Context, n *Node) error {
+	err = p.parallel(ctx, func(ctx context.Context, n *Node) error {
 		if err := n.startCSIDriver(ctx); err != nil {
 			return err
 		}
@@ -159,10 +164,10 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	return nil
 }
 
-// parallel runs shared (when not nil) and perNode for every node at once,
+// parallel runs perNode for every node and each of shared, all at once,
 // and returns their errors joined. The first error cancels the context the
 // others run with, so a failed bring-up does not wait out their timeouts.
-func (p *Provider) parallel(ctx context.Context, shared func(context.Context) error, perNode func(context.Context, *Node) error) error {
+func (p *Provider) parallel(ctx context.Context, perNode func(context.Context, *Node) error, shared ...func(context.Context) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	p.mu.Lock()
@@ -185,8 +190,8 @@ func (p *Provider) parallel(ctx context.Context, shared func(context.Context) er
 			}
 		}()
 	}
-	if shared != nil {
-		run(func() error { return shared(ctx) })
+	for _, f := range shared {
+		run(func() error { return f(ctx) })
 	}
 	for _, n := range nodes {
 		run(func() error { return perNode(ctx, n) })

@@ -57,8 +57,10 @@ func (n *Node) stop(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	n.mu.Lock()
+	// The driver stays, stopped (Stop is repeatable), so its call record
+	// can still be read after Down.
 	driver, containerd := n.driver, n.containerd
-	n.driver, n.containerd = nil, nil
+	n.containerd = nil
 	n.mu.Unlock()
 	if driver != nil {
 		driver.Stop()

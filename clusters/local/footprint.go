@@ -150,11 +150,34 @@ func (f Footprint) Added(after Footprint) []string {
 	diff("mount", f.Mounts, after.Mounts, id)
 	diff("run dir", f.RunDirs, after.RunDirs, id)
 	diff("cgroup", f.Cgroups, after.Cgroups, id)
-	diff("iptables chain", f.Chains, after.Chains, id)
+	diff("iptables chain", f.Chains, freshTablesDropped(f.Chains, after.Chains), id)
 	diff("link", f.Links, after.Links, id)
 	diff("log link", f.LogLinks, after.LogLinks, id)
 	diff("cni entry", f.CNIEntries, after.CNIEntries, id)
 	diff("host kubelet file", f.HostKubeletFiles, after.HostKubeletFiles, id)
+	return out
+}
+
+// freshTablesDropped is after without the default (ACCEPT) policies of
+// tables that before does not have at all: the kernel makes a table, with
+// its built-in chains, the first time anything uses it (the kubelet's
+// chains in mangle and nat on a freshly booted host), and keeps it after
+// the run's chains are gone. Such a table holds nothing of the run.
+func freshTablesDropped(before, after []string) []string {
+	tables := map[string]bool{}
+	for _, b := range before {
+		if i := strings.LastIndexByte(b, '|'); i > 0 {
+			tables[b[:i]] = true
+		}
+	}
+	var out []string
+	for _, a := range after {
+		i := strings.LastIndexByte(a, '|')
+		if i > 0 && !tables[a[:i]] && strings.HasSuffix(a, " policy ACCEPT") {
+			continue
+		}
+		out = append(out, a)
+	}
 	return out
 }
 

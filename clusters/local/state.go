@@ -23,6 +23,12 @@ type state struct {
 	// ContainerdRunDirExisted tells whether /run/containerd existed before
 	// the run (shims put their sockets in /run/containerd/s).
 	ContainerdRunDirExisted bool `json:"containerdRunDirExisted"`
+	// HostKubeletDirMade is set when /var/lib/kubelet did not exist before
+	// the run: every kubelet, whatever its --root-dir, puts its device
+	// plugin socket in /var/lib/kubelet/device-plugins, and teardown then
+	// removes the directory. Unset (also in older state files), teardown
+	// leaves it alone.
+	HostKubeletDirMade bool `json:"hostKubeletDirMade"`
 }
 
 // nodeState is one node's objects outside the run directory.

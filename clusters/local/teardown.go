@@ -145,17 +145,28 @@ func Clean(ctx context.Context, runDir string) error {
 		// Shim sockets go to /run/containerd/s whatever the state dir is.
 		os.RemoveAll("/run/containerd")
 	}
+	if st.HostKubeletDirMade {
+		if err := removeDirOfRun(hostKubeletRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("clean %s: %w", runDir, errors.Join(errs...))
 	}
-	// Never RemoveAll across a mount point: it would delete what is inside.
-	if left := mountsUnder(runDir); len(left) > 0 {
-		return fmt.Errorf("clean %s: %d mounts still under it (first: %s); not removing the directory", runDir, len(left), left[0].MountPoint)
-	}
-	if err := os.RemoveAll(runDir); err != nil {
+	if err := removeDirOfRun(runDir); err != nil {
 		return fmt.Errorf("clean %s: %w", runDir, err)
 	}
 	return nil
+}
+
+// removeDirOfRun removes dir, which the run made, and all inside it, unless
+// something is mounted under it.
+func removeDirOfRun(dir string) error {
+	// Never RemoveAll across a mount point: it would delete what is inside.
+	if left := mountsUnder(dir); len(left) > 0 {
+		return fmt.Errorf("%d mounts still under %s (first: %s); not removing the directory", len(left), dir, left[0].MountPoint)
+	}
+	return os.RemoveAll(dir)
 }
 
 func mountsUnder(dir string) []mountinfo.Mount {

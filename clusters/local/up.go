@@ -78,10 +78,12 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		return err
 	}
 	_, statErr := os.Stat("/run/containerd")
+	_, kubeletDirErr := os.Stat(hostKubeletRoot)
 	st := state{
 		IPTablesBefore:          iptablesChains(ctx),
 		IPTablesRecorded:        true,
 		ContainerdRunDirExisted: statErr == nil,
+		HostKubeletDirMade:      errors.Is(kubeletDirErr, os.ErrNotExist),
 	}
 	for i := range names {
 		st.Nodes = append(st.Nodes, layoutOf(p.dir, i).state(p.cfg.RunID))

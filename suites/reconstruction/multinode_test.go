@@ -80,7 +80,8 @@ var _ = Describe("a local cluster with several nodes", Label("multinode", "disru
 			node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(node.Status.NodeInfo.KubeletVersion).To(Equal(multinodeKubelets[i]), "node %s", name)
-			Expect(conditions.NodeStatus(node)).To(Equal("Ready"), "node %s", name)
+			Expect(node.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))), "node %s: %s", name, conditions.NodeStatus(node))
 			port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
 			Expect(ports).NotTo(HaveKey(port), "node %s shares its kubelet port with %s", name, ports[port])
 			ports[port] = name
@@ -92,6 +93,12 @@ var _ = Describe("a local cluster with several nodes", Label("multinode", "disru
 		By("a pod with a CSI volume on each node is mounted under that node's kubelet root only")
 		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: multinodeNamespace}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		// Pods are refused until the service account controller has made the
+		// namespace's default account.
+		Eventually(ctx, func() error {
+			_, err := cs.CoreV1().ServiceAccounts(multinodeNamespace).Get(ctx, "default", metav1.GetOptions{})
+			return err
+		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 		pvs := map[string]string{}
 		for _, n := range testNodes {
 			pvs[n.String()] = runPodWithVolume(ctx, cs, prov, n.String())

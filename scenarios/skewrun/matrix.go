@@ -56,7 +56,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d: want a number from 1 to %d", ErrInvalid, o.MatrixNodes, maxMatrixNodes)
 	}
 	circuit := matrix.Circuit(vs)
-	trails := matrix.Split(circuit, defaultInt(o.MatrixNodes, matrix.DefaultNodes))
+	trails := matrix.Split(circuit, matrixNodes(o))
 	o.Plan = strings.Join(circuit.Raw, ",")
 	v, err := Validate(o)
 	if err != nil {
@@ -175,9 +175,14 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	return merged, nil
 }
 
-func defaultInt(v, d int) int {
-	if v == 0 {
-		return d
+// matrixNodes is MATRIX_NODES, or by default matrix.DefaultNodes capped
+// at what the provider can make (kind: one worker so far).
+func matrixNodes(o Options) int {
+	if o.MatrixNodes != 0 {
+		return o.MatrixNodes
 	}
-	return v
+	if max := clusters.MaxTestNodes(defaultStr(o.Provider, clusters.Local)); max > 0 {
+		return min(matrix.DefaultNodes, max)
+	}
+	return matrix.DefaultNodes
 }

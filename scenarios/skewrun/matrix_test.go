@@ -30,6 +30,7 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		{"too many nodes", skewrun.Options{MatrixNodes: 13}, []string{"MATRIX_NODES=13", "want a number from 1 to 12"}},
 		{"unknown provider", skewrun.Options{Provider: "nope"}, []string{"PROVIDER=nope", `unknown provider "nope"`}},
 		{"unknown volume kind", skewrun.Options{Kind: "nfs"}, []string{"VOLUME_KIND", `unknown volume kind "nfs"`}},
+		{"more nodes than kind makes", skewrun.Options{Provider: "kind", MatrixNodes: 2}, []string{"MATRIX_NODES=2 with PROVIDER=kind", "at most 1", "use PROVIDER=local"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,6 +82,19 @@ func TestValidateMatrix(t *testing.T) {
 		}
 		if len(m.Plan.Versions) != 13 || m.Plan.Raw[0] != "v1.37.2" || m.Versions.String() != "v1.37.2,v1.36.3,v1.35.4,v1.34.4" {
 			t.Errorf("plan %s, versions %s", m.Plan, m.Versions)
+		}
+	}
+}
+
+func TestValidateMatrixDefaultNodesPerProvider(t *testing.T) {
+	t.Parallel()
+	for provider, want := range map[string]int{"local": 3, "kind": 1, "existing": 3} {
+		m, err := skewrun.ValidateMatrix(skewrun.Options{Provider: provider})
+		if err != nil {
+			t.Fatalf("%s: %v", provider, err)
+		}
+		if len(m.Trails) != want {
+			t.Errorf("PROVIDER=%s: %d trails by default, want %d", provider, len(m.Trails), want)
 		}
 	}
 }

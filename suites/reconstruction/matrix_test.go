@@ -8,7 +8,6 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
-	tour "sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -21,12 +20,9 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		o.Out = GinkgoWriter
-		vs, err := tour.Parse(orDefault(o.Matrix, tour.Default))
-		Expect(err).NotTo(HaveOccurred(), "MATRIX")
-		trails := min(vs.Pairs(), max(o.MatrixNodes, 0))
-		if o.MatrixNodes == 0 {
-			trails = min(vs.Pairs(), tour.DefaultNodes)
-		}
+		m, err := skewrun.ValidateMatrix(o)
+		Expect(err).NotTo(HaveOccurred(), "MATRIX, MATRIX_NODES")
+		vs, trails := m.Versions, len(m.Trails)
 		before := footprint(ctx, o)
 
 		res, err := skewrun.RunMatrix(ctx, o)

@@ -8,7 +8,10 @@ REPLICAS ?= 3
 ARTIFACTS ?= $(CURDIR)/_artifacts
 ROUNDS ?= 5
 VERSION ?= v1.37.2
-export PROVIDER PLAN REPLICAS ARTIFACTS
+# The matrix tour's versions and node count (make test-matrix).
+MATRIX ?=
+MATRIX_NODES ?=
+export PROVIDER PLAN REPLICAS ARTIFACTS MATRIX MATRIX_NODES
 
 # Every package but the suites, which need a cluster.
 UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
@@ -21,18 +24,18 @@ GINKGO_ARGS ?=
 
 # The nightly jobs (.github/workflows/nightly.yaml, ci/prow/): what
 # bin/skewtest runs, and where the sign-off page is made from.
-# TODO(lead): `matrix` when the matrix lands (make test-matrix).
-NIGHTLY_COMMAND ?= run
+NIGHTLY_COMMAND ?= matrix
 SIGNOFF_DIR ?= $(ARTIFACTS)
 ACTIONLINT_VERSION = v1.7.12
 
-.PHONY: test test-images test-skew bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
+.PHONY: test test-images test-skew test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
 	@echo "make test-images the tests that build the kind node image for real (root; 10-15 min cold)"
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
-	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings"
+	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
+	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; then the matrix tour on the default nodes and on one"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
 	@echo "make signoff     the sign-off page of the runs under DIR=$(ARTIFACTS) (BASELINE=an earlier night's dir)"
 	@echo "make skewtest    build bin/skewtest, whose exit code says pass, kubelet failure, bad input or infrastructure"
@@ -52,11 +55,19 @@ test: deps
 test-images: deps
 	go test -count=1 -v -tags $(IMAGES_TAG) -timeout 75m $(IMAGES_PKGS)
 
+# The matrix tour has a target of its own; a label filter in GINKGO_ARGS
+# replaces the default one.
 test-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
-	go test -count=1 -v -timeout 85m ./suites/reconstruction -ginkgo.v \
+	go test -count=1 -v -timeout 85m ./suites/reconstruction -ginkgo.v -ginkgo.label-filter='!matrix' \
 		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_reconstruction.xml" $(GINKGO_ARGS)
 	@echo "Reports: $(ARTIFACTS)/latest/report.md (and one directory per run in $(ARTIFACTS))"
+
+test-matrix: deps
+	@mkdir -p "$(ARTIFACTS)"
+	go test -count=1 -v -timeout 60m ./suites/reconstruction -ginkgo.v -ginkgo.label-filter=matrix \
+		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_matrix.xml" $(GINKGO_ARGS)
+	@echo "Report: $(ARTIFACTS)/latest/report.md"
 
 bench-skew: deps
 	@mkdir -p "$(ARTIFACTS)"

@@ -35,7 +35,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// APIServerVersion and InitialKubelets are for providers that create
 	// the cluster: the plan's newest version, and the kubelet each test
-	// node starts with (one node per entry; a sign-off run has one).
+	// node starts with (one node per entry; a sign-off run has one, a
+	// matrix tour one per trail). Of those providers only local makes
+	// several nodes so far (MaxTestNodes); existing ignores both.
 	APIServerVersion *version.Version
 	InitialKubelets  []binaries.Binary
 	// LocalRunRoot is the local provider's parent of run directories.
@@ -68,6 +70,9 @@ func CheckOptions(name string, o Options) error {
 	if err := Check(name); err != nil {
 		return err
 	}
+	if err := o.checkNodeCount(name); err != nil {
+		return err
+	}
 	if name == Kind {
 		return kind.CheckCSI(o.KindCSI)
 	}
@@ -79,18 +84,17 @@ func New(name string, o Options) (Provider, error) {
 	if err := Check(name); err != nil {
 		return nil, err
 	}
+	if err := o.checkNodeCount(name); err != nil {
+		return nil, err
+	}
 	switch name {
 	case Local:
-		kubelet, err := oneKubelet(name, o.InitialKubelets)
-		if err != nil {
-			return nil, err
-		}
 		return local.New(local.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelet: kubelet, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, Logger: o.Logger})
 	case Kind:
-		kubelet, err := oneKubelet(name, o.InitialKubelets)
-		if err != nil {
-			return nil, err
+		var kubelet binaries.Binary
+		if len(o.InitialKubelets) == 1 {
+			kubelet = o.InitialKubelets[0]
 		}
 		return kind.New(kind.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
 			APIServerVersion: o.APIServerVersion, Kubelet: kubelet, NodeImage: o.KindNodeImage, CSI: o.KindCSI, Logger: o.Logger})
@@ -104,16 +108,30 @@ func New(name string, o Options) (Provider, error) {
 	panic("unreachable: Check accepted " + name)
 }
 
-// oneKubelet is the initial kubelet of a provider that makes one test node:
-// none (the provider then says it needs one) or exactly one.
-func oneKubelet(name string, kubelets []binaries.Binary) (binaries.Binary, error) {
-	switch len(kubelets) {
-	case 0:
-		return binaries.Binary{}, nil
-	case 1:
-		return kubelets[0], nil
+// MaxTestNodes is how many test nodes a provider that creates its cluster
+// can make: several for local, one for kind so far; 0 for existing, whose
+// cluster has the nodes it has.
+func MaxTestNodes(name string) int {
+	switch name {
+	case Local:
+		return local.MaxNodes
+	case Kind:
+		return 1
 	}
-	return binaries.Binary{}, fmt.Errorf("the %s provider makes one test node, but %d initial kubelets were given", name, len(kubelets))
+	return 0
+}
+
+// checkNodeCount refuses more initial kubelets (test nodes) than the
+// provider can make, before anything is built.
+func (o Options) checkNodeCount(name string) error {
+	if max := MaxTestNodes(name); max > 0 && len(o.InitialKubelets) > max {
+		hint := ""
+		if name != Local {
+			hint = fmt.Sprintf("; use PROVIDER=%s for several nodes", Local)
+		}
+		return fmt.Errorf("provider %s: %d nodes asked for, but it makes at most %d%s", name, len(o.InitialKubelets), max, hint)
+	}
+	return nil
 }
 
 // Clean removes what a run of a provider that creates clusters left on this

@@ -128,6 +128,9 @@ func TestNewLocal(t *testing.T) {
 		{"no run ID", func(o *clusters.Options) { o.RunID = "" }, "run ID is required"},
 		{"no API server version", func(o *clusters.Options) { o.APIServerVersion = nil }, "API server version is required"},
 		{"no initial kubelet", func(o *clusters.Options) { o.InitialKubelets = nil }, "initial kubelet binary is required"},
+		{"a node without a kubelet", func(o *clusters.Options) {
+			o.InitialKubelets = append(o.InitialKubelets, binaries.Binary{})
+		}, "initial kubelet binary is required for node 2 (skewtest-worker2)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
@@ -144,6 +147,38 @@ func TestNewLocal(t *testing.T) {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("New created %s (stat: %v); nothing may exist before Up", d, err)
 		}
+	}
+}
+
+// Several nodes: local makes one per InitialKubelets entry; kind, which
+// runs one worker so far, refuses before anything is built.
+func TestNewSeveralNodes(t *testing.T) {
+	t.Parallel()
+	kubelets := []binaries.Binary{
+		{Component: "kubelet", Version: "v1.37.2", Path: "/nonexistent/kubelet-1.37"},
+		{Component: "kubelet", Version: "v1.36.3", Path: "/nonexistent/kubelet-1.36"},
+		{Component: "kubelet", Version: "v1.34.4", Path: "/nonexistent/kubelet-1.34"},
+	}
+	o := clusters.Options{RunID: "run-1", CacheDir: t.TempDir(), LocalRunRoot: t.TempDir(),
+		APIServerVersion: version.MustParseSemantic("v1.37.2"), InitialKubelets: kubelets}
+	err := clusters.CheckOptions(clusters.Kind, o)
+	assertSays(t, err, []string{"provider kind: 3 nodes asked for, but it makes at most 1; use PROVIDER=local for several nodes"})
+	if p, err := clusters.New(clusters.Kind, o); err == nil {
+		t.Errorf("New(kind) with 3 nodes returned a %T", p)
+	}
+	if err := clusters.CheckOptions(clusters.Local, o); err != nil {
+		t.Errorf("CheckOptions(local) with 3 nodes: %v", err)
+	}
+	p, err := clusters.New(clusters.Local, o)
+	if os.Geteuid() != 0 {
+		assertSays(t, err, []string{"must run as root"})
+		return
+	}
+	if err != nil {
+		t.Fatalf("New(local) with 3 nodes: %v", err)
+	}
+	if _, err := p.TestNodes(t.Context()); err == nil {
+		t.Errorf("TestNodes before Up returned nodes")
 	}
 }
 

@@ -94,7 +94,10 @@ const (
 // show a failed run as green. A run that failed because of its
 // infrastructure (Run.Infrastructure) gets <error> instead of <failure>
 // (type "InfrastructureError"), which TestGrid shows as a flake, not as a
-// regression of the kubelet.
+// regression of the kubelet. A matrix tour (a run with trails) also gets
+// one test case per (from, to) cell, "[matrix] FROM → TO", so TestGrid
+// shows each pair on its own row: failed with its hop's failure, or
+// skipped with why it was not reached.
 func WriteJUnit(w io.Writer, run *Run) error {
 	if run == nil {
 		return errors.New("reports: nil run")
@@ -135,6 +138,9 @@ func WriteJUnit(w io.Writer, run *Run) error {
 		}
 		suite.TestCases = append(suite.TestCases, tc)
 	}
+	if suite.matrixCases(run, classname) {
+		anyFailed = true
+	}
 	if run.Verdict == Fail && !anyFailed {
 		failure := oneLine(run.Failure)
 		if failure == "" {
@@ -174,6 +180,55 @@ func WriteJUnit(w io.Writer, run *Run) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// matrixCases adds a tour's per-cell test cases, in hop order, then the
+// unreached pairs, and reports whether one failed.
+func (suite *junitTestSuite) matrixCases(run *Run, classname string) bool {
+	if len(run.Trails) == 0 {
+		return false
+	}
+	failed := false
+	for _, h := range run.Hops {
+		var d time.Duration
+		failure := ""
+		for _, s := range run.Steps {
+			if s.Hop != h.Number {
+				continue
+			}
+			sd, _ := span(s.Started, s.Finished)
+			d += sd
+			if failure == "" && stepFailed(s) {
+				failure = stepFailure(s)
+			}
+		}
+		tc := junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(h.From, h.To), Time: junitSeconds(d)}
+		if c, ok := cleanupTime(h); ok {
+			tc.SystemOut = text(fmt.Sprintf("hop %d on %s: time to cleanup %ss\n", h.Number, oneLine(h.Node), fmtSeconds(c)))
+		}
+		switch {
+		case h.Verdict == Fail:
+			if failure == "" {
+				failure = fmt.Sprintf("hop %d failed", h.Number)
+			}
+			suite.fail(&tc, run, &junitFailure{Message: truncateRunes(failure, junitMessageRunes), Body: failure + "\n"})
+			failed = true
+		case h.Verdict == Skipped:
+			tc.Skipped = &junitSkipped{Message: "an earlier step failed"}
+			suite.Skipped++
+		}
+		suite.TestCases = append(suite.TestCases, tc)
+	}
+	for _, u := range run.Unreached {
+		suite.TestCases = append(suite.TestCases, junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(u.From, u.To), Time: junitSeconds(0),
+			Skipped: &junitSkipped{Message: truncateRunes("not reached on "+oneLine(u.Node)+": "+oneLine(u.Reason), junitMessageRunes)}})
+		suite.Skipped++
+	}
+	return failed
+}
+
+func matrixCaseName(from, to string) string {
+	return "[matrix] " + oneLine(from) + " → " + oneLine(to)
 }
 
 // fail records f on tc: an <error> when the run failed because of its

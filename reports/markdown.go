@@ -26,8 +26,10 @@ func WriteMarkdown(w io.Writer, run *Run) error {
 	if run == nil {
 		return errors.New("reports: nil run")
 	}
-	m := &mdWriter{run: run}
+	m := &mdWriter{run: run, matrix: isMatrix(run)}
 	m.header()
+	m.matrixTable()
+	m.trails()
 	m.environment()
 	m.binaries()
 	m.hops()
@@ -43,6 +45,8 @@ func WriteMarkdown(w io.Writer, run *Run) error {
 type mdWriter struct {
 	b   strings.Builder
 	run *Run
+	// matrix is set when the report opens with the from × to table.
+	matrix bool
 }
 
 func (m *mdWriter) printf(format string, args ...any) { fmt.Fprintf(&m.b, format, args...) }
@@ -192,15 +196,28 @@ func (m *mdWriter) hops() {
 			}
 		}
 	}
-	header := []string{"Hop", "From", "To", "Direction"}
+	withNode := false
+	for _, h := range m.run.Hops {
+		withNode = withNode || h.Node != ""
+	}
+	header := []string{"Hop"}
+	if withNode {
+		header = append(header, "Node")
+	}
+	header = append(header, "From", "To", "Direction")
 	for _, p := range phases {
 		header = append(header, mdText(p)+" (s)")
 	}
 	header = append(header, "Verdict")
 	var rows [][]string
 	for _, h := range m.run.Hops {
-		// The anchor lets the sign-off page link to this hop's row.
-		row := []string{fmt.Sprintf(`<a id="%s"></a>%d`, HopAnchor(h), h.Number), orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction))}
+		// The anchor lets the matrix table and the sign-off page link to
+		// this hop's row.
+		row := []string{fmt.Sprintf(`<a id="%s"></a>%d`, HopAnchor(h), h.Number)}
+		if withNode {
+			row = append(row, orDash(mdCode(h.Node)))
+		}
+		row = append(row, orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction)))
 		for _, p := range phases {
 			cell := "—"
 			for _, t := range h.Timings {

@@ -51,22 +51,10 @@ func (h Hop) Timing(phase string) (Timing, bool) {
 	return Timing{}, false
 }
 
-// HopAnchor is the id of the hop's row in report.md, so that other pages
-// (the sign-off page) can link to one hop: "hop-2", or "hop-<node>-2" when
-// the hop names its node (a matrix tour numbers hops per trail). Only
-// [a-z0-9-] are kept.
+// HopAnchor is the id of the hop's row in report.md ("hop-2"), so that the
+// matrix table and other pages (the sign-off page) can link to one hop.
+// Hop numbers are unique within a run: a matrix tour numbers the hops of
+// all its trails in one sequence when it merges them.
 func HopAnchor(h Hop) string {
-	id := "hop-"
-	if h.Node != "" {
-		var b strings.Builder
-		for _, r := range strings.ToLower(h.Node) {
-			if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-				b.WriteRune(r)
-			} else {
-				b.WriteByte('-')
-			}
-		}
-		id += b.String() + "-"
-	}
-	return id + strconv.Itoa(h.Number)
+	return "hop-" + strconv.Itoa(h.Number)
 }

@@ -26,6 +26,7 @@ var fixtures = []struct {
 	{"pass_csi", passingCSIRun, Pass},
 	{"expected_deviations_local", localVolumeRun, PassWithExpectedDeviations},
 	{"fail_csi_block", failedRun, Fail},
+	{"matrix_tour", matrixRun, Fail},
 }
 
 var renderers = []struct {
@@ -203,8 +204,8 @@ func TestMarkdownPassing(t *testing.T) {
 		"| kubelet | v1.37.2 | `https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubelet` | `" + fakeSHA("kubelet v1.37.2")[:12] + "` |",
 		// Phase union in first-seen order, "—" where a hop lacks one, 1-2 decimals.
 		"| Hop | From | To | Direction | kubelet stop (s) | node Ready (s) | old mounts gone (s) | old pod dirs gone (s) | volume reconstructed (s) | Verdict |",
-		"| <a id=\"hop-1\"></a>1 | v1.37.2 | v1.36.3 | downgrade | 1.24 | 0.71 | 3.42 | 3.90 | — | ✅ pass |",
-		"| <a id=\"hop-2\"></a>2 | v1.36.3 | v1.37.2 | upgrade | 1.10 | 0.65 | 2.80 | 12.3 | 2.10 | ✅ pass |",
+		`| <a id="hop-1"></a>1 | v1.37.2 | v1.36.3 | downgrade | 1.24 | 0.71 | 3.42 | 3.90 | — | ✅ pass |`,
+		`| <a id="hop-2"></a>2 | v1.36.3 | v1.37.2 | upgrade | 1.10 | 0.65 | 2.80 | 12.3 | 2.10 | ✅ pass |`,
 		"| 1 | `force_cleaned_failed_volume_operations_total` | _not exposed_ | — | — | informational; not exposed by v1.36.3 |",
 		"### 5. verify cleanup (4.40s, ✅ pass)\n",
 		"[`hop1/node-after.txt`](hop1/node-after.txt)",
@@ -263,7 +264,7 @@ func TestMarkdownFailed(t *testing.T) {
 		"**Error:** pod " + uidC,
 		"### 5. read kubelet metrics (⏭️ skipped)\n\n_Hop 1_\n\nNot run: an earlier step failed.\n",
 		"### 8. verify cleanup (⏭️ skipped)\n",
-		"| <a id=\"hop-2\"></a>2 | v1.36.3 | v1.37.2 | upgrade | — | — | ⏭️ skipped |",
+		`| <a id="hop-2"></a>2 | v1.36.3 | v1.37.2 | upgrade | — | — | ⏭️ skipped |`,
 		"$ rmdir " + podDir + "\n[stderr]\nrmdir: failed to remove '" + podDir + "': Directory not empty\n[exit code 1]\n```\n",
 		// Control characters made visible, colour codes dropped.
 		"bell:\\x07 nul:\\x00 colour:red\n",
@@ -790,7 +791,7 @@ func TestHopAnchor(t *testing.T) {
 		want string
 	}{
 		{Hop{Number: 2}, "hop-2"},
-		{Hop{Number: 1, Node: "Skewtest-Worker2.local"}, "hop-skewtest-worker2-local-1"},
+		{Hop{Number: 7, Node: "skewtest-worker2"}, "hop-7"},
 	} {
 		if got := HopAnchor(tc.hop); got != tc.want {
 			t.Errorf("HopAnchor(%+v) = %q, want %q", tc.hop, got, tc.want)

@@ -7,19 +7,23 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"text/template"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 )
 
-// containerd v2 config (version 3). Every path is under the run directory,
-// so this containerd never meets one the host already runs.
-var containerdConfig = template.Must(template.New("containerd").Parse(`version = 3
-root = "{{.Dir}}/containerd/root"
-state = "{{.Dir}}/containerd/state"
+// containerd v2 config (version 3). Every path is under the node's
+// containerd directory in the run directory, so this containerd never meets
+// one the host already runs, nor another node's: two kubelets on one
+// containerd would each remove the other's pods as orphans.
+var containerdConfigTmpl = template.Must(template.New("containerd").Parse(`version = 3
+root = "{{.Dir}}/root"
+state = "{{.Dir}}/state"
 
 [grpc]
   address = "{{.Socket}}"
@@ -35,7 +39,7 @@ state = "{{.Dir}}/containerd/state"
 
 [plugins]
   [plugins.'io.containerd.internal.v1.opt']
-    path = "{{.Dir}}/containerd/opt"
+    path = "{{.Dir}}/opt"
 
   [plugins.'io.containerd.nri.v1.nri']
     disable = true
@@ -59,71 +63,83 @@ state = "{{.Dir}}/containerd/state"
         runtime_path = "{{.Shim}}"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = "{{.Runc}}"
-          Root = "{{.Dir}}/containerd/runc"
+          Root = "{{.Dir}}/runc"
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["/usr/lib/cni"]
-      conf_dir = "{{.Dir}}/cni/net.d"
+      conf_dir = "{{.CNIDir}}/net.d"
       max_conf_num = 1
 `))
 
-// ContainerdSocket is where this run's containerd listens.
-func (p *Provider) ContainerdSocket() string { return p.path("containerd", "containerd.sock") }
+// ContainerdSocket is where the node's containerd listens.
+func (n *Node) ContainerdSocket() string { return n.l.containerdSocket() }
 
-func (p *Provider) startContainerd(ctx context.Context, bins map[string]binaries.Binary, st state) error {
-	if err := p.writeCNIConfig(st); err != nil {
+// startContainerd starts the node's containerd; the node owns it, so Down
+// stops it after the node's pods.
+func (n *Node) startContainerd(ctx context.Context, bins map[string]binaries.Binary) error {
+	if err := n.writeCNIConfig(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(p.path("containerd"), 0o755); err != nil {
+	dir := n.l.containerdDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var cfg strings.Builder
-	if err := containerdConfig.Execute(&cfg, map[string]string{
-		"Dir": p.dir, "Socket": p.ContainerdSocket(), "PauseImage": images.Pause,
-		"Shim": bins["containerd-shim-runc-v2"].Path, "Runc": "/usr/sbin/runc",
-	}); err != nil {
+	cfgFile := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgFile, []byte(n.containerdConfig(bins["containerd-shim-runc-v2"].Path)), 0o644); err != nil {
 		return err
 	}
-	cfgFile := p.path("containerd", "config.toml")
-	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
-		return err
+	keep := func(proc *process.Process) {
+		n.mu.Lock()
+		n.containerd = proc
+		n.mu.Unlock()
 	}
-	return p.startDaemon(ctx, "containerd", []string{bins["containerd"].Path, "--config", cfgFile, "--log-level", "info"},
+	return n.p.startDaemon(ctx, n.l.containerdName(), []string{bins["containerd"].Path, "--config", cfgFile, "--log-level", "info"},
 		60*time.Second, func(ctx context.Context) error {
-			c, err := (&net.Dialer{}).DialContext(ctx, "unix", p.ContainerdSocket())
+			c, err := (&net.Dialer{}).DialContext(ctx, "unix", n.l.containerdSocket())
 			if err != nil {
 				return err
 			}
 			return c.Close()
-		})
+		}, keep)
 }
 
-func (p *Provider) importImages(ctx context.Context, bins map[string]binaries.Binary, tarball string) error {
-	cmd := exec.CommandContext(ctx, bins["ctr"].Path, "--address", p.ContainerdSocket(), "-n", "k8s.io",
+// containerdConfig is the node's containerd configuration, with shim the
+// runc shim's path.
+func (n *Node) containerdConfig(shim string) string {
+	var cfg strings.Builder
+	_ = containerdConfigTmpl.Execute(&cfg, map[string]string{
+		"Dir": n.l.containerdDir(), "CNIDir": n.l.cniDir(), "Socket": n.l.containerdSocket(), "PauseImage": images.Pause,
+		"Shim": shim, "Runc": "/usr/sbin/runc",
+	})
+	return cfg.String()
+}
+
+func (n *Node) importImages(ctx context.Context, bins map[string]binaries.Binary, tarball string) error {
+	cmd := exec.CommandContext(ctx, bins["ctr"].Path, "--address", n.l.containerdSocket(), "-n", "k8s.io",
 		"images", "import", "--label", "io.cri-containerd.pinned=pinned", tarball)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("local provider: import images into containerd: %w\n%s", err, out)
+		return fmt.Errorf("local provider: import images into %s's containerd: %w\n%s", n.l.name, err, out)
 	}
 	return nil
 }
 
-// writeCNIConfig writes a bridge + host-local network of this run's own: a
+// writeCNIConfig writes a bridge + host-local network of the node's own: a
 // bridge name, a subnet and an IPAM data dir nobody else uses, and no
 // masquerading (which would add iptables rules).
-func (p *Provider) writeCNIConfig(st state) error {
+func (n *Node) writeCNIConfig() error {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       st.CNINetwork,
+		"name":       n.st.CNINetwork,
 		"plugins": []any{
 			map[string]any{
 				"type":      "bridge",
-				"bridge":    st.Bridge,
+				"bridge":    n.st.Bridge,
 				"isGateway": true,
 				"ipMasq":    false,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"dataDir": p.path("cni", "networks"),
-					"ranges":  [][]map[string]string{{{"subnet": "10.244.0.0/24"}}},
+					"dataDir": filepath.Join(n.l.cniDir(), "networks"),
+					"ranges":  [][]map[string]string{{{"subnet": n.l.podSubnet()}}},
 				},
 			},
 			map[string]any{"type": "loopback"},
@@ -133,8 +149,8 @@ func (p *Provider) writeCNIConfig(st state) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(p.path("cni", "net.d"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(n.l.cniDir(), "net.d"), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(p.path("cni", "net.d", "10-skewtest.conflist"), b, 0o644)
+	return os.WriteFile(filepath.Join(n.l.cniDir(), "net.d", "10-skewtest.conflist"), b, 0o644)
 }

@@ -11,16 +11,15 @@ import (
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 )
 
-// startDaemon starts one component, records it for Down, and waits for
+// startDaemon starts one component, logging to logs/<name>.log, hands it
+// to keep (so Down stops it even if it never gets ready), and waits for
 // ready.
-func (p *Provider) startDaemon(ctx context.Context, name string, argv []string, timeout time.Duration, ready func(context.Context) error) error {
+func (p *Provider) startDaemon(ctx context.Context, name string, argv []string, timeout time.Duration, ready func(context.Context) error, keep func(*process.Process)) error {
 	proc, err := process.Start(name, p.path("logs", name+".log"), p.path("pids", name+".pid"), argv, nil)
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	p.procs = append(p.procs, proc)
-	p.mu.Unlock()
+	keep(proc)
 	if ready == nil {
 		return nil
 	}
@@ -41,7 +40,7 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=skewtest=" + peerURL, "--initial-cluster-state=new",
 		"--logger=zap", "--log-outputs=stderr",
-	}, 30*time.Second, httpOK(etcdURL+"/health", nil))
+	}, 30*time.Second, httpOK(etcdURL+"/health", nil), p.keep)
 	if err != nil {
 		return err
 	}
@@ -64,7 +63,7 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
 		"--profiling=false",
-	}, 90*time.Second, p.apiserverReady)
+	}, 90*time.Second, p.apiserverReady, p.keep)
 	if err != nil {
 		return err
 	}
@@ -79,7 +78,7 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--root-ca-file=" + pk("ca.crt"),
 		"--cluster-signing-cert-file=" + pk("ca.crt"), "--cluster-signing-key-file=" + pk("ca.key"),
 		"--allocate-node-cidrs=false",
-	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.controllerManager), insecureClient)); err != nil {
+	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.controllerManager), insecureClient), p.keep); err != nil {
 		return err
 	}
 	return p.startDaemon(ctx, "kube-scheduler", []string{bins["kube-scheduler"].Path,
@@ -88,7 +87,14 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--authorization-kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ports.scheduler),
 		"--leader-elect=false",
-	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.scheduler), insecureClient))
+	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.scheduler), insecureClient), p.keep)
+}
+
+// keep records a control plane daemon; Down stops them in reverse order.
+func (p *Provider) keep(proc *process.Process) {
+	p.mu.Lock()
+	p.procs = append(p.procs, proc)
+	p.mu.Unlock()
 }
 
 func (p *Provider) apiserverReady(ctx context.Context) error {

@@ -31,7 +31,14 @@ type Footprint struct {
 	LogLinks []string
 	// CNIEntries are /var/lib/cni entries of skewtest networks.
 	CNIEntries []string
+	// HostKubeletFiles are files under /var/lib/kubelet, the kubelet's
+	// default root and certificate directory: a kubelet run without
+	// --root-dir or --cert-dir writes there, outside any run directory.
+	HostKubeletFiles []string
 }
+
+// hostKubeletRoot is the kubelet's default --root-dir.
+const hostKubeletRoot = "/var/lib/kubelet"
 
 // daemons are the process names local runs start.
 var daemons = map[string]bool{
@@ -102,7 +109,13 @@ func TakeFootprint(ctx context.Context, runRoot string) Footprint {
 		m, _ := filepath.Glob(pattern)
 		f.CNIEntries = append(f.CNIEntries, m...)
 	}
-	for _, l := range [][]string{f.Processes, f.Mounts, f.RunDirs, f.Cgroups, f.Chains, f.Links, f.LogLinks, f.CNIEntries} {
+	_ = filepath.WalkDir(hostKubeletRoot, func(path string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			f.HostKubeletFiles = append(f.HostKubeletFiles, path)
+		}
+		return nil
+	})
+	for _, l := range [][]string{f.Processes, f.Mounts, f.RunDirs, f.Cgroups, f.Chains, f.Links, f.LogLinks, f.CNIEntries, f.HostKubeletFiles} {
 		sort.Strings(l)
 	}
 	return f
@@ -137,16 +150,40 @@ func (f Footprint) Added(after Footprint) []string {
 	diff("mount", f.Mounts, after.Mounts, id)
 	diff("run dir", f.RunDirs, after.RunDirs, id)
 	diff("cgroup", f.Cgroups, after.Cgroups, id)
-	diff("iptables chain", f.Chains, after.Chains, id)
+	diff("iptables chain", f.Chains, freshTablesDropped(f.Chains, after.Chains), id)
 	diff("link", f.Links, after.Links, id)
 	diff("log link", f.LogLinks, after.LogLinks, id)
 	diff("cni entry", f.CNIEntries, after.CNIEntries, id)
+	diff("host kubelet file", f.HostKubeletFiles, after.HostKubeletFiles, id)
+	return out
+}
+
+// freshTablesDropped is after without the default (ACCEPT) policies of
+// tables that before does not have at all: the kernel makes a table, with
+// its built-in chains, the first time anything uses it (the kubelet's
+// chains in mangle and nat on a freshly booted host), and keeps it after
+// the run's chains are gone. Such a table holds nothing of the run.
+func freshTablesDropped(before, after []string) []string {
+	tables := map[string]bool{}
+	for _, b := range before {
+		if i := strings.LastIndexByte(b, '|'); i > 0 {
+			tables[b[:i]] = true
+		}
+	}
+	var out []string
+	for _, a := range after {
+		i := strings.LastIndexByte(a, '|')
+		if i > 0 && !tables[a[:i]] && strings.HasSuffix(a, " policy ACCEPT") {
+			continue
+		}
+		out = append(out, a)
+	}
 	return out
 }
 
 // Count is the number of items, for progress output.
 func (f Footprint) Count() int {
-	return len(f.Processes) + len(f.Mounts) + len(f.RunDirs) + len(f.Cgroups) + len(f.Chains) + len(f.Links) + len(f.LogLinks) + len(f.CNIEntries)
+	return len(f.Processes) + len(f.Mounts) + len(f.RunDirs) + len(f.Cgroups) + len(f.Chains) + len(f.Links) + len(f.LogLinks) + len(f.CNIEntries) + len(f.HostKubeletFiles)
 }
 
 // builtinPolicies lists the policies of the built-in chains, such as

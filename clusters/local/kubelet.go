@@ -15,19 +15,27 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
-// Node is the local cluster's one node: this host, with the kubelet run
-// as a child process.
+// Node is one node of a local cluster: this host, seen through a kubelet
+// run as a child process with a containerd, a CNI network, a cgroup root
+// and a CSI node plugin of its own.
 type Node struct {
 	exec.Local
-	p   *Provider
-	st  state
-	mu  sync.Mutex
-	bin binaries.Binary // installed kubelet
-	run int             // kubelet runs so far, for log names
+	p       *Provider
+	l       nodeLayout
+	st      nodeState
+	ports   nodePorts
+	initial binaries.Binary // the kubelet Up starts
+
+	mu         sync.Mutex
+	containerd *process.Process
+	driver     *csidriver.Driver
+	bin        binaries.Binary // installed kubelet
+	run        int             // kubelet runs so far, for log names
 	// proc is the running kubelet, nil when stopped.
 	proc *process.Process
 	log  string
@@ -35,27 +43,31 @@ type Node struct {
 	notes []string
 }
 
+// nodePorts are the ports a node's kubelet listens on: the API server
+// reaches each kubelet at the node IP and the port its node status
+// advertises.
+type nodePorts struct{ kubelet, kubeletHealthz int }
+
 var (
 	_ nodes.Node      = (*Node)(nil)
 	_ nodes.WithNotes = (*Node)(nil)
 )
 
-func (p *Provider) newNode(st state) (*Node, error) {
-	for _, d := range []string{p.kubeletRoot(), p.path("kubelet-config"), p.path("pod-logs"), p.path("flexvolume")} {
+func (p *Provider) newNode(i int, st nodeState, ports nodePorts, initial binaries.Binary) (*Node, error) {
+	l := layoutOf(p.dir, i)
+	for _, d := range []string{l.kubeletRoot(), l.kubeletConfigDir(), l.podLogs(), l.flexvolume()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	return &Node{p: p, st: st}, nil
+	return &Node{p: p, l: l, st: st, ports: ports, initial: initial}, nil
 }
 
-func (p *Provider) kubeletRoot() string { return p.path("kubelet") }
-
 // String is the node name.
-func (n *Node) String() string { return NodeName }
+func (n *Node) String() string { return n.l.name }
 
 // KubeletRootDir implements nodes.Node.
-func (n *Node) KubeletRootDir() string { return n.p.kubeletRoot() }
+func (n *Node) KubeletRootDir() string { return n.l.kubeletRoot() }
 
 // LogFile is the current (or last) kubelet run's log.
 func (n *Node) LogFile() string {
@@ -83,7 +95,7 @@ func (n *Node) StopKubelet(context.Context) error {
 		return nil
 	}
 	if err := proc.Stop(30 * time.Second); err != nil {
-		return fmt.Errorf("stop kubelet on %s: %w", NodeName, err)
+		return fmt.Errorf("stop kubelet on %s: %w", n.l.name, err)
 	}
 	return nil
 }
@@ -94,24 +106,24 @@ func (n *Node) SwapKubelet(_ context.Context, bin binaries.Binary) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.proc != nil {
-		return fmt.Errorf("swap kubelet on %s: the kubelet is running; stop it first", NodeName)
+		return fmt.Errorf("swap kubelet on %s: the kubelet is running; stop it first", n.l.name)
 	}
 	v, err := version.ParseSemantic(bin.Version)
 	if err != nil {
-		return fmt.Errorf("swap kubelet on %s: version %q of %s: %w", NodeName, bin.Version, bin.Path, err)
+		return fmt.Errorf("swap kubelet on %s: version %q of %s: %w", n.l.name, bin.Version, bin.Path, err)
 	}
 	if _, err := os.Stat(bin.Path); err != nil {
-		return fmt.Errorf("swap kubelet on %s: %w", NodeName, err)
+		return fmt.Errorf("swap kubelet on %s: %w", n.l.name, err)
 	}
 	if err := os.WriteFile(n.configFile(v), []byte(n.kubeletConfig(v)), 0o644); err != nil {
-		return fmt.Errorf("swap kubelet on %s: write config: %w", NodeName, err)
+		return fmt.Errorf("swap kubelet on %s: write config: %w", n.l.name, err)
 	}
 	n.bin = bin
 	return nil
 }
 
 func (n *Node) configFile(v *version.Version) string {
-	return n.p.path("kubelet-config", fmt.Sprintf("kubelet-v%s.yaml", v))
+	return filepath.Join(n.l.kubeletConfigDir(), fmt.Sprintf("kubelet-v%s.yaml", v))
 }
 
 // StartKubelet implements nodes.Node. It returns once the kubelet answers
@@ -148,34 +160,35 @@ func (n *Node) startOnce(ctx context.Context) error {
 	n.mu.Lock()
 	if n.proc != nil {
 		n.mu.Unlock()
-		return fmt.Errorf("start kubelet on %s: already running", NodeName)
+		return fmt.Errorf("start kubelet on %s: already running", n.l.name)
 	}
 	if n.bin.Path == "" {
 		n.mu.Unlock()
-		return fmt.Errorf("start kubelet on %s: no kubelet installed (SwapKubelet first)", NodeName)
+		return fmt.Errorf("start kubelet on %s: no kubelet installed (SwapKubelet first)", n.l.name)
 	}
 	n.run++
 	v, _ := version.ParseSemantic(n.bin.Version)
-	logFile := n.p.path("logs", fmt.Sprintf("kubelet-%d-%s.log", n.run, n.bin.Version))
+	logFile := n.l.kubeletLog(n.run, n.bin.Version)
 	argv := []string{n.bin.Path,
 		"--config=" + n.configFile(v),
-		"--kubeconfig=" + n.p.path("kubeconfig", "kubelet.kubeconfig"),
+		"--kubeconfig=" + n.l.kubeconfig(),
 		"--root-dir=" + n.KubeletRootDir(),
-		"--hostname-override=" + NodeName,
+		"--cert-dir=" + n.l.kubeletCertDir(),
+		"--hostname-override=" + n.l.name,
 		"--node-ip=" + n.p.nodeIP.String(),
 		"--v=2",
 	}
-	proc, err := process.Start("kubelet", logFile, n.p.path("pids", "kubelet.pid"), argv, nil)
+	proc, err := process.Start(n.l.kubeletName(), logFile, n.l.kubeletPIDFile(), argv, nil)
 	if err != nil {
 		n.mu.Unlock()
-		return fmt.Errorf("start kubelet on %s: %w", NodeName, err)
+		return fmt.Errorf("start kubelet on %s: %w", n.l.name, err)
 	}
 	n.proc, n.log = proc, logFile
 	n.mu.Unlock()
 
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	err = proc.WaitReady(wctx, 50*time.Millisecond, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.p.ports.kubeletHealthz), nil))
+	err = proc.WaitReady(wctx, 50*time.Millisecond, httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil))
 	if err == nil {
 		return nil
 	}
@@ -189,7 +202,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 			return &checkpointError{line: strings.TrimSpace(line)}
 		}
 	}
-	return fmt.Errorf("start kubelet %s on %s: the kubelet did not become healthy: %w\n(if it rejected a flag, config field or feature gate, that version does not know it; log: %s)", n.bin.Version, NodeName, err, logFile)
+	return fmt.Errorf("start kubelet %s on %s: the kubelet did not become healthy: %w\n(if it rejected a flag, config field or feature gate, that version does not know it; log: %s)", n.bin.Version, n.l.name, err, logFile)
 }
 
 // kubeletConfig is the KubeletConfiguration for version v. It names only
@@ -200,12 +213,12 @@ func (n *Node) kubeletConfig(v *version.Version) string {
 	_ = kubeletConfigTmpl.Execute(&b, map[string]any{
 		"CA":          n.p.path("pki", "ca.crt"),
 		"CgroupRoot":  n.st.CgroupRoot,
-		"Runtime":     "unix://" + n.p.ContainerdSocket(),
-		"PodLogs":     n.p.path("pod-logs"),
-		"Flex":        n.p.path("flexvolume"),
+		"Runtime":     "unix://" + n.l.containerdSocket(),
+		"PodLogs":     n.l.podLogs(),
+		"Flex":        n.l.flexvolume(),
 		"Address":     n.p.nodeIP.String(),
-		"Port":        n.p.ports.kubelet,
-		"HealthzPort": n.p.ports.kubeletHealthz,
+		"Port":        n.ports.kubelet,
+		"HealthzPort": n.ports.kubeletHealthz,
 		// cgroup v1 hosts: kubelets from 1.35 refuse to start unless told.
 		"FailCgroupV1": !cgroupV1Host(),
 		"Version":      v.String(),

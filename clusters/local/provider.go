@@ -1,10 +1,18 @@
-// Package local is the provider that runs a real single-node cluster on
-// this Linux host with no Docker, cloud account or registry: etcd, the
-// control plane and containerd built or installed offline, one real kubelet,
-// and skewtest's own CSI node plugin making real mounts. Everything a run
-// makes lives under one run directory (sockets, state, logs, the kubelet's
-// root) so it never collides with a containerd or kubelet the host already
-// runs, and Down removes it all.
+// Package local is the provider that runs a real cluster on this Linux host
+// with no Docker, cloud account or registry: etcd and the control plane,
+// built or installed offline, and one or more nodes, each a real kubelet
+// with a containerd and skewtest's own CSI node plugin of its own making
+// real mounts. Everything a run makes lives under one run directory
+// (sockets, state, logs, the kubelets' roots) so it never collides with a
+// containerd or kubelet the host already runs, and Down removes it all.
+//
+// Nodes are named as kind names workers: skewtest-worker, then
+// skewtest-worker2, skewtest-worker3, ... (NodeNames). The first node's
+// files and host objects are named as they were when the provider had one
+// node (kubelet/, containerd/, logs/kubelet-1-v1.37.2.log, cgroup
+// /skewtest-<id>, bridge skw<id>); node i+1 adds the suffix i+1 to each
+// (kubelet2/, containerd2/, logs/kubelet2-1-v1.36.3.log,
+// /skewtest-<id>2, skw<id>2). The control plane is shared.
 package local
 
 import (
@@ -25,7 +33,6 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
-	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -41,9 +48,6 @@ var (
 // DefaultRunRoot holds one directory per run.
 const DefaultRunRoot = "/var/lib/skewtest"
 
-// NodeName is the name the kubelet registers.
-const NodeName = "skewtest-worker"
-
 // Config configures a local cluster.
 type Config struct {
 	// RunID names the run directory <RunRoot>/<RunID>.
@@ -53,9 +57,11 @@ type Config struct {
 	CacheDir string
 	// APIServerVersion is the control plane's version: the plan's newest.
 	APIServerVersion *version.Version
-	// Kubelet is the binary the node starts with: the plan's first.
-	Kubelet binaries.Binary
-	Logger  *slog.Logger
+	// Kubelets are the kubelets the nodes start with, one per node in node
+	// order (NodeNames(len(Kubelets))): for a single node, the plan's
+	// first; for a matrix tour, each trail's first.
+	Kubelets []binaries.Binary
+	Logger   *slog.Logger
 }
 
 // Provider is a local cluster.
@@ -65,9 +71,8 @@ type Provider struct {
 	logger *slog.Logger
 
 	mu        sync.Mutex
-	procs     []*process.Process // control plane and containerd, in start order
-	node      *Node
-	driver    *csidriver.Driver
+	procs     []*process.Process // control plane, in start order
+	nodes     []*Node
 	nodeIP    net.IP
 	ports     ports
 	binaries  []binaries.Binary
@@ -89,8 +94,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.APIServerVersion == nil {
 		return nil, fmt.Errorf("local provider: the API server version is required")
 	}
-	if cfg.Kubelet.Path == "" {
-		return nil, fmt.Errorf("local provider: the initial kubelet binary is required")
+	if len(cfg.Kubelets) == 0 {
+		return nil, fmt.Errorf("local provider: the initial kubelet binary is required (one per node)")
+	}
+	if len(cfg.Kubelets) > MaxNodes {
+		return nil, fmt.Errorf("local provider: %d nodes asked for, at most %d run on one host; split the tour into fewer trails", len(cfg.Kubelets), MaxNodes)
+	}
+	for i, k := range cfg.Kubelets {
+		if k.Path == "" {
+			return nil, fmt.Errorf("local provider: the initial kubelet binary is required for node %d (%s)", i+1, NodeNames(i + 1)[i])
+		}
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
@@ -142,14 +155,18 @@ func (p *Provider) IsUp(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// TestNodes implements clusters.Provider: the one node.
+// TestNodes implements clusters.Provider: every node, in node order.
 func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.node == nil {
+	if len(p.nodes) == 0 {
 		return nil, fmt.Errorf("local provider: no node (Up has not completed)")
 	}
-	return []nodes.Node{p.node}, nil
+	out := make([]nodes.Node, len(p.nodes))
+	for i, n := range p.nodes {
+		out[i] = n
+	}
+	return out, nil
 }
 
 // Binaries are the binaries this cluster runs (control plane, runtime),

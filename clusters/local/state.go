@@ -11,12 +11,9 @@ import (
 // under the run directory; it is written before the thing it describes is
 // made, so a run killed half-way can still be cleaned by `skewtest clean`.
 type state struct {
-	// CgroupRoot is the kubelet's cgroupRoot, e.g. /skewtest-abcd.
-	CgroupRoot string `json:"cgroupRoot"`
-	// Bridge is the CNI bridge interface this run's pods use.
-	Bridge string `json:"bridge"`
-	// CNINetwork is the CNI network name (prefix of /var/lib/cni entries).
-	CNINetwork string `json:"cniNetwork"`
+	// Nodes are the cluster's nodes in order: node i is laid out by
+	// layoutOf(runDir, i).
+	Nodes []nodeState `json:"nodes"`
 	// IPTablesBefore lists "iptables|table|chain" that existed before the
 	// kubelet ran; teardown removes the KUBE-* chains that did not.
 	IPTablesBefore []string `json:"iptablesBefore"`
@@ -26,6 +23,24 @@ type state struct {
 	// ContainerdRunDirExisted tells whether /run/containerd existed before
 	// the run (shims put their sockets in /run/containerd/s).
 	ContainerdRunDirExisted bool `json:"containerdRunDirExisted"`
+	// HostKubeletDirMade is set when /var/lib/kubelet did not exist before
+	// the run: every kubelet, whatever its --root-dir, puts its device
+	// plugin socket in /var/lib/kubelet/device-plugins, and teardown then
+	// removes the directory. Unset (also in older state files), teardown
+	// leaves it alone.
+	HostKubeletDirMade bool `json:"hostKubeletDirMade"`
+}
+
+// nodeState is one node's objects outside the run directory.
+type nodeState struct {
+	// Name is the node's name.
+	Name string `json:"name"`
+	// CgroupRoot is the kubelet's cgroupRoot, e.g. /skewtest-abcd.
+	CgroupRoot string `json:"cgroupRoot"`
+	// Bridge is the CNI bridge interface the node's pods use.
+	Bridge string `json:"bridge"`
+	// CNINetwork is the CNI network name (prefix of /var/lib/cni entries).
+	CNINetwork string `json:"cniNetwork"`
 }
 
 const stateFile = "state.json"
@@ -43,13 +58,30 @@ func writeState(dir string, s state) error {
 }
 
 func readState(dir string) (state, error) {
-	var s state
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
+		return state{}, nil
 	}
 	if err != nil {
-		return s, err
+		return state{}, err
 	}
-	return s, json.Unmarshal(b, &s)
+	return parseState(b)
+}
+
+// parseState also reads the state files of runs made before clusters had
+// several nodes, which kept their one node's fields at the top level, so
+// `skewtest clean` still removes what such a run left.
+func parseState(b []byte) (state, error) {
+	var s struct {
+		state
+		nodeState
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return state{}, err
+	}
+	if len(s.Nodes) == 0 && s.nodeState != (nodeState{}) {
+		s.nodeState.Name = NodeName
+		s.Nodes = []nodeState{s.nodeState}
+	}
+	return s.state, nil
 }

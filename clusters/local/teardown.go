@@ -26,21 +26,14 @@ func (p *Provider) Down(ctx context.Context) error {
 	start := time.Now()
 	var errs []error
 	p.mu.Lock()
-	node, driver, procs := p.node, p.driver, p.procs
-	p.procs, p.driver = nil, nil
+	nodes, procs := p.nodes, p.procs
+	p.procs = nil
 	p.mu.Unlock()
-	if node != nil {
-		if err := node.StopKubelet(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if driver != nil {
-		driver.Stop()
-	}
-	// Pods first, so containerd has nothing to wait for; then the daemons
-	// in reverse start order.
-	if st, err := readState(p.dir); err == nil && st.CgroupRoot != "" {
-		killCgroup(st.CgroupRoot)
+	// The kubelets first, so none restarts a container; the plugins; the
+	// pods, so containerd has nothing to wait for; the containerds; then
+	// the control plane in reverse start order. Nodes stop at once.
+	if err := p.parallel(ctx, func(ctx context.Context, n *Node) error { return n.stop(ctx) }); err != nil {
+		errs = append(errs, err)
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		if err := procs[i].Stop(20 * time.Second); err != nil {
@@ -51,17 +44,42 @@ func (p *Provider) Down(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		p.logger.Info("local cluster removed", "dir", p.dir, "took", time.Since(start).Round(100*time.Millisecond))
+		p.logger.Info("local cluster removed", "dir", p.dir, "nodes", len(nodes), "took", time.Since(start).Round(100*time.Millisecond))
 	}
 	return errors.Join(errs...)
 }
 
-// Clean removes everything a local run left under and outside runDir:
-// processes (from pid files and the run's cgroups), containerd shims,
-// mounts, cgroups, the kubelet's iptables chains, the CNI bridge, the
-// kubelet's /var/log/containers links and CNI cache entries, then runDir
-// itself. It is what Down does after stopping its own processes, and what
-// `skewtest clean` runs for a harness that was killed.
+// stop stops what the node runs: its kubelet, its CSI plugin, its pods and
+// its containerd, in that order. Mounts and files stay for Clean.
+func (n *Node) stop(ctx context.Context) error {
+	var errs []error
+	if err := n.StopKubelet(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	n.mu.Lock()
+	// The driver stays, stopped (Stop is repeatable), so its call record
+	// can still be read after Down.
+	driver, containerd := n.driver, n.containerd
+	n.containerd = nil
+	n.mu.Unlock()
+	if driver != nil {
+		driver.Stop()
+	}
+	killCgroup(n.st.CgroupRoot)
+	if containerd != nil {
+		if err := containerd.Stop(20 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Clean removes everything a local run left under and outside runDir, for
+// every node: processes (from pid files and the nodes' cgroups),
+// containerd shims, mounts, cgroups, the kubelets' iptables chains, the
+// CNI bridges, the kubelets' /var/log/containers links and CNI cache
+// entries, then runDir itself. It is what Down does after stopping its own
+// processes, and what `skewtest clean` runs for a harness that was killed.
 func Clean(ctx context.Context, runDir string) error {
 	if _, err := os.Stat(runDir); errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -71,12 +89,14 @@ func Clean(ctx context.Context, runDir string) error {
 		return fmt.Errorf("clean %s: read state: %w", runDir, err)
 	}
 	var errs []error
-	// The kubelet first so it does not restart containers; then the pods.
-	if err := process.KillPIDFile(filepath.Join(runDir, "pids", "kubelet.pid")); err != nil {
-		errs = append(errs, err)
+	// The kubelets first so they do not restart containers; then the pods.
+	for i := range st.Nodes {
+		if err := process.KillPIDFile(layoutOf(runDir, i).kubeletPIDFile()); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if st.CgroupRoot != "" {
-		killCgroup(st.CgroupRoot)
+	for _, ns := range st.Nodes {
+		killCgroup(ns.CgroupRoot)
 	}
 	pids, _ := filepath.Glob(filepath.Join(runDir, "pids", "*.pid"))
 	for _, f := range pids {
@@ -85,49 +105,68 @@ func Clean(ctx context.Context, runDir string) error {
 		}
 	}
 	// containerd's shims outlive containerd; they name its socket.
-	killMatching(filepath.Join(runDir, "containerd", "containerd.sock"))
+	for i := range st.Nodes {
+		killMatching(layoutOf(runDir, i).containerdSocket())
+	}
 	if err := mountinfo.UnmountUnder(runDir); err != nil {
 		errs = append(errs, err)
 	}
-	if st.CgroupRoot != "" {
-		if err := removeCgroup(st.CgroupRoot); err != nil {
+	for _, ns := range st.Nodes {
+		if err := removeCgroup(ns.CgroupRoot); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := removeNewChains(ctx, st); err != nil {
 		errs = append(errs, err)
 	}
-	if st.Bridge != "" {
-		if _, err := os.Stat("/sys/class/net/" + st.Bridge); err == nil {
-			if out, err := exec.CommandContext(ctx, "ip", "link", "delete", st.Bridge).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", st.Bridge, err, out))
+	for _, ns := range st.Nodes {
+		if ns.Bridge == "" {
+			continue
+		}
+		if _, err := os.Stat("/sys/class/net/" + ns.Bridge); err == nil {
+			if out, err := exec.CommandContext(ctx, "ip", "link", "delete", ns.Bridge).CombinedOutput(); err != nil {
+				errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", ns.Bridge, err, out))
 			}
 		}
 	}
 	removeLinksInto("/var/log/containers", runDir)
-	if st.CNINetwork != "" {
-		for _, pattern := range []string{"/var/lib/cni/results/" + st.CNINetwork + "-*", "/var/lib/cni/networks/" + st.CNINetwork} {
+	for _, ns := range st.Nodes {
+		if ns.CNINetwork == "" {
+			continue
+		}
+		for _, pattern := range []string{"/var/lib/cni/results/" + ns.CNINetwork + "-*", "/var/lib/cni/networks/" + ns.CNINetwork} {
 			matches, _ := filepath.Glob(pattern)
 			for _, m := range matches {
 				os.RemoveAll(m)
 			}
 		}
 	}
-	if !st.ContainerdRunDirExisted && st.CNINetwork != "" {
+	if !st.ContainerdRunDirExisted && len(st.Nodes) > 0 {
 		// Shim sockets go to /run/containerd/s whatever the state dir is.
 		os.RemoveAll("/run/containerd")
+	}
+	if st.HostKubeletDirMade {
+		if err := removeDirOfRun(hostKubeletRoot); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("clean %s: %w", runDir, errors.Join(errs...))
 	}
-	// Never RemoveAll across a mount point: it would delete what is inside.
-	if left := mountsUnder(runDir); len(left) > 0 {
-		return fmt.Errorf("clean %s: %d mounts still under it (first: %s); not removing the directory", runDir, len(left), left[0].MountPoint)
-	}
-	if err := os.RemoveAll(runDir); err != nil {
+	if err := removeDirOfRun(runDir); err != nil {
 		return fmt.Errorf("clean %s: %w", runDir, err)
 	}
 	return nil
+}
+
+// removeDirOfRun removes dir, which the run made, and all inside it, unless
+// something is mounted under it.
+func removeDirOfRun(dir string) error {
+	// Never RemoveAll across a mount point: it would delete what is inside.
+	if left := mountsUnder(dir); len(left) > 0 {
+		return fmt.Errorf("%d mounts still under %s (first: %s); not removing the directory", len(left), dir, left[0].MountPoint)
+	}
+	return os.RemoveAll(dir)
 }
 
 func mountsUnder(dir string) []mountinfo.Mount {
@@ -153,9 +192,13 @@ func cgroupDirs(root string) []string {
 	return dirs
 }
 
-// killCgroup SIGKILLs every process in the run's cgroup trees: the pods'
+// killCgroup SIGKILLs every process in a node's cgroup trees: the pods'
 // containers, which containerd's shims would otherwise leave behind.
 func killCgroup(root string) {
+	if root == "" {
+		// An empty root names the top of every hierarchy: the whole host.
+		return
+	}
 	for range 3 {
 		var pids []int
 		for _, d := range cgroupDirs(root) {
@@ -181,8 +224,11 @@ func killCgroup(root string) {
 	}
 }
 
-// removeCgroup removes the run's cgroup trees, deepest first.
+// removeCgroup removes a node's cgroup trees, deepest first.
 func removeCgroup(root string) error {
+	if root == "" {
+		return nil
+	}
 	var errs []error
 	for _, d := range cgroupDirs(root) {
 		var dirs []string

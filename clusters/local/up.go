@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,14 +30,20 @@ var hostPrograms = []struct{ path, pkg string }{
 	{"/usr/lib/cni/loopback", "containernetworking-plugins"},
 }
 
+// ports are the control plane's; each node has its own nodePorts.
 type ports struct {
-	etcdClient, etcdPeer, apiserver, kubelet, kubeletHealthz, controllerManager, scheduler int
+	etcdClient, etcdPeer, apiserver, controllerManager, scheduler int
 }
 
 // Up implements clusters.Provider: builds or reuses the binaries, then
-// starts etcd, the control plane, containerd, skewtest's CSI node plugin and
-// the kubelet, and returns when the node is Ready. On failure it tears down
-// whatever it started.
+// starts etcd and the control plane and, for every node, containerd,
+// skewtest's CSI node plugin and the kubelet, and returns when every node
+// is Ready at its kubelet's version. On failure it tears down whatever it
+// started.
+//
+// What does not depend on each other starts at once: the control plane,
+// the image build and each node's containerd and image import; then every
+// node's plugin and kubelet.
 func (p *Provider) Up(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
@@ -55,76 +63,143 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
-	p.logger.Info("bringing up a local cluster", "dir", p.dir, "apiserver", "v"+p.cfg.APIServerVersion.String(), "kubelet", p.cfg.Kubelet.Version)
+	names := NodeNames(len(p.cfg.Kubelets))
+	var versions []string
+	for _, k := range p.cfg.Kubelets {
+		versions = append(versions, k.Version)
+	}
+	p.logger.Info("bringing up a local cluster", "dir", p.dir, "apiserver", "v"+p.cfg.APIServerVersion.String(),
+		"nodes", strings.Join(names, ","), "kubelets", strings.Join(versions, ","))
 	if p.nodeIP, err = nodeIP(); err != nil {
 		return err
 	}
-	if err := p.allocatePorts(); err != nil {
+	nodePorts, err := p.allocatePorts(len(names))
+	if err != nil {
 		return err
 	}
 	_, statErr := os.Stat("/run/containerd")
-	short := shortID(p.cfg.RunID)
+	_, kubeletDirErr := os.Stat(hostKubeletRoot)
 	st := state{
-		CgroupRoot:              "/skewtest-" + short,
-		Bridge:                  "skw" + short,
-		CNINetwork:              "skewtest-" + short,
 		IPTablesBefore:          iptablesChains(ctx),
 		IPTablesRecorded:        true,
 		ContainerdRunDirExisted: statErr == nil,
+		HostKubeletDirMade:      errors.Is(kubeletDirErr, os.ErrNotExist),
+	}
+	for i := range names {
+		st.Nodes = append(st.Nodes, layoutOf(p.dir, i).state(p.cfg.RunID))
 	}
 	if err := writeState(p.dir, st); err != nil {
 		return err
 	}
-	if err := makeCgroupRoot(st.CgroupRoot); err != nil {
-		return err
+	for i, ns := range st.Nodes {
+		node, err := p.newNode(i, ns, nodePorts[i], p.cfg.Kubelets[i])
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.nodes = append(p.nodes, node)
+		p.mu.Unlock()
+		if err := makeCgroupRoot(ns.CgroupRoot); err != nil {
+			return err
+		}
 	}
 	if err := p.writePKI(); err != nil {
 		return err
 	}
-	if err := p.startControlPlane(ctx, bins); err != nil {
+
+	// Each node's image import waits for the one image build, which starts
+	// at once with the control plane and the containerds.
+	imagesTarball := sync.OnceValues(func() (string, error) { return images.Build(ctx, p.path("images")) })
+	err = p.parallel(ctx, func(ctx context.Context, n *Node) error {
+		if err := n.startContainerd(ctx, bins); err != nil {
+			return err
+		}
+		tarball, err := imagesTarball()
+		if err != nil {
+			return err
+		}
+		if err := n.importImages(ctx, bins, tarball); err != nil {
+			return err
+		}
+		p.logger.Info("containerd ready, images imported", "node", n.String(), "elapsed", time.Since(start).Round(100*time.Millisecond))
+		return nil
+	}, func(ctx context.Context) error {
+		if err := p.startControlPlane(ctx, bins); err != nil {
+			return err
+		}
+		p.logger.Info("control plane ready", "elapsed", time.Since(start).Round(100*time.Millisecond))
+		return nil
+	}, func(context.Context) error {
+		_, err := imagesTarball()
 		return err
-	}
-	p.logger.Info("control plane ready", "elapsed", time.Since(start).Round(100*time.Millisecond))
-	if err := p.startContainerd(ctx, bins, st); err != nil {
-		return err
-	}
-	imgDir := p.path("images")
-	tarball, err := images.Build(ctx, imgDir)
+	})
 	if err != nil {
-		return err
-	}
-	if err := p.importImages(ctx, bins, tarball); err != nil {
-		return err
-	}
-	p.logger.Info("containerd ready, images imported", "elapsed", time.Since(start).Round(100*time.Millisecond))
-	if err := p.startCSIDriver(ctx); err != nil {
-		return err
-	}
-	node, err := p.newNode(st)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.node = node
-	p.mu.Unlock()
-	if err := node.SwapKubelet(ctx, p.cfg.Kubelet); err != nil {
-		return err
-	}
-	if err := node.StartKubelet(ctx); err != nil {
 		return err
 	}
 	res, err := p.resources()
 	if err != nil {
 		return err
 	}
-	if err := conditions.WaitNodeReady(ctx, res, NodeName, p.cfg.Kubelet.Version, 2*time.Minute); err != nil {
-		return fmt.Errorf("local provider: %w; kubelet log: %s", err, node.LogFile())
+	err = p.parallel(ctx, func(ctx context.Context, n *Node) error {
+		if err := n.startCSIDriver(ctx); err != nil {
+			return err
+		}
+		if err := n.SwapKubelet(ctx, n.initial); err != nil {
+			return err
+		}
+		if err := n.StartKubelet(ctx); err != nil {
+			return err
+		}
+		if err := conditions.WaitNodeReady(ctx, res, n.String(), n.initial.Version, 2*time.Minute); err != nil {
+			return fmt.Errorf("local provider: %w; kubelet log: %s", err, n.LogFile())
+		}
+		p.logger.Info("node ready", "node", n.String(), "kubelet", n.initial.Version, "elapsed", time.Since(start).Round(100*time.Millisecond))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := p.createCSIDriverObject(ctx); err != nil {
 		return err
 	}
-	p.logger.Info("local cluster up", "node", NodeName, "took", time.Since(start).Round(100*time.Millisecond), "kubeconfig", p.KubeconfigPath())
+	p.logger.Info("local cluster up", "nodes", strings.Join(names, ","), "took", time.Since(start).Round(100*time.Millisecond), "kubeconfig", p.KubeconfigPath())
 	return nil
+}
+
+// parallel runs perNode for every node and each of shared, all at once,
+// and returns their errors joined. The first error cancels the context the
+// others run with, so a failed bring-up does not wait out their timeouts.
+func (p *Provider) parallel(ctx context.Context, perNode func(context.Context, *Node) error, shared ...func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p.mu.Lock()
+	nodes := append([]*Node(nil), p.nodes...)
+	p.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	run := func(f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				cancel(err)
+			}
+		}()
+	}
+	for _, f := range shared {
+		run(func() error { return f(ctx) })
+	}
+	for _, n := range nodes {
+		run(func() error { return perNode(ctx, n) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func checkHostPrograms() error {
@@ -188,18 +263,24 @@ func debianVersion(ctx context.Context, pkg string) string {
 	return string(out)
 }
 
-func (p *Provider) allocatePorts() error {
+// allocatePorts picks free ports for the control plane and for each of n
+// nodes' kubelets.
+func (p *Provider) allocatePorts(n int) ([]nodePorts, error) {
 	var got []int
-	for range 7 {
+	for range 5 + 2*n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return fmt.Errorf("allocate a port: %w", err)
+			return nil, fmt.Errorf("allocate a port: %w", err)
 		}
 		defer l.Close()
 		got = append(got, l.Addr().(*net.TCPAddr).Port)
 	}
-	p.ports = ports{etcdClient: got[0], etcdPeer: got[1], apiserver: got[2], kubelet: got[3], kubeletHealthz: got[4], controllerManager: got[5], scheduler: got[6]}
-	return nil
+	p.ports = ports{etcdClient: got[0], etcdPeer: got[1], apiserver: got[2], controllerManager: got[3], scheduler: got[4]}
+	out := make([]nodePorts, n)
+	for i := range out {
+		out[i] = nodePorts{kubelet: got[5+2*i], kubeletHealthz: got[6+2*i]}
+	}
+	return out, nil
 }
 
 // nodeIP is the host's first non-loopback IPv4 address: the kubelet rejects
@@ -244,7 +325,12 @@ func (p *Provider) writePKI() error {
 		{Name: "admin", CommonName: "skewtest-admin", Organization: []string{"system:masters"}, Client: true},
 		{Name: "controller-manager", CommonName: "system:kube-controller-manager", Client: true},
 		{Name: "scheduler", CommonName: "system:kube-scheduler", Client: true},
-		{Name: "kubelet", CommonName: "system:node:" + NodeName, Organization: []string{"system:nodes"}, Client: true},
+	}
+	kubeconfigs := []string{"admin", "controller-manager", "scheduler"}
+	for _, n := range p.nodes {
+		// NodeRestriction lets each kubelet change only its own node.
+		reqs = append(reqs, pki.Request{Name: n.l.kubeconfigName(), CommonName: "system:node:" + n.String(), Organization: []string{"system:nodes"}, Client: true})
+		kubeconfigs = append(kubeconfigs, n.l.kubeconfigName())
 	}
 	pairs := map[string]pki.Pair{}
 	for _, r := range reqs {
@@ -258,7 +344,7 @@ func (p *Provider) writePKI() error {
 		return err
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", p.ports.apiserver)
-	for _, name := range []string{"admin", "controller-manager", "scheduler", "kubelet"} {
+	for _, name := range kubeconfigs {
 		kc := clientcmdapi.NewConfig()
 		kc.Clusters["skewtest"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: ca.CertFile}
 		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: pairs[name].CertFile, ClientKey: pairs[name].KeyFile}

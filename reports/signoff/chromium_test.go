@@ -175,7 +175,7 @@ func TestHTMLInChromium(t *testing.T) {
 		{"m-local-csi v1.37.2 v1.36.3", "fail", "✗ fail 4.20 s × 3 hops", "20261201-011000-cccc/report.md#hop-1"},
 		{"m-local-csi v1.36.3 v1.37.2", "pass", "✓ pass 11.7 s × 2 hops + 1 unreached", "20261201-010000-aaaa/report.md#hop-2"},
 		{"m-local-csi v1.34.4 v1.36.3", "unreached", "⊘ unreached", ""},
-		{"m-local-csi v1.36.3 v1.34.4", "fail", "✗ fail 5.20 s", "20261201-013000-ffff/report.md#hop-skewtest-b-1"},
+		{"m-local-csi v1.36.3 v1.34.4", "fail", "✗ fail 5.20 s", "20261201-013000-ffff/report.md#hop-3"},
 		{"m-local-local v1.36.3 v1.37.2", "pass-with-expected-deviations", "⚠ pass with expected deviations 14.6 s", "20261201-011500-dddd/report.md#hop-1"},
 		{"m-kind-csi v1.37.2 v1.36.3", "pass", "✓ pass 3.90 s", "20261201-012000-eeee/report.md#hop-1"},
 		{"m-kind-csi v1.36.3 v1.36.3", "not-run", "· not run", ""},

@@ -95,12 +95,13 @@ func nightRuns(t *testing.T) []*reports.Run {
 		{Node: "skewtest-a", Plan: []string{"v1.37.2", "v1.34.4", "v1.37.2"}, Verdict: reports.Pass},
 		{Node: "skewtest-b", Plan: []string{"v1.36.3", "v1.34.4", "v1.36.3"}, Verdict: reports.Fail},
 	}
+	// A tour numbers the hops of all its trails in one sequence.
 	tour.Hops = []reports.Hop{
 		tourHop(1, "skewtest-a", "v1.37.2", "v1.34.4", "downgrade", 0.05, 0.8, 1.9, 4.9, ""),
 		tourHop(2, "skewtest-a", "v1.34.4", "v1.37.2", "upgrade", 0.04, 0.7, 1.7, 4.6, ""),
-		tourHop(1, "skewtest-b", "v1.36.3", "v1.34.4", "downgrade", 0.05, 0.9, 2.1, 5.2, reports.Fail),
+		tourHop(3, "skewtest-b", "v1.36.3", "v1.34.4", "downgrade", 0.05, 0.9, 2.1, 5.2, reports.Fail),
 	}
-	tour.Unreached = []reports.UnreachedHop{{Node: "skewtest-b", From: "v1.34.4", To: "v1.36.3", Reason: "node skewtest-b stayed NotReady after hop 1 failed"}}
+	tour.Unreached = []reports.UnreachedHop{{Node: "skewtest-b", From: "v1.34.4", To: "v1.36.3", Reason: "node skewtest-b stayed NotReady after hop 3 failed"}}
 	tour.Verdict, tour.Failure = "", ""
 	tour.ComputeVerdict()
 	return []*reports.Run{r1, r2, r3, r4, r5, tour}

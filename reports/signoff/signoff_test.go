@@ -139,8 +139,8 @@ func TestMatrixAggregation(t *testing.T) {
 		{"local", "csi", "v1.37.2", "v1.36.3", Fail, 3, 0, "4.20", "20261201-011000-cccc/report.md#hop-1"},
 		// 12.34 s and 11.0 s; the failed run's second hop was skipped.
 		{"local", "csi", "v1.36.3", "v1.37.2", Pass, 2, 1, "11.7", "20261201-010000-aaaa/report.md#hop-2"},
-		{"local", "csi", "v1.37.2", "v1.34.4", Pass, 1, 0, "4.90", "20261201-013000-ffff/report.md#hop-skewtest-a-1"},
-		{"local", "csi", "v1.36.3", "v1.34.4", Fail, 1, 0, "5.20", "20261201-013000-ffff/report.md#hop-skewtest-b-1"},
+		{"local", "csi", "v1.37.2", "v1.34.4", Pass, 1, 0, "4.90", "20261201-013000-ffff/report.md#hop-1"},
+		{"local", "csi", "v1.36.3", "v1.34.4", Fail, 1, 0, "5.20", "20261201-013000-ffff/report.md#hop-3"},
 		{"local", "csi", "v1.34.4", "v1.36.3", Unreached, 0, 1, "", ""},
 		{"local", "csi", "v1.36.3", "v1.36.3", NotRun, 0, 0, "", ""},
 		{"local", "local", "v1.36.3", "v1.37.2", Deviated, 1, 0, "14.6", "20261201-011500-dddd/report.md#hop-1"},
@@ -193,7 +193,7 @@ func TestUnreachedReasons(t *testing.T) {
 	}
 	for _, want := range []string{
 		"🚫 unreached [1]",
-		"1. 🚫 unreached: v1.34.4 → v1.36.3 (run `20261201-013000-ffff` on `skewtest-b`): node skewtest-b stayed NotReady after hop 1 failed",
+		"1. 🚫 unreached: v1.34.4 → v1.36.3 (run `20261201-013000-ffff` on `skewtest-b`): node skewtest-b stayed NotReady after hop 3 failed",
 	} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("signoff.md lacks %q", want)

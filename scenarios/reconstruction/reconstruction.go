@@ -61,7 +61,10 @@ type Config struct {
 	PollInterval time.Duration
 	// CleanupTimeout bounds each wait for the kubelet to clean up.
 	CleanupTimeout time.Duration
-	Logger         *slog.Logger
+	// FirstHop is the number of the plan's first hop (default 1), for a
+	// plan that continues a longer one, such as a matrix tour's trail.
+	FirstHop int
+	Logger   *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -85,6 +88,9 @@ func (c *Config) defaults() {
 	}
 	if c.CleanupTimeout == 0 {
 		c.CleanupTimeout = 3 * time.Minute
+	}
+	if c.FirstHop == 0 {
+		c.FirstHop = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -146,6 +152,7 @@ func (s *Scenario) Steps() []scenarios.Step {
 	}
 	for i, h := range s.cfg.Plan.Hops() {
 		bin := s.cfg.Kubelets[i+1]
+		h.Number += s.cfg.FirstHop - 1
 		n := h.Number
 		to := "v" + h.To.String()
 		steps = append(steps,
@@ -164,6 +171,14 @@ func (s *Scenario) Steps() []scenarios.Step {
 		scenarios.Step{Name: "delete the StatefulSet and check its volumes are unmounted", Run: s.deleteWorkload},
 	)
 	return steps
+}
+
+// RemoveWorkload is the last step's work as a step of its own, for a run
+// that abandons this scenario after a failed hop and goes on with another
+// workload on the same node: delete the StatefulSet, check its volumes are
+// unmounted and release them.
+func (s *Scenario) RemoveWorkload() scenarios.Step {
+	return scenarios.Step{Name: fmt.Sprintf("remove StatefulSet %s/%s, left by the failed hop", s.cfg.Namespace, s.cfg.Name), Run: s.deleteWorkload}
 }
 
 func (s *Scenario) reader0() nodestate.Reader {

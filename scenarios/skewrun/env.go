@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/scenarios/matrix"
 )
 
 // Settings are the environment variables `make test-skew`, the suite and
@@ -17,6 +18,8 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"KIND_NODE_IMAGE", "", "kind: offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},
 	{"KIND_CSI", "", "kind: skewtest (skewtest's own CSI node plugin, built here; the default with the offline node image) or hostpath (the upstream CSI hostpath driver from registry.k8s.io; the default with a pulled node image)"},
 	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
+	{"MATRIX", matrix.Default, "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
+	{"MATRIX_NODES", fmt.Sprint(matrix.DefaultNodes), "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
 	{"REPLICAS", "3", "StatefulSet replicas, one PVC each, all on the test node"},
 	{"VOLUME_KIND", "csi", "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
 	{"KUBELET_SOURCE", "module", "module (build from the k8s.io/kubernetes Go module), release (download from dl.k8s.io, sha256-checked) or kindest (extract /usr/bin/kubelet from the kindest/node:<version> image on Docker Hub)"},
@@ -43,6 +46,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	o := Options{
 		Provider:       getenv("PROVIDER"),
 		Plan:           getenv("PLAN"),
+		Matrix:         getenv("MATRIX"),
 		Kind:           getenv("VOLUME_KIND"),
 		KubeletSource:  getenv("KUBELET_SOURCE"),
 		ReleaseBaseURL: getenv("RELEASE_BASE_URL"),
@@ -60,6 +64,11 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	if v := getenv("REPLICAS"); v != "" {
 		if o.Replicas, err = strconv.Atoi(v); err != nil || o.Replicas < 1 || o.Replicas > 50 {
 			return o, fmt.Errorf("%w: REPLICAS=%q: want a number from 1 to 50", ErrInvalid, v)
+		}
+	}
+	if v := getenv("MATRIX_NODES"); v != "" {
+		if o.MatrixNodes, err = strconv.Atoi(v); err != nil || o.MatrixNodes < 1 || o.MatrixNodes > maxMatrixNodes {
+			return o, fmt.Errorf("%w: MATRIX_NODES=%q: want a number from 1 to %d", ErrInvalid, v, maxMatrixNodes)
 		}
 	}
 	if v := getenv("KEEP_CLUSTER_ON_FAILURE"); v != "" {

@@ -69,6 +69,11 @@ type Options struct {
 	KindNodeImage string
 	// KindCSI chooses the kind provider's CSI driver.
 	KindCSI string
+	// Matrix (MATRIX) are the versions of a matrix tour (RunMatrix), any
+	// order; empty for matrix.Default. MatrixNodes (MATRIX_NODES) is how
+	// many nodes run its trails at once; 0 for matrix.DefaultNodes.
+	Matrix      string
+	MatrixNodes int
 	// Existing cluster settings.
 	Existing     existing.Config
 	StorageClass string

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -25,7 +26,7 @@ var benchPhases = []struct{ name, runPhase, hopPhase string }{
 	{name: "old mounts gone", hopPhase: reports.PhaseMountsGone},
 	{name: "old pod dirs gone", hopPhase: reports.PhasePodDirsGone},
 	{name: "teardown", runPhase: "teardown"},
-	{name: "whole round", runPhase: "whole run"},
+	{name: "whole round", runPhase: wholeRunPhase},
 }
 
 // PhaseStats is one phase over all rounds, in seconds.
@@ -45,7 +46,25 @@ type BenchResult struct {
 	PollInterval string       `json:"pollInterval"`
 	Phases       []PhaseStats `json:"phases"`
 	RunIDs       []string     `json:"runIds"`
+	// Matrix are the matrix tour's timings, one entry per node count
+	// (MATRIX_NODES or the default, then 1).
+	Matrix []MatrixStats `json:"matrix,omitempty"`
 }
+
+// MatrixStats is the matrix tour at one node count over its rounds: the
+// tour itself (every trail, from the first hop's start to the last
+// trail's end) and the whole run (bring-up to teardown).
+type MatrixStats struct {
+	Matrix   string     `json:"matrix"`
+	Nodes    int        `json:"nodes"`
+	Pairs    int        `json:"pairs"`
+	Tour     PhaseStats `json:"tour"`
+	WholeRun PhaseStats `json:"wholeRun"`
+	RunIDs   []string   `json:"runIds"`
+}
+
+// wholeRunPhase is the run timing of a whole run, bring-up to teardown.
+const wholeRunPhase = "whole run"
 
 // bench runs ROUNDS rounds of one plan (the default, or $PLAN) and reports
 // each phase's minimum, median and maximum. Cleanup phases are measured
@@ -55,11 +74,15 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	rounds := fs.Int("rounds", 5, "number of rounds")
 	out := fs.String("out", "", "write the results as JSON to this file")
+	matrixRounds := fs.Int("matrix-rounds", 1, "rounds of the matrix tour at the default node count and at one node (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *rounds < 1 {
 		return fmt.Errorf("%w: -rounds %d: want at least 1", skewrun.ErrInvalid, *rounds)
+	}
+	if *matrixRounds < 0 {
+		return fmt.Errorf("%w: -matrix-rounds %d: want 0 or more", skewrun.ErrInvalid, *matrixRounds)
 	}
 	o, err := skewrun.OptionsFromEnv(nil)
 	if err != nil {
@@ -85,6 +108,14 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 	for _, p := range benchPhases {
 		res.Phases = append(res.Phases, stats(p.name, samples[p.name]))
 	}
+	if *matrixRounds > 0 {
+		// The matrix settings are the tour's own: PLAN is the plan rounds'.
+		mo := o
+		mo.Plan = ""
+		if res.Matrix, err = benchMatrix(ctx, mo, *matrixRounds); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(os.Stdout, "skewtest bench: provider %s, plan %s, %d rounds, poll every %s (seconds)\n", res.Provider, res.Plan, res.Rounds, res.PollInterval)
 	fmt.Fprintln(tw, "phase\tn\tmin\tmedian\tmax\t")
@@ -92,6 +123,16 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Phase, len(p.Samples), p.Min, p.Median, p.Max)
 	}
 	tw.Flush()
+	if len(res.Matrix) > 0 {
+		m := res.Matrix[0]
+		fmt.Fprintf(os.Stdout, "\nmatrix tour %s: %d pairs, %d rounds per node count (seconds)\n", m.Matrix, m.Pairs, len(m.RunIDs))
+		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "nodes\ttour min\tmedian\tmax\twhole run min\tmedian\tmax\t")
+		for _, m := range res.Matrix {
+			fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", m.Nodes, m.Tour.Min, m.Tour.Median, m.Tour.Max, m.WholeRun.Min, m.WholeRun.Median, m.WholeRun.Max)
+		}
+		tw.Flush()
+	}
 	if *out != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
@@ -139,4 +180,48 @@ func stats(name string, xs []float64) PhaseStats {
 		s.Median = (sorted[n/2-1] + sorted[n/2]) / 2
 	}
 	return s
+}
+
+// benchMatrix runs the matrix tour rounds times at o's node count (or the
+// default), then rounds times on one node, and returns the tour's and the
+// whole run's timings for each.
+func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixStats, error) {
+	counts := []int{o.MatrixNodes}
+	if counts[0] == 0 {
+		counts[0] = matrix.DefaultNodes
+	}
+	if counts[0] != 1 {
+		counts = append(counts, 1)
+	}
+	var out []MatrixStats
+	for _, n := range counts {
+		o.MatrixNodes = n
+		var tour, whole []float64
+		ms := MatrixStats{Nodes: n}
+		for i := 1; i <= rounds; i++ {
+			fmt.Fprintf(os.Stderr, "=== bench matrix tour on %d nodes, round %d/%d\n", n, i, rounds)
+			r, err := skewrun.RunMatrix(ctx, o)
+			if err != nil {
+				return nil, fmt.Errorf("bench matrix tour on %d nodes, round %d: %w", n, i, err)
+			}
+			ms.RunIDs = append(ms.RunIDs, r.Run.ID)
+			ms.Pairs = len(r.Run.Hops)
+			for _, kv := range r.Run.Environment {
+				if kv.Key == "Matrix" {
+					ms.Matrix = kv.Value
+				}
+			}
+			for _, t := range r.Run.Timings {
+				switch t.Phase {
+				case skewrun.TourPhase:
+					tour = append(tour, t.Duration.Seconds())
+				case wholeRunPhase:
+					whole = append(whole, t.Duration.Seconds())
+				}
+			}
+		}
+		ms.Tour, ms.WholeRun = stats(skewrun.TourPhase, tour), stats(wholeRunPhase, whole)
+		out = append(out, ms)
+	}
+	return out, nil
 }

@@ -3,6 +3,8 @@
 //
 //	skewtest run                 one run, configured by the same environment
 //	                             variables as make test-skew (PLAN, PROVIDER, ...)
+//	skewtest matrix              the matrix tour (MATRIX, MATRIX_NODES, ...),
+//	                             as make test-matrix runs it
 //	skewtest bench [-rounds N]   N runs, phase timings min/median/max, JSON
 //	skewtest build VERSION C,..  build Kubernetes components from the Go module
 //	skewtest build-containerd    build containerd v2 from its Go module
@@ -39,7 +41,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR]"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -47,13 +49,17 @@ func run(ctx context.Context, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	switch args[0] {
-	case "run":
+	case "run", "matrix":
 		o, err := skewrun.OptionsFromEnv(nil)
 		if err != nil {
 			return err
 		}
 		o.Logger = logger
-		_, err = skewrun.Run(ctx, o)
+		runOne := skewrun.Run
+		if args[0] == "matrix" {
+			runOne = skewrun.RunMatrix
+		}
+		_, err = runOne(ctx, o)
 		return err
 	case "bench":
 		return bench(ctx, logger, args[1:])

@@ -64,7 +64,7 @@ var settingVars = []string{
 	"PROVIDER", "PLAN", "REPLICAS", "VOLUME_KIND", "KUBELET_SOURCE", "KUBELETS", "RELEASE_BASE_URL",
 	"ARTIFACTS", "KEEP_CLUSTER_ON_FAILURE", "SKEWTEST_CACHE", "POLL_INTERVAL", "CLEANUP_TIMEOUT",
 	"KUBECONFIG", "NODES", "SSH_USER", "SSH_KEY", "SSH_KNOWN_HOSTS", "STORAGE_CLASS", "KUBELET_BINARY",
-	"KUBELET_UNIT", "IMAGE",
+	"KUBELET_UNIT", "IMAGE", "MATRIX", "MATRIX_NODES",
 }
 
 type cliResult struct {
@@ -211,6 +211,20 @@ func TestCLI(t *testing.T) {
 			stderr: []string{"plan entry 1 (module:v1.27.9)", "the Go module proxy does not serve", "k8s.io/cloud-provider@v0.27.9", "KUBELET_SOURCE=release", "file:/path/to/kubelet", "checkout:"},
 		},
 		{
+			name:   "matrix with a version outside the skew window",
+			env:    []string{"MATRIX=v1.37.2,v1.33.5", "KUBELET_SOURCE=release", "RELEASE_BASE_URL=http://127.0.0.1:1"},
+			args:   []string{"matrix"},
+			code:   2,
+			stderr: []string{"skewtest: invalid input", "MATRIX=v1.37.2,v1.33.5", "outside the version skew policy"},
+		},
+		{
+			name:   "matrix with a bad MATRIX_NODES",
+			env:    []string{"MATRIX_NODES=0"},
+			args:   []string{"matrix"},
+			code:   2,
+			stderr: []string{`MATRIX_NODES="0"`, "want a number from 1 to 12"},
+		},
+		{
 			name:   "unknown command",
 			args:   []string{"nope"},
 			code:   2,
@@ -225,7 +239,7 @@ func TestCLI(t *testing.T) {
 			name:   "settings",
 			args:   []string{"settings"},
 			code:   0,
-			stdout: []string{"PLAN ", "PROVIDER ", "KUBELETS ", "SKEWTEST_CACHE ", "v1.37.2,v1.36.3,v1.37.2"},
+			stdout: []string{"PLAN ", "PROVIDER ", "KUBELETS ", "SKEWTEST_CACHE ", "v1.37.2,v1.36.3,v1.37.2", "MATRIX ", "v1.34.4,v1.35.4,v1.36.3,v1.37.2", "MATRIX_NODES "},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,9 @@ type Config struct {
 
 // Call is one gRPC call the driver served.
 type Call struct {
+	// Node is the node ID of the driver that served it (Config.NodeID):
+	// with one driver per node, the node the call was for.
+	Node string
 	// Method is the short method name, e.g. "NodeStageVolume", "GetInfo".
 	Method string
 	// VolumeID is the request's volume_id, if it has one.
@@ -280,7 +283,7 @@ func listen(path string) (net.Listener, error) {
 
 // intercept records every call and logs it.
 func (d *Driver) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	c := Call{Method: filepath.Base(info.FullMethod), Time: time.Now()}
+	c := Call{Node: d.cfg.NodeID, Method: filepath.Base(info.FullMethod), Time: time.Now()}
 	if r, ok := req.(interface{ GetVolumeId() string }); ok {
 		c.VolumeID = r.GetVolumeId()
 	}

@@ -252,6 +252,9 @@ func TestRegistrationIdentityAndStop(t *testing.T) {
 		if c.Time.IsZero() {
 			t.Errorf("call %s has no time", c.Method)
 		}
+		if c.Node != "node-1" {
+			t.Errorf("call %s names node %q, want the driver's node ID node-1", c.Method, c.Node)
+		}
 	}
 	want := "GetInfo GetPluginInfo GetPluginCapabilities Probe NodeGetInfo NodeGetCapabilities NotifyRegistrationStatus NotifyRegistrationStatus"
 	if got := strings.Join(methods, " "); got != want {

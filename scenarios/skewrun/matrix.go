@@ -1,0 +1,188 @@
+package skewrun
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/matrix"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
+)
+
+// maxMatrixNodes bounds MATRIX_NODES: more trails than this would not
+// make a tour faster on one host, and the default tour has 12 hops.
+const maxMatrixNodes = 12
+
+// TourPhase is the run timing of a matrix tour's trails, from the first
+// hop's start to the last trail's end: the tour without bring-up and
+// teardown.
+const TourPhase = "tour"
+
+// ValidatedMatrix is a matrix tour's input once checked: the run's
+// Validated with the circuit as its plan, the versions and the trails.
+type ValidatedMatrix struct {
+	*Validated
+	Versions matrix.Versions
+	// Trails are the circuit split for the nodes, Trails[i] starting at
+	// circuit entry Starts[i].
+	Trails []plan.Plan
+	Starts []int
+}
+
+// ValidateMatrix checks a matrix tour's settings without creating
+// anything: MATRIX (parsable, distinct, within the skew policy of its
+// newest), MATRIX_NODES, and the rest as Validate does with the tour's
+// circuit as the plan. PLAN and KUBELETS, which name plan entries, are
+// refused. Every error wraps ErrInvalid.
+func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
+	given := defaultStr(o.Matrix, matrix.Default)
+	vs, err := matrix.Parse(given)
+	if err != nil {
+		return nil, fmt.Errorf("%w: MATRIX=%s: %v", ErrInvalid, given, err)
+	}
+	if o.Plan != "" {
+		return nil, fmt.Errorf("%w: PLAN=%s is set, but a matrix tour makes its own hops from MATRIX; unset PLAN (it is for make test-skew)", ErrInvalid, o.Plan)
+	}
+	if len(o.Kubelets) > 0 {
+		return nil, fmt.Errorf("%w: KUBELETS gives a binary per PLAN entry, but a matrix tour takes its kubelets from KUBELET_SOURCE; unset KUBELETS", ErrInvalid)
+	}
+	if o.MatrixNodes < 0 || o.MatrixNodes > maxMatrixNodes {
+		return nil, fmt.Errorf("%w: MATRIX_NODES=%d: want a number from 1 to %d", ErrInvalid, o.MatrixNodes, maxMatrixNodes)
+	}
+	circuit := matrix.Circuit(vs)
+	trails := matrix.Split(circuit, matrixNodes(o))
+	o.Plan = strings.Join(circuit.Raw, ",")
+	v, err := Validate(o)
+	if err != nil {
+		return nil, err
+	}
+	// A provider that cannot make as many test nodes says so now, before
+	// any binary is built.
+	if err := clusters.CheckOptions(v.Options.Provider, clusters.Options{KindCSI: o.KindCSI, InitialKubelets: make([]binaries.Binary, len(trails))}); err != nil {
+		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", ErrInvalid, len(trails), v.Options.Provider, err)
+	}
+	m := &ValidatedMatrix{Validated: v, Versions: vs, Trails: trails}
+	start := 0
+	for _, t := range trails {
+		m.Starts = append(m.Starts, start)
+		start += len(t.Versions) - 1
+	}
+	return m, nil
+}
+
+// RunMatrix runs a matrix tour: validate, resolve each version's kubelet
+// once, bring up one cluster at the newest version with one test node per
+// trail (each starting at its trail's first kubelet), run the trails at
+// once (matrix.Tour), merge them into one run, finish. The error is nil
+// only if every pair was reached and passed (possibly with expected
+// deviations); ExitCode classifies it.
+func RunMatrix(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	m, err := ValidateMatrix(o)
+	if err != nil {
+		return nil, err
+	}
+	kubelets, err := Resolve(ctx, m.Validated)
+	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	run := m.NewRun(start, kubelets)
+	run.Scenario = "matrix-" + string(m.Kind)
+	initial := make([]binaries.Binary, len(m.Trails))
+	for i, s := range m.Starts {
+		initial[i] = kubelets[s]
+	}
+	c, err := NewCluster(m.Validated, run.ID, initial)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := m.tour(ctx, c, run, kubelets)
+	return Finish(ctx, c, merged, interrupted(ctx, err))
+}
+
+// tour brings c up and runs the trails on its test nodes, returning the
+// merged run (run itself when no trail started).
+func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) (*reports.Run, error) {
+	o := m.Options
+	if err := c.Up(ctx, run); err != nil {
+		return run, err
+	}
+	testNodes, err := c.TestNodes(ctx)
+	if err != nil {
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return run, err
+	}
+	if len(testNodes) < len(m.Trails) {
+		err := fmt.Errorf("%w: the tour has %d trails (MATRIX_NODES), but the %s cluster has %d test nodes; use MATRIX_NODES=%d, or a cluster with more nodes", ErrInvalid, len(m.Trails), c.Provider.Name(), len(testNodes), len(testNodes))
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return run, err
+	}
+	testNodes = testNodes[:len(m.Trails)]
+	cluster, err := c.workloads()
+	if err != nil {
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return run, err
+	}
+	c.describe(ctx, testNodes[0], run)
+	names := make([]string, len(testNodes))
+	for i, n := range testNodes {
+		names[i] = n.String()
+	}
+	run.Environment = append(run.Environment,
+		reports.KeyValue{Key: "Matrix", Value: m.Versions.String()},
+		reports.KeyValue{Key: "Nodes", Value: fmt.Sprintf("%d (%s), one trail each", len(names), strings.Join(names, ", "))})
+	rc, err := c.Provider.RESTConfig()
+	if err != nil {
+		return run, classify(err, ErrInfrastructure)
+	}
+	usable, err := matrix.NodeUsable(rc, matrix.UsableTimeout)
+	if err != nil {
+		return run, classify(err, ErrInfrastructure)
+	}
+	byVersion := map[string]binaries.Binary{}
+	for i, raw := range m.Plan.Raw {
+		byVersion[raw] = kubelets[i]
+	}
+	t := &matrix.Tour{
+		Trails: m.Trails, Nodes: testNodes, Usable: usable, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger,
+		NewScenario: func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
+			bins := make([]binaries.Binary, len(p.Raw))
+			for i, raw := range p.Raw {
+				bins[i] = byVersion[raw]
+			}
+			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.Kind,
+				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout,
+				FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
+		},
+	}
+	tourStart := time.Now()
+	trails, err := t.Run(ctx)
+	if err != nil {
+		run.Verdict, run.Failure = reports.Fail, err.Error()
+		return run, classify(err, ErrInfrastructure)
+	}
+	run.Timings = append(run.Timings, reports.Timing{Phase: TourPhase, Duration: time.Since(tourStart)})
+	merged := matrix.Merge(*run, trails)
+	if merged.Verdict == reports.Fail {
+		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), ErrKubelet)
+	}
+	return merged, nil
+}
+
+// matrixNodes is MATRIX_NODES, or by default matrix.DefaultNodes capped
+// at what the provider can make (kind: one worker so far).
+func matrixNodes(o Options) int {
+	if o.MatrixNodes != 0 {
+		return o.MatrixNodes
+	}
+	if max := clusters.MaxTestNodes(defaultStr(o.Provider, clusters.Local)); max > 0 {
+		return min(matrix.DefaultNodes, max)
+	}
+	return matrix.DefaultNodes
+}

@@ -2,11 +2,13 @@ package local
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -173,5 +175,21 @@ func TestNodeConfigsAreTheNodesOwn(t *testing.T) {
 				t.Errorf("%s's containerd config names %s's directory", n, other)
 			}
 		}
+	}
+}
+
+func TestMadeSince(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubelet.sock")
+	if madeSince(path, time.Time{}) {
+		t.Errorf("madeSince is true for a missing file")
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !madeSince(path, time.Now().Add(-time.Minute)) {
+		t.Errorf("madeSince(a minute ago) is false for a file just made")
+	}
+	if madeSince(path, time.Now().Add(time.Minute)) {
+		t.Errorf("madeSince(in a minute) is true: a stale file would pass for the kubelet's")
 	}
 }

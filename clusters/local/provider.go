@@ -70,6 +70,10 @@ type Provider struct {
 	dir    string
 	logger *slog.Logger
 
+	// kubeletStartMu serialises kubelet starts when there are several
+	// nodes (see deviceManagerSocket).
+	kubeletStartMu sync.Mutex
+
 	mu        sync.Mutex
 	procs     []*process.Process // control plane, in start order
 	nodes     []*Node

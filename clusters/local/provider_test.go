@@ -34,15 +34,23 @@ func TestNewChecksKubelets(t *testing.T) {
 	}
 }
 
-func TestNodeNamed(t *testing.T) {
+// providerWithNodes is a provider with n nodes laid out in a temporary run
+// directory, none started.
+func providerWithNodes(t *testing.T, n int) *Provider {
+	t.Helper()
 	p := &Provider{dir: t.TempDir()}
-	for i := range 3 {
-		n, err := p.newNode(i, layoutOf(p.dir, i).state(testRunID), nodePorts{}, binaries.Binary{})
+	for i := range n {
+		node, err := p.newNode(i, layoutOf(p.dir, i).state(testRunID), nodePorts{}, binaries.Binary{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.nodes = append(p.nodes, n)
+		p.nodes = append(p.nodes, node)
 	}
+	return p
+}
+
+func TestNodeNamed(t *testing.T) {
+	p := providerWithNodes(t, 3)
 	got, err := p.TestNodes(t.Context())
 	if err != nil || len(got) != 3 || got[0] != p.nodes[0] || got[1] != p.nodes[1] || got[2] != p.nodes[2] {
 		t.Errorf("TestNodes = %v, %v; want the three nodes in order", got, err)
@@ -61,14 +69,7 @@ func TestNodeNamed(t *testing.T) {
 // first failure cancels the rest instead of letting them wait out their
 // timeouts.
 func TestParallel(t *testing.T) {
-	p := &Provider{dir: t.TempDir()}
-	for i := range 3 {
-		n, err := p.newNode(i, layoutOf(p.dir, i).state(testRunID), nodePorts{}, binaries.Binary{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.nodes = append(p.nodes, n)
-	}
+	p := providerWithNodes(t, 3)
 	var (
 		mu  sync.Mutex
 		ran []string

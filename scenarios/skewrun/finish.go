@@ -65,7 +65,8 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 	if cp, ok := c.Provider.(capabilities.WithCSICalls); ok {
 		var b strings.Builder
 		for _, call := range cp.CSICalls() {
-			fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", call.Time.Format("15:04:05.000"), call.Method, call.VolumeID, call.Path, call.Err)
+			// The node column tells a matrix tour's nodes apart.
+			fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\t%s\n", call.Time.Format("15:04:05.000"), call.Node, call.Method, call.VolumeID, call.Path, call.Err)
 		}
 		err := os.MkdirAll(dir, 0o755)
 		if err == nil {

@@ -550,8 +550,9 @@ func TestStopStartKubelet(t *testing.T) {
 		c.ServiceManager.Stop = []string{svc.Stop[0], "noop", "{unit}"}
 	})
 	// Long enough for several polls even on a loaded machine (each is an
-	// SSH session); the unit never stops, so the wait always ends here.
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// SSH session: at load 15, 5 s did not see one finish); the unit never
+	// stops, so the wait always ends here.
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	err = p2.Node("node-a", srv.Addr).StopKubelet(sctx)
 	if err == nil || !strings.Contains(err.Error(), "stop kubelet on node-a") || !strings.Contains(err.Error(), `still "active"`) {

@@ -83,8 +83,11 @@ func newProvider(t *testing.T, srv *sshdtest.Server, mutate func(*existing.Confi
 	return p
 }
 
+// testContext bounds a test against a real sshd. It is a safety net, not a
+// speed check: at load 15 one minute was not enough for TestCommand's 20
+// parallel sessions.
 func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -27,10 +27,7 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 
 		res, err := skewrun.RunMatrix(ctx, o)
 
-		if res != nil {
-			AddReportEntry("report", res.ArtifactsDir+"/report.md")
-			AddReportEntry("summary", reports.Summary(res.Run))
-		}
+		addRunReport(res)
 		Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
 		r := res.Run
 		Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)

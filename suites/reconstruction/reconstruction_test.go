@@ -89,10 +89,7 @@ var _ = Describe("kubelet volume reconstruction across versions", func() {
 
 			res, err := skewrun.Run(ctx, o)
 
-			if res != nil {
-				AddReportEntry("report", res.ArtifactsDir+"/report.md")
-				AddReportEntry("summary", reports.Summary(res.Run))
-			}
+			addRunReport(res)
 			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
 			Expect(res.Run.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), res.Run.Failure)
 			Expect(res.Run.Hops).To(HaveLen(len(strings.Split(e.plan, ","))-1), "every hop of the plan ran")
@@ -115,6 +112,15 @@ func phases(h reports.Hop) []string {
 		out = append(out, t.Phase)
 	}
 	return out
+}
+
+// addRunReport puts the run's report path and summary into Ginkgo's report
+// (and its JUnit), when a run was started.
+func addRunReport(res *skewrun.Result) {
+	if res != nil {
+		AddReportEntry("report", res.ArtifactsDir+"/report.md")
+		AddReportEntry("summary", reports.Summary(res.Run))
+	}
 }
 
 func artifactsOf(res *skewrun.Result) string {

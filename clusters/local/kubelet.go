@@ -152,6 +152,10 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 	return n.startOnce(ctx)
 }
 
+// hostKubeletRoot is the kubelet's default --root-dir. Every kubelet,
+// whatever its --root-dir, keeps its device manager there (below).
+const hostKubeletRoot = "/var/lib/kubelet"
+
 // deviceManagerSocket is where every kubelet, whatever its --root-dir,
 // serves device plugin registration: the path is compiled in. A starting
 // kubelet removes any socket there and binds its own; when two kubelets

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 )
@@ -191,5 +192,12 @@ func TestMadeSince(t *testing.T) {
 	}
 	if madeSince(path, time.Now().Add(time.Minute)) {
 		t.Errorf("madeSince(in a minute) is true: a stale file would pass for the kubelet's")
+	}
+}
+
+// The footprint lists run directories under its own copy of the run root.
+func TestRunRootIsTheFootprints(t *testing.T) {
+	if DefaultRunRoot != footprint.RunRoot {
+		t.Errorf("DefaultRunRoot %s, footprint.RunRoot %s: a leaked run directory would go unseen", DefaultRunRoot, footprint.RunRoot)
 	}
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -292,9 +291,15 @@ func removeLinksInto(dir, target string) {
 
 func iptablesChains(ctx context.Context) []string {
 	var out []string
-	for _, tool := range []string{"iptables", "ip6tables"} {
-		for _, c := range savedChains(ctx, tool) {
-			out = append(out, tool+"|"+c.table+"|"+c.name)
+	for _, tool := range iptables.Tools {
+		rs, err := iptables.Save(ctx, tool)
+		if err != nil {
+			continue
+		}
+		for _, name := range rs.Order {
+			for _, c := range rs.Tables[name].Chains {
+				out = append(out, tool+"|"+name+"|"+c)
+			}
 		}
 	}
 	sort.Strings(out)
@@ -302,43 +307,6 @@ func iptablesChains(ctx context.Context) []string {
 }
 
 type chain struct{ table, name string }
-
-type savedRule struct {
-	table string
-	args  []string // after "-A"
-}
-
-func iptablesSave(ctx context.Context, tool string) (chains []chain, rules []savedRule) {
-	out, err := exec.CommandContext(ctx, tool+"-save").Output()
-	if err != nil {
-		return nil, nil
-	}
-	table := ""
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "*"):
-			table = line[1:]
-		case strings.HasPrefix(line, ":"):
-			if f := strings.Fields(line[1:]); len(f) > 0 {
-				chains = append(chains, chain{table, f[0]})
-			}
-		case strings.HasPrefix(line, "-A "):
-			// iptables-save writes no unterminated quote; a line with
-			// one could not be replayed as a -D either.
-			if args, err := iptables.SplitRule(line[3:]); err == nil {
-				rules = append(rules, savedRule{table, args})
-			}
-		}
-	}
-	return chains, rules
-}
-
-func savedChains(ctx context.Context, tool string) []chain {
-	c, _ := iptablesSave(ctx, tool)
-	return c
-}
 
 func removeNewChains(ctx context.Context, st state) error {
 	if !st.IPTablesRecorded {
@@ -350,29 +318,39 @@ func removeNewChains(ctx context.Context, st state) error {
 		had[b] = true
 	}
 	var errs []error
-	for _, tool := range []string{"iptables", "ip6tables"} {
-		chains, rules := iptablesSave(ctx, tool)
+	for _, tool := range iptables.Tools {
+		rs, err := iptables.Save(ctx, tool)
+		if err != nil {
+			continue
+		}
 		ours := map[chain]bool{}
-		for _, c := range chains {
-			if strings.HasPrefix(c.name, "KUBE-") && !had[tool+"|"+c.table+"|"+c.name] {
-				ours[c] = true
+		for _, name := range rs.Order {
+			for _, c := range rs.Tables[name].Chains {
+				if strings.HasPrefix(c, "KUBE-") && !had[tool+"|"+name+"|"+c] {
+					ours[chain{name, c}] = true
+				}
 			}
 		}
 		if len(ours) == 0 {
 			continue
 		}
 		// Jumps into our chains from chains we keep.
-		for _, r := range rules {
-			if len(r.args) == 0 || ours[chain{r.table, r.args[0]}] {
-				continue
-			}
-			for i, a := range r.args {
-				if (a == "-j" || a == "-g") && i+1 < len(r.args) && ours[chain{r.table, r.args[i+1]}] {
-					args := append([]string{"-w", "-t", r.table, "-D"}, r.args...)
-					if out, err := exec.CommandContext(ctx, tool, args...).CombinedOutput(); err != nil {
-						errs = append(errs, fmt.Errorf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out))
+		for _, name := range rs.Order {
+			for _, r := range rs.Tables[name].Rules {
+				// iptables-save writes no unterminated quote; a line with
+				// one could not be replayed as a -D either.
+				args, err := iptables.SplitRule(r)
+				if err != nil || len(args) < 2 || ours[chain{name, args[1]}] {
+					continue
+				}
+				for _, j := range iptables.Jumps(args) {
+					if ours[chain{name, j}] {
+						args := append([]string{"-w", "-t", name, "-D"}, args[1:]...)
+						if out, err := exec.CommandContext(ctx, tool, args...).CombinedOutput(); err != nil {
+							errs = append(errs, fmt.Errorf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out))
+						}
+						break
 					}
-					break
 				}
 			}
 		}

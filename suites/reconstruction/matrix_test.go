@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -23,7 +24,7 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 		m, err := skewrun.ValidateMatrix(o)
 		Expect(err).NotTo(HaveOccurred(), "MATRIX, MATRIX_NODES")
 		vs, trails := m.Versions, len(m.Trails)
-		before := footprint(ctx, o)
+		before := takeFootprint(ctx, o)
 
 		res, err := skewrun.RunMatrix(ctx, o)
 
@@ -53,7 +54,7 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 			Expect(r.Verdict).To(Equal(reports.Pass), "CSI volumes allow no metric deviation")
 		}
 		if !o.KeepClusterOnFailure && orDefault(o.Provider, clusters.Local) != clusters.Existing {
-			Expect(before.Added(footprint(ctx, o))).To(BeEmpty(), "the tour left nothing behind")
+			Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the tour left nothing behind")
 		}
 	})
 })

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 	"sigs.k8s.io/skewtest/clusters/nodes"
@@ -51,7 +52,7 @@ var _ = Describe("a local cluster with several nodes", Label("multinode", "disru
 				cache, strings.Join(missing, ", "), missing[0]))
 		}
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
-		before := local.TakeFootprint(ctx, "")
+		before := footprint.Take(ctx)
 
 		prov, err := local.New(local.Config{RunID: reports.NewRunID(time.Now()), CacheDir: cache, Logger: logger,
 			APIServerVersion: version.MustParseSemantic(multinodeKubelets[0]), Kubelets: kubelets})
@@ -157,7 +158,7 @@ var _ = Describe("a local cluster with several nodes", Label("multinode", "disru
 		start = time.Now()
 		Expect(prov.Down(ctx)).To(Succeed())
 		AddReportEntry("teardown of 3 nodes", time.Since(start).Round(100*time.Millisecond).String())
-		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
+		Expect(footprint.Diff(before, footprint.Take(ctx))).To(BeEmpty())
 	})
 })
 

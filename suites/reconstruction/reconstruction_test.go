@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"sigs.k8s.io/skewtest/clusters"
-	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -85,7 +85,7 @@ var _ = Describe("kubelet volume reconstruction across versions", func() {
 			o.Plan, o.Kind = e.plan, e.kind
 			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 			o.Out = GinkgoWriter
-			before := footprint(ctx, o)
+			before := takeFootprint(ctx, o)
 
 			res, err := skewrun.Run(ctx, o)
 
@@ -100,7 +100,7 @@ var _ = Describe("kubelet volume reconstruction across versions", func() {
 				Expect(res.Run.Verdict).To(Equal(reports.Pass), "CSI volumes allow no metric deviation")
 			}
 			if !o.KeepClusterOnFailure {
-				Expect(before.Added(footprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
+				Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
 			}
 		})
 	}
@@ -132,9 +132,9 @@ func artifactsOf(res *skewrun.Result) string {
 
 // footprint counts what local and kind runs make on this host; an existing
 // cluster's runs make nothing here, so theirs is empty.
-func footprint(ctx context.Context, o skewrun.Options) local.Footprint {
+func takeFootprint(ctx context.Context, o skewrun.Options) footprint.Footprint {
 	if orDefault(o.Provider, clusters.Local) == clusters.Existing {
-		return local.Footprint{}
+		return footprint.Footprint{}
 	}
-	return local.TakeFootprint(ctx, o.LocalRunRoot)
+	return footprint.Take(ctx)
 }

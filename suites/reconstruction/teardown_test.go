@@ -17,7 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"sigs.k8s.io/skewtest/clusters"
-	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -82,7 +82,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 	It("leaves nothing behind when a hop fails, and exits 1", func(ctx SpecContext) {
 		bin := buildSkewtest(ctx)
 		o := failingHop()
-		before := local.TakeFootprint(ctx, "")
+		before := footprint.Take(ctx)
 
 		cmd := exec.CommandContext(ctx, bin, "run")
 		cmd.Env = append(os.Environ(), "PROVIDER="+o.Provider, "PLAN="+o.Plan, "KUBELETS="+strings.Join(o.Kubelets, ","), "ARTIFACTS="+o.ArtifactsDir, "KEEP_CLUSTER_ON_FAILURE=false")
@@ -104,11 +104,11 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		} else {
 			Expect(filepath.Join(run.ArtifactsDir, "logs")).To(BeADirectory(), "kind's logs are kept")
 		}
-		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
+		Expect(footprint.Diff(before, footprint.Take(ctx))).To(BeEmpty())
 	})
 
 	It("keeps a failed cluster when asked, and skewtest clean removes it", func(ctx SpecContext) {
-		before := local.TakeFootprint(ctx, "")
+		before := footprint.Take(ctx)
 		o := failingHop()
 		o.KeepClusterOnFailure = true
 
@@ -116,24 +116,24 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		Expect(err).To(HaveOccurred())
 		Expect(res.Kept).To(ContainSubstring("kubeconfig"), "says how to reach the cluster")
 		Expect(res.Kept).To(MatchRegexp(`skewtest clean /var/lib/skewtest/(kind-)?`+res.Run.ID), "says how to remove it")
-		kept := before.Added(local.TakeFootprint(ctx, ""))
+		kept := footprint.Diff(before, footprint.Take(ctx))
 		Expect(kept).NotTo(BeEmpty(), "the cluster is still there")
 		if teardownProvider() == clusters.Local {
-			Expect(kept).To(ContainElement(HavePrefix("process kube-apiserver")), "the control plane is still running")
-			Expect(kept).To(ContainElement(HavePrefix("mount ")), "the pods' volumes are still mounted for inspection")
+			Expect(kept).To(ContainElement(HavePrefix("added process kube-apiserver")), "the control plane is still running")
+			Expect(kept).To(ContainElement(HavePrefix("added mount ")), "the pods' volumes are still mounted for inspection")
 		} else {
-			Expect(kept).To(ContainElement(HavePrefix("process dockerd")), "the node containers' dockerd is still running")
+			Expect(kept).To(ContainElement(HavePrefix("added process dockerd")), "the node containers' dockerd is still running")
 		}
 
 		dir := strings.TrimSpace(res.Kept[strings.LastIndex(res.Kept, "skewtest clean ")+len("skewtest clean "):])
 		Expect(clusters.Clean(ctx, dir)).To(Succeed())
-		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty())
+		Expect(footprint.Diff(before, footprint.Take(ctx))).To(BeEmpty())
 	})
 
 	It("leaves nothing behind when interrupted with SIGINT while the kubelet is down, and exits 130", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		bin := buildSkewtest(ctx)
-		before := local.TakeFootprint(ctx, "")
+		before := footprint.Take(ctx)
 
 		cmd := exec.Command(bin, "run")
 		cmd.Env = append(os.Environ(), "PROVIDER="+teardownProvider(), "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
@@ -170,7 +170,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		var exitErr *exec.ExitError
 		Expect(errors.As(waitErr, &exitErr)).To(BeTrue(), "an interrupted run exits non-zero: %v", waitErr)
 		Expect(exitErr.ExitCode()).To(Equal(130), "128 + SIGINT, as a shell reports it")
-		Expect(before.Added(local.TakeFootprint(ctx, ""))).To(BeEmpty(), "interrupted even with KEEP_CLUSTER_ON_FAILURE, the run removes everything")
+		Expect(footprint.Diff(before, footprint.Take(ctx))).To(BeEmpty(), "interrupted even with KEEP_CLUSTER_ON_FAILURE, the run removes everything")
 		// One run directory (named by run ID, starting with the year) besides
 		// the "latest" link.
 		reportFile, err := filepath.Glob(filepath.Join(dir, "artifacts", "2*", "report.md"))

@@ -30,3 +30,27 @@ func TestSplitRule(t *testing.T) {
 		t.Errorf("SplitRule accepted an unterminated quote")
 	}
 }
+
+func TestParse(t *testing.T) {
+	for _, in := range []string{"-A X -j Y\n", "*filter\n:FORWARD\nCOMMIT\n", "*filter\nbogus\nCOMMIT\n"} {
+		if _, err := Parse(in); err == nil {
+			t.Errorf("Parse(%q) accepted it", in)
+		}
+	}
+	rs, err := Parse("# c\n*filter\n:FORWARD DROP [1:2]\n:KUBE-X - [0:0]\n[3:4] -A FORWARD -j KUBE-X\nCOMMIT\n*nat\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rs.Order, []string{"filter", "nat"}) {
+		t.Errorf("Order = %q", rs.Order)
+	}
+	f := rs.Tables["filter"]
+	if f.Policies["FORWARD"] != "DROP" || f.Policies["KUBE-X"] != "-" || !reflect.DeepEqual(f.Chains, []string{"FORWARD", "KUBE-X"}) ||
+		!reflect.DeepEqual(f.Rules, []string{"-A FORWARD -j KUBE-X"}) {
+		t.Errorf("filter = %+v", f)
+	}
+	args, _ := SplitRule(f.Rules[0])
+	if got := Jumps(args); !reflect.DeepEqual(got, []string{"KUBE-X"}) || RuleChain(f.Rules[0]) != "FORWARD" {
+		t.Errorf("Jumps = %q, RuleChain = %q", got, RuleChain(f.Rules[0]))
+	}
+}

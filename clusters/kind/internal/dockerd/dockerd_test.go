@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/footprint"
+	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
@@ -47,7 +49,14 @@ func TestDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := snapshot(t)
+	// No run, and no other test that changes the host, overlaps this one:
+	// the footprint compared after each daemon is the host's.
+	lock, err := hostlock.Acquire(ctx, hostlock.Path, hostlock.Holder{RunID: "dockerd-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	before := footprint.Take(ctx)
 
 	t.Run("WithoutShim", func(t *testing.T) {
 		if !needsShim {
@@ -104,10 +113,11 @@ func TestDaemon(t *testing.T) {
 			}
 		}
 		// The host did change, so that the checks after Stop mean something.
-		if now := saveLines(t, "iptables"); !containsLine(now, ":DOCKER-USER - [0:0]") {
+		now := footprint.Take(ctx)
+		if !slices.Contains(now.Iptables, "iptables|filter|:DOCKER-USER -") {
 			t.Errorf("no DOCKER-USER chain while dockerd runs: is this dockerd managing iptables?")
 		}
-		if !hasLink(t, "docker0") {
+		if !slices.Contains(now.Links, "docker0") {
 			t.Errorf("no docker0 while dockerd runs")
 		}
 		stop(ctx, t, d)
@@ -265,95 +275,12 @@ func assertRunning(ctx context.Context, t *testing.T, d *Daemon, id string) {
 	}
 }
 
-// hostSnapshot is what a daemon must leave as it found it.
-type hostSnapshot struct {
-	iptables map[string][]string // normalized iptables-save lines
-	links    map[string]bool
-	paths    map[string]bool
-}
-
-var watchedPaths = append([]string{"/etc/docker/key.json"}, hostPaths...)
-
-func snapshot(t *testing.T) hostSnapshot {
-	t.Helper()
-	s := hostSnapshot{iptables: map[string][]string{}, links: map[string]bool{}, paths: map[string]bool{}}
-	for _, bin := range iptablesBinaries {
-		if _, err := exec.LookPath(bin + "-save"); err == nil {
-			s.iptables[bin] = saveLines(t, bin)
-		}
-	}
-	names, err := linkNames(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		s.links[n] = true
-	}
-	for _, p := range watchedPaths {
-		_, err := os.Lstat(p)
-		s.paths[p] = err == nil
-	}
-	return s
-}
-
-// saveLines returns <bin>-save's output without comments and counters,
-// each line prefixed with its table, sorted.
-func saveLines(t *testing.T, bin string) []string {
-	t.Helper()
-	out, err := exec.Command(bin + "-save").Output()
-	if err != nil {
-		t.Fatalf("%s-save: %v", bin, err)
-	}
-	var lines []string
-	tbl := ""
-	for _, l := range strings.Split(string(out), "\n") {
-		switch {
-		case l == "" || strings.HasPrefix(l, "#") || l == "COMMIT":
-		case strings.HasPrefix(l, "*"):
-			tbl = l
-		case strings.HasPrefix(l, ":"):
-			f := strings.Fields(l)
-			lines = append(lines, tbl+" "+strings.Join(f[:min(2, len(f))], " "))
-		default:
-			lines = append(lines, tbl+" "+l)
-		}
-	}
-	sort.Strings(lines)
-	return lines
-}
-
-func containsLine(lines []string, suffix string) bool {
-	suffix = strings.Join(strings.Fields(suffix)[:2], " ")
-	for _, l := range lines {
-		if strings.HasSuffix(l, " "+suffix) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasLink(t *testing.T, name string) bool {
-	names, err := linkNames(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
-func isDockerish(line string) bool {
-	return strings.Contains(line, "DOCKER") || strings.Contains(line, "docker0") || strings.Contains(line, "br-")
-}
-
-// assertClean checks that nothing of the daemon in dir is left: processes,
-// mounts, cgroups, the directory, iptables chains and rules, FORWARD
-// policy, links, host directories. With lock it holds the host lock while
+// assertClean checks that nothing of the daemon in dir is left (its
+// processes, mounts, cgroups, the directory) and that the host's footprint
+// is as before: iptables chains, rules and the FORWARD policy, links, kernel
+// settings, host directories. With lock it holds the dockerd lock while
 // checking, so that no other package's daemon starts meanwhile.
-func assertClean(ctx context.Context, t *testing.T, before hostSnapshot, dir string, lock bool) {
+func assertClean(ctx context.Context, t *testing.T, before footprint.Footprint, dir string, lock bool) {
 	t.Helper()
 	if lock {
 		f, err := acquireLock(ctx, slog.New(slog.DiscardHandler))
@@ -386,53 +313,9 @@ func assertClean(ctx context.Context, t *testing.T, before hostSnapshot, dir str
 			t.Errorf("cgroup %s still exists", root)
 		}
 	}
-	for bin, was := range before.iptables {
-		now := saveLines(t, bin)
-		had := map[string]int{}
-		for _, l := range was {
-			had[l]++
-		}
-		for _, l := range now {
-			if had[l] > 0 {
-				had[l]--
-				continue
-			}
-			if isDockerish(l) {
-				t.Errorf("%s: left behind: %s", bin, l)
-			} else {
-				t.Logf("%s: added meanwhile by someone else: %s", bin, l)
-			}
-		}
-		for l, n := range had {
-			if n > 0 {
-				// FORWARD's policy shows up here when it changed.
-				t.Errorf("%s: gone or changed: %s", bin, l)
-			}
-		}
+	for _, d := range footprint.Diff(before, footprint.Take(ctx)) {
+		t.Errorf("host changed: %s", d)
 	}
-	names, err := linkNames(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		if !before.links[n] && (isDockerInterface(n) || strings.HasPrefix(n, "veth")) {
-			t.Errorf("link left: %s", n)
-		}
-	}
-	for _, p := range watchedPaths {
-		_, err := os.Lstat(p)
-		if now := err == nil; now != before.paths[p] {
-			t.Errorf("%s: existed before %v, now %v", p, before.paths[p], now)
-		}
-	}
-	if t.Failed() {
-		t.Logf("ip_forward now: %s", readTrim("/proc/sys/net/ipv4/ip_forward"))
-	}
-}
-
-func readTrim(p string) string {
-	b, _ := os.ReadFile(p)
-	return strings.TrimSpace(string(b))
 }
 
 func TestStartRefusesBadConfig(t *testing.T) {

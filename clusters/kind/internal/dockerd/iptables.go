@@ -11,76 +11,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 )
 
-// iptablesBinaries are the tools whose tables Start records and Stop
-// restores. Docker 20.10 touches ip6tables only with --ip6tables, but
-// checking costs nothing.
-var iptablesBinaries = []string{"iptables", "ip6tables"}
-
-// ruleset is the parsed output of iptables-save.
-type ruleset struct {
-	tables map[string]*table
-	order  []string // table names as they appear
-}
-
-type table struct {
-	name string
-	// policies maps every chain to its policy ("-" for user chains).
-	policies map[string]string
-	chains   []string // in order of appearance
-	rules    []string // "-A CHAIN ..." lines, in order
-}
-
-// parseSave parses iptables-save output; counters ("[0:0]", -c) are
-// dropped so that two saves compare by content.
-func parseSave(text string) (*ruleset, error) {
-	rs := &ruleset{tables: map[string]*table{}}
-	var cur *table
-	for n, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, "*"):
-			name := line[1:]
-			cur = rs.tables[name]
-			if cur == nil {
-				cur = &table{name: name, policies: map[string]string{}}
-				rs.tables[name] = cur
-				rs.order = append(rs.order, name)
-			}
-		case line == "COMMIT":
-			cur = nil
-		case cur == nil:
-			return nil, fmt.Errorf("iptables-save line %d outside a table: %q", n+1, line)
-		case strings.HasPrefix(line, ":"):
-			f := strings.Fields(line[1:])
-			if len(f) < 2 {
-				return nil, fmt.Errorf("iptables-save line %d: bad chain line %q", n+1, line)
-			}
-			if _, ok := cur.policies[f[0]]; !ok {
-				cur.chains = append(cur.chains, f[0])
-			}
-			cur.policies[f[0]] = f[1]
-		case strings.HasPrefix(line, "-A "):
-			cur.rules = append(cur.rules, line)
-		case strings.HasPrefix(line, "[") && strings.Contains(line, "] -A "):
-			// iptables-save -c: "[pkts:bytes] -A ...".
-			cur.rules = append(cur.rules, line[strings.Index(line, "] -A ")+2:])
-		default:
-			return nil, fmt.Errorf("iptables-save line %d: unexpected %q", n+1, line)
-		}
-	}
-	return rs, nil
-}
-
-// ruleChain returns the chain of a "-A CHAIN ..." line.
-func ruleChain(rule string) string {
-	f := strings.Fields(rule)
-	if len(f) < 2 {
-		return ""
-	}
-	return f[1]
-}
-
 // isDockerChain reports whether a chain name is one docker creates
 // (DOCKER, DOCKER-USER, DOCKER-ISOLATION-STAGE-1, -2, DOCKER-INGRESS).
 func isDockerChain(name string) bool {
@@ -190,30 +120,40 @@ type iptablesCommand []string
 // set back. Rules and chains of anyone else are left alone, even when new.
 //
 // subnets are those of docker's bridges that were not there before.
-func restorePlan(before, after *ruleset, subnets []netip.Prefix) []iptablesCommand {
+func restorePlan(before, after *iptables.Ruleset, subnets []netip.Prefix) []iptablesCommand {
 	var deletes, flushes, removes, policies []iptablesCommand
-	for _, name := range after.order {
-		a := after.tables[name]
-		b := before.tables[name]
+	for _, name := range after.Order {
+		a := after.Tables[name]
+		b := before.Tables[name]
 		if b == nil {
-			b = &table{name: name, policies: map[string]string{}}
+			// A table iptables-save did not print did not exist yet: the
+			// kernel makes it, with its built-in chains at ACCEPT, when
+			// something (here dockerd) first uses it. On a freshly booted
+			// host dockerd is what makes the filter table and sets FORWARD
+			// to DROP, so this is the policy to go back to.
+			b = &iptables.Table{Name: name, Policies: map[string]string{}}
+			for _, c := range a.Chains {
+				if a.Policies[c] != "-" {
+					b.Policies[c] = iptables.BuiltinPolicy
+				}
+			}
 		}
 		newChain := map[string]bool{}
-		for _, c := range a.chains {
-			if _, ok := b.policies[c]; !ok && isDockerChain(c) {
+		for _, c := range a.Chains {
+			if _, ok := b.Policies[c]; !ok && isDockerChain(c) {
 				newChain[c] = true
 			}
 		}
 		had := map[string]int{}
-		for _, r := range b.rules {
+		for _, r := range b.Rules {
 			had[r]++
 		}
-		for _, r := range a.rules {
+		for _, r := range a.Rules {
 			if had[r] > 0 {
 				had[r]--
 				continue
 			}
-			if newChain[ruleChain(r)] || !isDockerRule(r, subnets) {
+			if newChain[iptables.RuleChain(r)] || !isDockerRule(r, subnets) {
 				continue // flushed with its chain, or not docker's
 			}
 			args, err := iptables.SplitRule(r)
@@ -223,15 +163,15 @@ func restorePlan(before, after *ruleset, subnets []netip.Prefix) []iptablesComma
 			args[0] = "-D"
 			deletes = append(deletes, append(iptablesCommand{"-t", name}, args...))
 		}
-		for _, c := range a.chains {
+		for _, c := range a.Chains {
 			if newChain[c] {
 				flushes = append(flushes, iptablesCommand{"-t", name, "-F", c})
 				removes = append(removes, iptablesCommand{"-t", name, "-X", c})
 			}
 		}
-		for _, c := range a.chains {
-			was, ok := b.policies[c]
-			now := a.policies[c]
+		for _, c := range a.Chains {
+			was, ok := b.Policies[c]
+			now := a.Policies[c]
 			if ok && was != "-" && now != "-" && was != now {
 				policies = append(policies, iptablesCommand{"-t", name, "-P", c, was})
 			}
@@ -245,21 +185,18 @@ func restorePlan(before, after *ruleset, subnets []netip.Prefix) []iptablesComma
 }
 
 // saveIptables returns the output of <bin>-save for each of
-// iptablesBinaries that exists on the host.
+// iptables.Tools that exists on the host.
 func saveIptables(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
-	for _, bin := range iptablesBinaries {
+	for _, bin := range iptables.Tools {
 		if _, err := exec.LookPath(bin); err != nil {
 			continue
 		}
-		if _, err := exec.LookPath(bin + "-save"); err != nil {
-			return nil, fmt.Errorf("%s exists but %s-save does not", bin, bin)
-		}
-		b, err := exec.CommandContext(ctx, bin+"-save").Output()
+		text, err := iptables.SaveText(ctx, bin)
 		if err != nil {
-			return nil, fmt.Errorf("%s-save: %w%s", bin, err, stderrOf(err))
+			return nil, err
 		}
-		out[bin] = string(b)
+		out[bin] = text
 	}
 	return out, nil
 }
@@ -276,24 +213,19 @@ func (t *teardown) restoreIptables(ctx context.Context, saved map[string]string)
 	if err != nil {
 		return err
 	}
-	for _, bin := range iptablesBinaries {
+	for _, bin := range iptables.Tools {
 		text, ok := saved[bin]
 		if !ok {
 			continue
 		}
-		before, err := parseSave(text)
+		before, err := iptables.Parse(text)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("recorded %s state: %w", bin, err))
 			continue
 		}
-		b, err := exec.CommandContext(ctx, bin+"-save").Output()
+		after, err := iptables.Save(ctx, bin)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s-save: %w%s", bin, err, stderrOf(err)))
-			continue
-		}
-		after, err := parseSave(string(b))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s-save: %w", bin, err))
+			errs = append(errs, err)
 			continue
 		}
 		for _, c := range restorePlan(before, after, subnets) {

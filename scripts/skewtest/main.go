@@ -10,6 +10,9 @@
 //	skewtest build-containerd    build containerd v2 from its Go module
 //	skewtest kind-node-image V   build the offline kind node image of version V
 //	skewtest clean [RUNDIR...]   remove what killed local runs left behind
+//	skewtest footprint save|compare FILE
+//	                             record the host's footprint; compare the
+//	                             host with it, naming every difference
 //	skewtest settings            list the environment variables
 //	skewtest signoff DIR         the sign-off page of the runs under DIR
 package main
@@ -41,7 +44,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR]"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -102,6 +105,8 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "clean":
 		return infrastructure(clean(ctx, logger, args[1:]))
+	case "footprint":
+		return footprintCmd(ctx, os.Stdout, args[1:])
 	case "signoff":
 		return signoffCmd(os.Stdout, args[1:])
 	case "settings":

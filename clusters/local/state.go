@@ -29,6 +29,17 @@ type state struct {
 	// removes the directory. Unset (also in older state files), teardown
 	// leaves it alone.
 	HostKubeletDirMade bool `json:"hostKubeletDirMade"`
+	// Sysctls are the kernel settings the kubelets and the CNI bridge
+	// change (sysctl.Keys), as they were before the run; teardown writes
+	// back every one that differs. Empty (older state files), teardown
+	// leaves them alone.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// CNIDirMade is set when /var/lib/cni did not exist before the run:
+	// teardown then removes it once it holds nothing.
+	CNIDirMade bool `json:"cniDirMade,omitempty"`
+	// ContainerLogDirMade is set when /var/log/containers, where every
+	// kubelet links its containers' logs, did not exist before the run.
+	ContainerLogDirMade bool `json:"containerLogDirMade,omitempty"`
 }
 
 // nodeState is one node's objects outside the run directory.

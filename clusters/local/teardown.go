@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
+	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
@@ -128,17 +129,26 @@ func Clean(ctx context.Context, runDir string) error {
 			}
 		}
 	}
-	removeLinksInto("/var/log/containers", runDir)
+	removeLinksInto(hostContainerLogDir, runDir)
+	if st.ContainerLogDirMade {
+		removeEmptyDirs(hostContainerLogDir)
+	}
+	var networks []string
 	for _, ns := range st.Nodes {
-		if ns.CNINetwork == "" {
-			continue
+		networks = append(networks, ns.CNINetwork)
+		if ns.CNINetwork != "" {
+			os.RemoveAll(filepath.Join(hostCNIDir, "networks", ns.CNINetwork))
 		}
-		for _, pattern := range []string{"/var/lib/cni/results/" + ns.CNINetwork + "-*", "/var/lib/cni/networks/" + ns.CNINetwork} {
-			matches, _ := filepath.Glob(pattern)
-			for _, m := range matches {
-				os.RemoveAll(m)
-			}
-		}
+	}
+	if _, err := removeCNIEntries(hostCNIDir, runDir, networks); err != nil {
+		errs = append(errs, fmt.Errorf("remove CNI cache entries: %w", err))
+	}
+	if st.CNIDirMade {
+		removeEmptyDirs(hostCNIDir)
+	}
+	// The kubelets are gone: their kernel settings go back.
+	if _, err := sysctl.Restore(st.Sysctls); err != nil {
+		errs = append(errs, err)
 	}
 	if !st.ContainerdRunDirExisted && len(st.Nodes) > 0 {
 		// Shim sockets go to /run/containerd/s whatever the state dir is.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/pki"
 )
 
@@ -79,11 +80,16 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	}
 	_, statErr := os.Stat("/run/containerd")
 	_, kubeletDirErr := os.Stat(hostKubeletRoot)
+	_, cniDirErr := os.Stat(hostCNIDir)
+	_, logDirErr := os.Stat(hostContainerLogDir)
 	st := state{
 		IPTablesBefore:          iptablesChains(ctx),
 		IPTablesRecorded:        true,
 		ContainerdRunDirExisted: statErr == nil,
 		HostKubeletDirMade:      errors.Is(kubeletDirErr, os.ErrNotExist),
+		Sysctls:                 sysctl.Read(sysctl.Keys),
+		CNIDirMade:              errors.Is(cniDirErr, os.ErrNotExist),
+		ContainerLogDirMade:     errors.Is(logDirErr, os.ErrNotExist),
 	}
 	for i := range names {
 		st.Nodes = append(st.Nodes, layoutOf(p.dir, i).state(p.cfg.RunID))

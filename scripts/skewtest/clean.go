@@ -18,11 +18,7 @@ import (
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	if len(dirs) == 0 {
 		entries, err := os.ReadDir(local.DefaultRunRoot)
-		if errors.Is(err, os.ErrNotExist) {
-			fmt.Println("nothing to clean")
-			return nil
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 		for _, e := range entries {
@@ -37,6 +33,13 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 		if err := clusters.Clean(ctx, d); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Cache entries of runs whose directories are gone: left by runs made
+	// before teardown removed all of its own.
+	if n, err := local.RemoveOrphanedCNIEntries(local.DefaultRunRoot); err != nil {
+		errs = append(errs, err)
+	} else if n > 0 {
+		logger.Info("removed CNI cache entries of runs that are gone", "entries", n)
 	}
 	if len(errs) == 0 {
 		fmt.Printf("cleaned %d run directories\n", len(dirs))

@@ -41,6 +41,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -107,8 +108,13 @@ type state struct {
 	Links []string `json:"links,omitempty"`
 	// HostPaths tells which of hostPaths existed before.
 	HostPaths map[string]bool `json:"hostPaths,omitempty"`
-	// IPForward is /proc/sys/net/ipv4/ip_forward before; dockerd sets it
-	// to 1 (and the FORWARD policy to DROP) when it was 0.
+	// Sysctls are the kernel settings (sysctl.Keys) before: dockerd turns
+	// IP forwarding on (and the FORWARD policy to DROP) and bridge netfilter
+	// on, and the privileged kind nodes' kubelets and kube-proxies change
+	// the host's kernel.*, vm.* and conntrack settings.
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// IPForward is net.ipv4.ip_forward before, in state files written
+	// before Sysctls.
 	IPForward    string `json:"ipForward,omitempty"`
 	DockerdPID   int    `json:"dockerdPID,omitempty"`
 	DockerdStart uint64 `json:"dockerdStart,omitempty"`
@@ -409,9 +415,7 @@ func record(ctx context.Context, st *state) error {
 		_, err := os.Lstat(p)
 		st.HostPaths[p] = err == nil
 	}
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil {
-		st.IPForward = strings.TrimSpace(string(b))
-	}
+	st.Sysctls = sysctl.Read(sysctl.Keys)
 	st.Recorded = true
 	return nil
 }
@@ -489,7 +493,7 @@ func (t *teardown) run(ctx context.Context) error {
 		if err := t.restoreIptables(ctx, t.st.Iptables); err != nil {
 			errs = append(errs, err)
 		}
-		if err := t.restoreIPForward(); err != nil {
+		if err := t.restoreSysctls(); err != nil {
 			errs = append(errs, err)
 		}
 		if err := t.deleteLinks(ctx); err != nil {
@@ -678,19 +682,18 @@ func removeCgroups(parent string) error {
 	return nil
 }
 
-// restoreIPForward sets net.ipv4.ip_forward back to 0 if it was 0 before
-// dockerd turned it on.
-func (t *teardown) restoreIPForward() error {
-	if t.st.IPForward != "0" {
-		return nil
+// restoreSysctls writes back the kernel settings that differ from before
+// dockerd (and the kind nodes it ran) changed them.
+func (t *teardown) restoreSysctls() error {
+	saved := t.st.Sysctls
+	if len(saved) == 0 && t.st.IPForward != "" {
+		saved = map[string]string{"net.ipv4.ip_forward": t.st.IPForward}
 	}
-	const p = "/proc/sys/net/ipv4/ip_forward"
-	b, err := os.ReadFile(p)
-	if err != nil || strings.TrimSpace(string(b)) == "0" {
-		return nil
+	changed, err := sysctl.Restore(saved)
+	for _, c := range changed {
+		t.log.Info("kernel setting restored", "change", c)
 	}
-	t.log.Info("turning IP forwarding off again, as it was before dockerd")
-	return os.WriteFile(p, []byte("0\n"), 0o644)
+	return err
 }
 
 // link is one entry of `ip -j link show`.

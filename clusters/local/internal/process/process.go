@@ -64,7 +64,13 @@ func Start(name, logFile, pidFile string, argv []string, env []string) (*Process
 	}()
 	if pidFile != "" {
 		// Without its pid file a killed harness could not clean it up.
-		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		// With its start time and the boot's ID, so that KillPIDFile never
+		// kills a process that got the pid after a reboot or a wrap-around.
+		rec := strconv.Itoa(cmd.Process.Pid)
+		if start, err := StartTime(cmd.Process.Pid); err == nil {
+			rec += " " + strconv.FormatUint(start, 10) + " " + bootID()
+		}
+		if err := os.WriteFile(pidFile, []byte(rec+"\n"), 0o644); err != nil {
 			_ = p.Stop(time.Second)
 			return nil, fmt.Errorf("record pid of %s: %w", name, err)
 		}
@@ -157,8 +163,12 @@ func TailFile(path string, n int) string {
 }
 
 // KillPIDFile kills (SIGKILL) the process group recorded in pidFile, if it
-// is still alive, and removes the file. For cleanup after a harness that
-// died without stopping its children.
+// is still the process Start started, and removes the file. For cleanup
+// after a harness that died without stopping its children. A pid whose
+// start time or boot differs from the recorded ones belongs to someone
+// else now (the host rebooted, or pids wrapped around) and is left alone;
+// a file without them (written before they were recorded) is trusted only
+// if it was written since this boot.
 func KillPIDFile(pidFile string) error {
 	b, err := os.ReadFile(pidFile)
 	if errors.Is(err, os.ErrNotExist) {
@@ -167,8 +177,12 @@ func KillPIDFile(pidFile string) error {
 	if err != nil {
 		return err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
+	f := strings.Fields(string(b))
+	pid := 0
+	if len(f) > 0 {
+		pid, _ = strconv.Atoi(f[0])
+	}
+	if pid <= 1 || !sameProcess(pidFile, pid, f[1:]) {
 		os.Remove(pidFile)
 		return nil
 	}
@@ -176,6 +190,63 @@ func KillPIDFile(pidFile string) error {
 		return err
 	}
 	return os.Remove(pidFile)
+}
+
+// sameProcess tells whether pid is still the process a pid file with the
+// given fields after the pid (start time, boot ID) describes.
+func sameProcess(pidFile string, pid int, rec []string) bool {
+	if len(rec) >= 2 {
+		start, err := StartTime(pid)
+		return err == nil && strconv.FormatUint(start, 10) == rec[0] && rec[1] == bootID()
+	}
+	fi, err := os.Stat(pidFile)
+	boot, berr := bootTime()
+	return err == nil && berr == nil && !fi.ModTime().Before(boot)
+}
+
+// StartTime is the process's start time in clock ticks since boot, field
+// 22 of /proc/PID/stat.
+func StartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name (which may hold spaces)
+	// start with field 3, the state.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// bootID identifies this boot of the kernel.
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// bootTime is when the host booted (btime in /proc/stat).
+func bootTime() (time.Time, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "btime "); ok {
+			sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, err
+			}
+			return time.Unix(sec, 0), nil
+		}
+	}
+	return time.Time{}, errors.New("/proc/stat: no btime")
 }
 
 // KillAndWait SIGKILLs pid's process group and pid, and waits for pid to

@@ -107,8 +107,12 @@ func TestStartWritesLogAndPIDFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pid file: %v", err)
 	}
-	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(p.PID()) {
-		t.Errorf("pid file holds %q, want %d", got, p.PID())
+	start, err := StartTime(p.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(b)), fmt.Sprintf("%d %d %s", p.PID(), start, bootID()); got != want {
+		t.Errorf("pid file holds %q, want %q (pid, start time, boot ID)", got, want)
 	}
 	if filepath.Dir(p.PIDFile) != filepath.Join(dir, "pids") || filepath.Dir(p.LogFile) != filepath.Join(dir, "logs") {
 		t.Errorf("files %s, %s not where asked", p.PIDFile, p.LogFile)
@@ -533,4 +537,65 @@ func ptrOr(p *string) *string {
 		return ptr("<missing>")
 	}
 	return p
+}
+
+// After a reboot (or a pid wrap-around) the pid in a pid file belongs to
+// another process: KillPIDFile must leave it alone and only drop the file.
+func TestKillPIDFileChecksStartTime(t *testing.T) {
+	dir := t.TempDir()
+	victim := exec.Command("sleep", "60")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+	pid := victim.Process.Pid
+	start, err := StartTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(content string, mtime time.Time) string {
+		t.Helper()
+		f := filepath.Join(dir, "p.pid")
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	boot, err := bootTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, content string }{
+		{"another start time", fmt.Sprintf("%d %d %s\n", pid, start+1, bootID())},
+		{"another boot", fmt.Sprintf("%d %d %s\n", pid, start, "00000000-0000-0000-0000-000000000000")},
+	} {
+		f := write(tc.content, time.Now())
+		if err := KillPIDFile(f); err != nil {
+			t.Errorf("%s: KillPIDFile: %v", tc.name, err)
+		}
+		if !Alive(pid) {
+			t.Fatalf("%s: KillPIDFile killed pid %d, which is not the process the file describes", tc.name, pid)
+		}
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: stale pid file kept", tc.name)
+		}
+	}
+	// A pid file from before start times were recorded, written before this
+	// boot: not ours either.
+	f := write(fmt.Sprintf("%d\n", pid), boot.Add(-time.Hour))
+	if err := KillPIDFile(f); err != nil || !Alive(pid) {
+		t.Fatalf("a pid file from before the boot: KillPIDFile = %v, alive %v", err, Alive(pid))
+	}
+	// The right start time and boot: killed.
+	f = write(fmt.Sprintf("%d %d %s\n", pid, start, bootID()), time.Now())
+	if err := KillPIDFile(f); err != nil {
+		t.Fatalf("KillPIDFile: %v", err)
+	}
+	_ = victim.Wait()
+	if Alive(pid) {
+		t.Errorf("pid %d survived KillPIDFile with its own start time", pid)
+	}
 }

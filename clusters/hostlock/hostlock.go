@@ -40,7 +40,18 @@ type Holder struct {
 }
 
 func (h Holder) String() string {
-	return fmt.Sprintf("run %s (pid %d, started %s, directory %s, command %q)", h.RunID, h.PID, h.Started.Format(time.RFC3339), h.Dir, h.Command)
+	s := fmt.Sprintf("run %s (pid %d, started %s", orUnknown(h.RunID), h.PID, h.Started.Format(time.RFC3339))
+	if h.Dir != "" {
+		s += ", directory " + h.Dir
+	}
+	return s + fmt.Sprintf(", command %q)", h.Command)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(ID not chosen yet)"
+	}
+	return s
 }
 
 // BusyError is returned by TryAcquire while another process holds the lock.
@@ -49,8 +60,9 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("another skewtest run is using this host: %s; wait for it to finish, or, if it was killed and left its cluster, "+
-		"remove it with `go run ./scripts/skewtest clean %s` (make clean)", e.Holder, e.Holder.Dir)
+	return fmt.Sprintf("another skewtest run is using this host: %s; wait for it to finish (a second run would share its pod subnet, "+
+		"iptables chains and kernel settings), or stop it (kill %d: it tears down) and, if it was killed with SIGKILL, "+
+		"remove what it left with `make clean` (go run ./scripts/skewtest clean)", e.Holder, e.Holder.PID)
 }
 
 func (e *BusyError) Is(target error) bool { return target == ErrHostInUse }
@@ -65,6 +77,7 @@ var (
 	mu      sync.Mutex
 	file    *os.File
 	holders int
+	holder  Holder
 )
 
 // TryAcquire takes the lock for h, or returns a *BusyError naming the
@@ -100,11 +113,31 @@ func TryAcquire(path string, h Holder) (*Lock, error) {
 	if h.Command == "" {
 		h.Command = strings.Join(os.Args, " ")
 	}
-	b, _ := json.Marshal(h)
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt(append(b, '\n'), 0)
-	file, holders = f, 1
+	file, holders, holder = f, 1, h
+	write(h)
 	return &Lock{}, nil
+}
+
+// write records h in the lock file; mu is held.
+func write(h Holder) {
+	b, _ := json.Marshal(h)
+	_ = file.Truncate(0)
+	_, _ = file.WriteAt(append(b, '\n'), 0)
+}
+
+// Describe records the run's ID and directory once they are chosen (a run
+// takes the lock before it resolves its binaries, which can take minutes).
+func (l *Lock) Describe(runID, dir string) {
+	if l == nil {
+		return
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if file == nil {
+		return
+	}
+	holder.RunID, holder.Dir = runID, dir
+	write(holder)
 }
 
 // Acquire waits for the lock until ctx ends: for tests that change the

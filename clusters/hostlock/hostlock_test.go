@@ -53,7 +53,7 @@ func TestSecondRunRefusedNamingTheFirst(t *testing.T) {
 	if !errors.As(err, &busy) || !errors.Is(err, ErrHostInUse) {
 		t.Fatalf("TryAcquire while held = %v; want a BusyError that is ErrHostInUse", err)
 	}
-	for _, want := range []string{"20260101-000000-abcd", fmt.Sprintf("pid %d", holder.Process.Pid), "skewtest clean /var/lib/skewtest/20260101-000000-abcd"} {
+	for _, want := range []string{"run 20260101-000000-abcd", fmt.Sprintf("pid %d", holder.Process.Pid), "started 20", "make clean"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal %q does not name %q", err, want)
 		}
@@ -74,6 +74,10 @@ func TestSecondRunRefusedNamingTheFirst(t *testing.T) {
 	}
 	if h := ReadHolder(path); h.RunID != "third" || h.PID != os.Getpid() || h.Started.IsZero() {
 		t.Errorf("holder recorded: %+v", h)
+	}
+	l.Describe("20260202-000000-ef01", "/var/lib/skewtest/20260202-000000-ef01")
+	if h := ReadHolder(path); h.RunID != "20260202-000000-ef01" || h.Dir == "" || h.PID != os.Getpid() {
+		t.Errorf("holder after Describe: %+v", h)
 	}
 	// The same process shares its lock; it is released with the last.
 	l2, err := TryAcquire(path, Holder{RunID: "fourth"})

@@ -56,6 +56,9 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := checkHostPrograms(); err != nil {
 		return err
 	}
+	if err := checkHostKubelet(deviceManagerSocket, p.cfg.RunRoot); err != nil {
+		return err
+	}
 	bins, err := p.ensureBinaries(ctx)
 	if err != nil {
 		return err

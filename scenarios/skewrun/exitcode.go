@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/hostlock"
 )
 
 // Exit codes of skewtest, for the jobs and dashboards that act on them
@@ -64,7 +65,7 @@ func ExitCode(err error) int {
 		return exitSignalBase + int(syscall.SIGINT)
 	}
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, binaries.ErrBadSource):
+	case errors.Is(err, ErrInvalid), errors.Is(err, binaries.ErrBadSource), errors.Is(err, hostlock.ErrHostInUse):
 		return ExitInvalid
 	case errors.Is(err, ErrKubelet):
 		return ExitKubelet
@@ -109,7 +110,7 @@ func classify(err, class error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, binaries.ErrBadSource) {
+	if errors.Is(err, binaries.ErrBadSource) || errors.Is(err, hostlock.ErrHostInUse) {
 		class = ErrInvalid
 	}
 	return &classified{err: err, class: class}

@@ -88,11 +88,17 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := lockHost(m.Validated)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	kubelets, err := Resolve(ctx, m.Validated)
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
 	run := m.NewRun(start, kubelets)
+	lock.Describe(run.ID, "")
 	run.Scenario = "matrix-" + string(m.Kind)
 	initial := make([]binaries.Binary, len(m.Trails))
 	for i, s := range m.Starts {

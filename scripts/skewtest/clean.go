@@ -9,13 +9,23 @@ import (
 	"path/filepath"
 
 	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // clean removes what local runs left behind when the harness itself was
 // killed (SIGKILL, a lost machine): every run directory under the run
 // root, or the ones given.
+//
+// It refuses, at once, while a run holds the host: that run's directory is
+// live, and cleaning it would kill the run.
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
+	lock, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: "skewtest clean"})
+	if err != nil {
+		return fmt.Errorf("%w: not cleaning: %w", skewrun.ErrInvalid, err)
+	}
+	defer lock.Release()
 	if len(dirs) == 0 {
 		entries, err := os.ReadDir(local.DefaultRunRoot)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {

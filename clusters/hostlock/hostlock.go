@@ -77,7 +77,6 @@ var (
 	mu      sync.Mutex
 	file    *os.File
 	holders int
-	holder  Holder
 )
 
 // TryAcquire takes the lock for h, or returns a *BusyError naming the
@@ -113,31 +112,11 @@ func TryAcquire(path string, h Holder) (*Lock, error) {
 	if h.Command == "" {
 		h.Command = strings.Join(os.Args, " ")
 	}
-	file, holders, holder = f, 1, h
-	write(h)
-	return &Lock{}, nil
-}
-
-// write records h in the lock file; mu is held.
-func write(h Holder) {
 	b, _ := json.Marshal(h)
-	_ = file.Truncate(0)
-	_, _ = file.WriteAt(append(b, '\n'), 0)
-}
-
-// Describe records the run's ID and directory once they are chosen (a run
-// takes the lock before it resolves its binaries, which can take minutes).
-func (l *Lock) Describe(runID, dir string) {
-	if l == nil {
-		return
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if file == nil {
-		return
-	}
-	holder.RunID, holder.Dir = runID, dir
-	write(holder)
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt(append(b, '\n'), 0)
+	file, holders = f, 1
+	return &Lock{}, nil
 }
 
 // Acquire waits for the lock until ctx ends: for tests that change the

@@ -7,17 +7,19 @@ import (
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 )
 
-// lockHost refuses a run at once, naming the one already running, while
-// another run makes a cluster on this host: two would share pod subnets,
-// iptables chains, the kubelet's device-plugin socket and the kernel
-// settings each records and restores. An existing cluster's runs make
+// lockHost refuses a run, naming the one already running, before it makes
+// anything, while another run has a cluster on this host. It is taken once
+// the kubelets are resolved (seconds from the cache): a run that builds
+// them first, or fails resolving them, disturbs nobody. Two runs at once
+// would share pod subnets, iptables chains, the kubelet's device-plugin
+// socket and the kernel settings each records and restores. An existing cluster's runs make
 // nothing on this host and take no lock. The lock goes with the run (its
 // Release), or with the process if that is killed.
-func lockHost(v *Validated) (*hostlock.Lock, error) {
+func lockHost(v *Validated, runID string) (*hostlock.Lock, error) {
 	if v.Options.Provider == clusters.Existing {
 		return nil, nil
 	}
-	l, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{})
+	l, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: runID})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

@@ -88,17 +88,16 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockHost(m.Validated)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Release()
 	kubelets, err := Resolve(ctx, m.Validated)
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
 	run := m.NewRun(start, kubelets)
-	lock.Describe(run.ID, "")
+	lock, err := lockHost(m.Validated, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	run.Scenario = "matrix-" + string(m.Kind)
 	initial := make([]binaries.Binary, len(m.Trails))
 	for i, s := range m.Starts {

@@ -103,17 +103,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockHost(v)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Release()
 	kubelets, err := Resolve(ctx, v)
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
 	run := v.NewRun(start, kubelets)
-	lock.Describe(run.ID, "")
+	lock, err := lockHost(v, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	c, err := NewCluster(v, run.ID, kubelets[:1])
 	if err != nil {
 		return nil, err

@@ -23,7 +23,7 @@ import (
 
 // Footprint is one look at the host. Every list is sorted.
 type Footprint struct {
-	// Processes are live daemons of the kinds runs start, by name
+	// Processes are live daemons of the kinds runs start, "name(pid)"
 	// (kubelet, containerd, dockerd, ...), one entry per process.
 	Processes []string `json:"processes"`
 	// Mounts are the mount points of this mount namespace, "path (type)",
@@ -112,7 +112,7 @@ func Take(ctx context.Context) Footprint {
 				continue
 			}
 		}
-		f.Processes = append(f.Processes, name)
+		f.Processes = append(f.Processes, fmt.Sprintf("%s(%s)", name, p.Name()))
 	}
 	mountPoints := map[string]bool{}
 	if mounts, err := mountinfo.ParseFile("/proc/self/mountinfo"); err == nil {
@@ -192,7 +192,8 @@ func loopDevices(sysBlock string) []string {
 // Diff names every difference between before and after, one line each:
 // "added mount /var/lib/skewtest/x (tmpfs)", "removed link eth1",
 // "changed sysctl kernel.panic: 1 -> 10". Empty means the host is as it
-// was. Processes compare by name and count, since pids differ.
+// was. Processes compare by name and count, since pids differ; the line
+// names the pid.
 //
 // One difference is not one: a table iptables-save did not print before
 // that now holds nothing but built-in chains at ACCEPT. The kernel makes a
@@ -201,26 +202,31 @@ func loopDevices(sysBlock string) []string {
 // are gone; such a table holds nothing of the run.
 func Diff(before, after Footprint) []string {
 	var out []string
-	list := func(kind string, b, a []string) {
+	listBy := func(kind string, b, a []string, key func(string) string) {
 		count := map[string]int{}
 		for _, x := range b {
-			count[x]++
+			count[key(x)]++
 		}
 		for _, x := range a {
-			if count[x] > 0 {
-				count[x]--
+			if count[key(x)] > 0 {
+				count[key(x)]--
 				continue
 			}
 			out = append(out, "added "+kind+" "+x)
 		}
 		for _, x := range b {
-			if count[x] > 0 {
-				count[x]--
+			if count[key(x)] > 0 {
+				count[key(x)]--
 				out = append(out, "removed "+kind+" "+x)
 			}
 		}
 	}
-	list("process", before.Processes, after.Processes)
+	list := func(kind string, b, a []string) { listBy(kind, b, a, func(s string) string { return s }) }
+	// Pids differ from one process to the next: by name and count.
+	listBy("process", before.Processes, after.Processes, func(s string) string {
+		name, _, _ := strings.Cut(s, "(")
+		return name
+	})
 	list("mount", before.Mounts, after.Mounts)
 	list("loop device", before.LoopDevices, after.LoopDevices)
 	list("cgroup", before.Cgroups, after.Cgroups)

@@ -18,7 +18,7 @@ import (
 
 func TestDiff(t *testing.T) {
 	before := Footprint{
-		Processes: []string{"containerd"},
+		Processes: []string{"containerd(10)"},
 		Iptables:  []string{"iptables|filter|:FORWARD ACCEPT", "iptables|filter|:KUBE-FIREWALL -"},
 		Sysctls:   []string{"kernel.panic=1", "net.ipv4.ip_forward=0"},
 		Links:     []string{"eth0", "lo"},
@@ -30,11 +30,12 @@ func TestDiff(t *testing.T) {
 	}{
 		{"same", func(*Footprint) {}, nil},
 		{"leaked kubelet and mount", func(f *Footprint) {
-			f.Processes = append(f.Processes, "kubelet")
+			f.Processes = append(f.Processes, "kubelet(12)")
 			f.Mounts = []string{"/var/lib/skewtest/x/kubelet (none)"}
-		}, []string{"added process kubelet", "added mount /var/lib/skewtest/x/kubelet (none)"}},
-		{"second containerd", func(f *Footprint) { f.Processes = []string{"containerd", "containerd"} }, []string{"added process containerd"}},
-		{"killed the host's containerd", func(f *Footprint) { f.Processes = nil }, []string{"removed process containerd"}},
+		}, []string{"added process kubelet(12)", "added mount /var/lib/skewtest/x/kubelet (none)"}},
+		{"containerd restarted", func(f *Footprint) { f.Processes = []string{"containerd(99)"} }, nil},
+		{"second containerd", func(f *Footprint) { f.Processes = []string{"containerd(10)", "containerd(11)"} }, []string{"added process containerd(11)"}},
+		{"killed the host's containerd", func(f *Footprint) { f.Processes = nil }, []string{"removed process containerd(10)"}},
 		{"loop device and cgroup", func(f *Footprint) {
 			f.LoopDevices = []string{"loop3 /var/lib/skewtest/x/disk.img"}
 			f.Cgroups = []string{"/sys/fs/cgroup/memory/skewtest-ab12"}
@@ -73,7 +74,7 @@ func TestDiff(t *testing.T) {
 }
 
 func TestSaveLoad(t *testing.T) {
-	f := Footprint{Processes: []string{"kubelet"}, Sysctls: []string{"kernel.panic=1"}}
+	f := Footprint{Processes: []string{"kubelet(7)"}, Sysctls: []string{"kernel.panic=1"}}
 	file := filepath.Join(t.TempDir(), "fp.json")
 	if err := Save(file, f); err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func TestTakeSeesLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	undo = append(undo, func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
-	want = append(want, "added process podbin")
+	want = append(want, fmt.Sprintf("added process podbin(%d)", sleeper.Process.Pid))
 
 	// A mount outside any test directory, and a loop device backed by a
 	// file in it.

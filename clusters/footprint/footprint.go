@@ -195,11 +195,13 @@ func loopDevices(sysBlock string) []string {
 // was. Processes compare by name and count, since pids differ; the line
 // names the pid.
 //
-// One difference is not one: a table iptables-save did not print before
-// that now holds nothing but built-in chains at ACCEPT. The kernel makes a
-// table, with those chains, the first time anything looks at it (a run's
-// kubelet on a freshly booted host), and keeps it after the run's chains
-// are gone; such a table holds nothing of the run.
+// Two differences are not ones. A kernel setting that appears: its module
+// was loaded (nf_conntrack by the first conntrack rule, br_netfilter by
+// dockerd), and unloading it is no run's to do. And a table iptables-save
+// did not print before that now holds nothing but built-in chains at
+// ACCEPT: the kernel makes a table, with those chains, the first time
+// anything looks at it (a run's kubelet on a freshly booted host), and
+// keeps it after the run's chains are gone; it holds nothing of the run.
 func Diff(before, after Footprint) []string {
 	var out []string
 	listBy := func(kind string, b, a []string, key func(string) string) {
@@ -260,7 +262,9 @@ func diffSysctls(before, after []string) []string {
 		now, hasIt := a[k]
 		switch {
 		case !hadIt:
-			out = append(out, fmt.Sprintf("added sysctl %s=%s (a kernel module was loaded)", k, now))
+			// Its module (nf_conntrack, br_netfilter) was loaded during
+			// the run: the kernel's doing, which no run can take back
+			// while others may use the module.
 		case !hasIt:
 			out = append(out, fmt.Sprintf("removed sysctl %s (was %s; a kernel module was unloaded)", k, was))
 		case was != now:

@@ -55,7 +55,10 @@ func TestDiff(t *testing.T) {
 		{"bridge left", func(f *Footprint) { f.Links = append(f.Links, "skwab12") }, []string{"added link skwab12"}},
 		{"kernel settings", func(f *Footprint) {
 			f.Sysctls = []string{"kernel.panic=10", "net.bridge.bridge-nf-call-iptables=1", "net.ipv4.ip_forward=0"}
-		}, []string{"changed sysctl kernel.panic: 1 -> 10", "added sysctl net.bridge.bridge-nf-call-iptables=1 (a kernel module was loaded)"}},
+		}, []string{"changed sysctl kernel.panic: 1 -> 10"}},
+		{"a kernel setting gone", func(f *Footprint) {
+			f.Sysctls = []string{"kernel.panic=1"}
+		}, []string{"removed sysctl net.ipv4.ip_forward (was 0; a kernel module was unloaded)"}},
 		{"kubelet serving cert on the host", func(f *Footprint) {
 			f.Files = []string{"/var/lib/kubelet", "/var/lib/kubelet/pki", "/var/lib/kubelet/pki/kubelet.crt"}
 		}, []string{"added file /var/lib/kubelet", "added file /var/lib/kubelet/pki", "added file /var/lib/kubelet/pki/kubelet.crt"}},

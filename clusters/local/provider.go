@@ -75,19 +75,19 @@ type Provider struct {
 	// nodes (see deviceManagerSocket).
 	kubeletStartMu sync.Mutex
 
-	mu        sync.Mutex
-	procs     []*process.Process // control plane, in start order
-	nodes     []*Node
-	nodeIP    net.IP
+	mu     sync.Mutex
+	procs  []*process.Process // control plane, in start order
+	nodes  []*Node
+	nodeIP net.IP
 	// host is this host's cgroup mode and init system, and daemonCgroup
 	// the cgroup v2 directory every daemon starts in ("" on a v1 host),
 	// both set by Up before any daemon starts.
 	host         cgroups.Host
 	daemonCgroup string
-	ports     ports
-	binaries  []binaries.Binary
-	restCfg   *rest.Config
-	clientset kubernetes.Interface
+	ports        ports
+	binaries     []binaries.Binary
+	restCfg      *rest.Config
+	clientset    kubernetes.Interface
 }
 
 // New validates cfg; nothing is created until Up.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
@@ -42,6 +43,9 @@ type runCgroup struct {
 	Path string `json:"path"`
 	// Unit is R's systemd scope unit, when systemd is PID 1.
 	Unit string `json:"unit,omitempty"`
+	// SubtreeBefore is cgroup.subtree_control of the cgroups above R
+	// before the run enabled controllers there (cgroups.Tree.Restore).
+	SubtreeBefore map[string][]string `json:"subtreeBefore,omitempty"`
 }
 
 // daemonsCgroup is the leaf, under R, every daemon of the run starts in.
@@ -118,7 +122,18 @@ func (p *Provider) makeCgroups(ctx context.Context, st state) (string, error) {
 		if err := p.startScope(ctx, rc); err != nil {
 			return "", err
 		}
-	} else if err := tree.Mkdir(rc.daemons()); err != nil {
+	}
+	// What is enabled above R now (with systemd: after it enabled what it
+	// delegates to the scope), recorded before MakeRoot enables more.
+	before, err := tree.SubtreeControls(filepath.Dir(rc.Path))
+	if err != nil {
+		return "", fmt.Errorf("local provider: %w", err)
+	}
+	rc.SubtreeBefore = before
+	if err := writeState(p.dir, st); err != nil {
+		return "", err
+	}
+	if err := tree.Mkdir(rc.daemons()); err != nil {
 		return "", fmt.Errorf("local provider: %w", err)
 	}
 	for _, ns := range st.Nodes {
@@ -192,9 +207,10 @@ func killRunCgroup(rc *runCgroup) error {
 	return cgroups.Kill(cgroups.Dirs([]string{cgroups.UnifiedTree.Dir}, rc.Path), cgroups.KillTimeout)
 }
 
-// removeRunCgroup removes R and all below it, and stops its scope unit:
-// systemd stops an empty scope by itself and prunes its cgroup, racing
-// with this removal, which a cgroup already gone does not fail.
+// removeRunCgroup removes R and all below it, stops its scope unit, and
+// turns off again the controllers the run enabled above R. systemd stops
+// an empty scope by itself and prunes its cgroup, racing with this
+// removal, which a cgroup already gone does not fail.
 func removeRunCgroup(ctx context.Context, rc *runCgroup) error {
 	if rc == nil {
 		return nil
@@ -206,6 +222,8 @@ func removeRunCgroup(ctx context.Context, rc *runCgroup) error {
 		}
 	}
 	if err := cgroups.Remove(cgroups.Dirs([]string{cgroups.UnifiedTree.Dir}, rc.Path)); err != nil {
+		errs = append(errs, err)
+	} else if err := cgroups.UnifiedTree.Restore(rc.SubtreeBefore); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

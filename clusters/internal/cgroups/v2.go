@@ -231,3 +231,68 @@ func splitRel(rel string) []string {
 	}
 	return parts
 }
+
+// SubtreeControls are the controllers enabled in cgroup.subtree_control of
+// the top and of every existing cgroup from it down to rel, keyed by
+// cgroup ("/", "/system.slice", ...): what MakeRoot may change in cgroups
+// a run did not make, for Restore to undo.
+func (t Tree) SubtreeControls(rel string) (map[string][]string, error) {
+	out := map[string][]string{}
+	cur := "/"
+	parts := splitRel(rel)
+	for i := 0; ; i++ {
+		on, err := readList(filepath.Join(t.Path(cur), "cgroup.subtree_control"))
+		if errors.Is(err, fs.ErrNotExist) && cur != "/" {
+			break
+		}
+		if err != nil {
+			return nil, &Error{Op: "read subtree_control of", Path: t.Path(cur), Err: err}
+		}
+		out[cur] = on
+		if i == len(parts) {
+			break
+		}
+		cur = "/" + strings.Join(parts[:i+1], "/")
+	}
+	return out, nil
+}
+
+// Restore turns off, deepest cgroup first, the controllers enabled in
+// cgroup.subtree_control since SubtreeControls recorded before. A
+// controller another cgroup below still uses stays on (the kernel refuses
+// with EBUSY): it is someone else's now. A cgroup gone is skipped.
+func (t Tree) Restore(before map[string][]string) error {
+	keys := make([]string, 0, len(before))
+	for k := range before {
+		keys = append(keys, k)
+	}
+	// Deepest first: a parent cannot turn off what a child passes down.
+	slices.SortFunc(keys, func(a, b string) int { return len(splitRel(b)) - len(splitRel(a)) })
+	var errs []error
+	for _, k := range keys {
+		file := filepath.Join(t.Path(k), "cgroup.subtree_control")
+		on, err := readList(file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, &Error{Op: "read subtree_control of", Path: t.Path(k), Err: err})
+			continue
+		}
+		var off []string
+		for _, c := range on {
+			if !slices.Contains(before[k], c) {
+				off = append(off, "-"+c)
+			}
+		}
+		if len(off) == 0 || os.WriteFile(file, []byte(strings.Join(off, " ")), 0o644) == nil {
+			continue
+		}
+		for _, o := range off {
+			if err := os.WriteFile(file, []byte(o), 0o644); err != nil && !errors.Is(err, unix.EBUSY) {
+				errs = append(errs, &Error{Op: "turn " + o[1:] + " off again in", Path: t.Path(k), Err: err})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -177,5 +178,40 @@ func TestMakeV1Root(t *testing.T) {
 	}
 	if got := Dirs([]string{cpuset}, "/"); got != nil {
 		t.Errorf("Dirs of the top = %v, want none: it is the whole host", got)
+	}
+}
+
+func TestSubtreeControlsAndRestore(t *testing.T) {
+	top := t.TempDir()
+	fakeCgroup(t, top, map[string]string{"cgroup.controllers": allControllers, "cgroup.subtree_control": "cpu memory pids\n"})
+	fakeCgroup(t, filepath.Join(top, "system.slice"), map[string]string{"cgroup.controllers": "cpu memory pids\n", "cgroup.subtree_control": "memory\n"})
+	fakeCgroup(t, filepath.Join(top, "other"), map[string]string{"cgroup.subtree_control": "cpu\n"})
+	tree := Tree{Dir: top}
+	before, err := tree.SubtreeControls("/system.slice/skewtest-1a2b.scope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"/": {"cpu", "memory", "pids"}, "/system.slice": {"memory"}}
+	if !reflect.DeepEqual(before, want) {
+		t.Fatalf("SubtreeControls = %v, want %v (the scope, not made yet, is not the host's)", before, want)
+	}
+	// A run turned on hugetlb at the top and cpu, hugetlb in the slice.
+	fakeCgroup(t, top, map[string]string{"cgroup.subtree_control": "cpu memory pids hugetlb\n"})
+	fakeCgroup(t, filepath.Join(top, "system.slice"), map[string]string{"cgroup.subtree_control": "cpu memory hugetlb\n"})
+	if err := tree.Restore(before); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{"": "-hugetlb", "system.slice": "-cpu -hugetlb", "other": "cpu\n"} {
+		if got := read(t, filepath.Join(top, dir, "cgroup.subtree_control")); got != want {
+			t.Errorf("%s/cgroup.subtree_control = %q, want %q", dir, got, want)
+		}
+	}
+	// Nothing changed since: nothing written.
+	fakeCgroup(t, top, map[string]string{"cgroup.subtree_control": "cpu memory pids\n"})
+	if err := tree.Restore(map[string][]string{"/": {"cpu", "memory", "pids"}, "/gone": {"cpu"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(top, "cgroup.subtree_control")); got != "cpu memory pids\n" {
+		t.Errorf("Restore wrote %q with nothing to undo", got)
 	}
 }

@@ -45,6 +45,8 @@ func passingCSIRun() *Run {
 		Environment: []KeyValue{
 			{Key: "Host", Value: "ci-runner-7 (linux/amd64)"},
 			{Key: "Kernel", Value: "6.12.8"},
+			{Key: EnvCgroup, Value: "v2 (unified)"},
+			{Key: EnvInitSystem, Value: "systemd"},
 			{Key: "Go", Value: "go1.26.0"},
 			{Key: "API server", Value: "v1.37.2"},
 			{Key: "Container runtime", Value: "containerd://2.2.0"},

@@ -18,6 +18,12 @@ const (
 const (
 	// EnvVolumeKind is the Run.Environment key of the volume kind.
 	EnvVolumeKind = "Volume kind"
+	// EnvCgroup is the Run.Environment key of the node host's cgroup mode
+	// ("v2 (unified)", "v1 (hybrid: ...)", "v1 (legacy)"), and
+	// EnvInitSystem that of its init system ("systemd", "not systemd
+	// (PID 1: ...)").
+	EnvCgroup     = "cgroup"
+	EnvInitSystem = "Init system"
 	// ReconstructionScenarioPrefix starts the scenario name of a skew run;
 	// the volume kind follows ("reconstruction-csi").
 	ReconstructionScenarioPrefix = "reconstruction-"

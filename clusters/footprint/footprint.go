@@ -124,7 +124,7 @@ func Take(ctx context.Context) Footprint {
 		}
 	}
 	f.LoopDevices = loopDevices("/sys/block")
-	if hs, err := cgroups.Hierarchies("/proc/self/mountinfo"); err == nil {
+	if hs, err := cgroups.Mounted("/proc/self/mountinfo"); err == nil {
 		f.Cgroups = cgroups.Owned(hs, CgroupPrefix)
 	}
 	for _, tool := range iptables.Tools {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -64,7 +65,8 @@ state = "{{.Dir}}/state"
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           BinaryName = "{{.Runc}}"
           Root = "{{.Dir}}/runc"
-          SystemdCgroup = false
+          # The kubelets' cgroup driver is cgroupfs (cgroupDriver).
+          SystemdCgroup = {{.SystemdCgroup}}
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ["/usr/lib/cni"]
       conf_dir = "{{.CNIDir}}/net.d"
@@ -109,7 +111,7 @@ func (n *Node) containerdConfig(shim string) string {
 	var cfg strings.Builder
 	_ = containerdConfigTmpl.Execute(&cfg, map[string]string{
 		"Dir": n.l.containerdDir(), "CNIDir": n.l.cniDir(), "Socket": n.l.containerdSocket(), "PauseImage": images.Pause,
-		"Shim": shim, "Runc": "/usr/sbin/runc",
+		"Shim": shim, "Runc": "/usr/sbin/runc", "SystemdCgroup": strconv.FormatBool(cgroupDriver == "systemd"),
 	})
 	return cfg.String()
 }

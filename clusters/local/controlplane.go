@@ -15,7 +15,7 @@ import (
 // to keep (so Down stops it even if it never gets ready), and waits for
 // ready.
 func (p *Provider) startDaemon(ctx context.Context, name string, argv []string, timeout time.Duration, ready func(context.Context) error, keep func(*process.Process)) error {
-	proc, err := process.Start(name, p.path("logs", name+".log"), p.path("pids", name+".pid"), argv, nil)
+	proc, err := process.StartIn(p.daemonCgroup, name, p.path("logs", name+".log"), p.path("pids", name+".pid"), argv, nil)
 	if err != nil {
 		return err
 	}

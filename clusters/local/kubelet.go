@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
@@ -208,7 +209,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 		"--v=2",
 	}
 	started := time.Now()
-	proc, err := process.Start(n.l.kubeletName(), logFile, n.l.kubeletPIDFile(), argv, nil)
+	proc, err := process.StartIn(n.p.daemonCgroup, n.l.kubeletName(), logFile, n.l.kubeletPIDFile(), argv, nil)
 	if err != nil {
 		n.mu.Unlock()
 		return fmt.Errorf("start kubelet on %s: %w", n.l.name, err)
@@ -263,7 +264,8 @@ func (n *Node) kubeletConfig(v *version.Version) string {
 		"Port":        n.ports.kubelet,
 		"HealthzPort": n.ports.kubeletHealthz,
 		// cgroup v1 hosts: kubelets from 1.35 refuse to start unless told.
-		"FailCgroupV1": !cgroupV1Host(),
+		"FailCgroupV1": n.p.host.Mode == cgroups.Unified,
+		"CgroupDriver": cgroupDriver,
 		"Version":      v.String(),
 	})
 	return b.String()
@@ -286,7 +288,7 @@ port: {{.Port}}
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: {{.HealthzPort}}
-cgroupDriver: cgroupfs
+cgroupDriver: {{.CgroupDriver}}
 cgroupRoot: {{.CgroupRoot}}
 failCgroupV1: {{.FailCgroupV1}}
 containerRuntimeEndpoint: {{.Runtime}}
@@ -307,7 +309,10 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 `))
 
-func cgroupV1Host() bool {
-	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
-	return err != nil
-}
+// cgroupDriver is the kubelets' cgroup driver, and containerd's runc's
+// (SystemdCgroup = false): they must match, and the kubelet asks
+// containerd which one it uses. cgroupfs on every host, systemd or not:
+// the pods' cgroups live in the run's own cgroup (see cgroups.go), where
+// the kubelet makes them itself and systemd, which handed that subtree
+// over, does not look.
+const cgroupDriver = "cgroupfs"

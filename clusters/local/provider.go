@@ -33,6 +33,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -74,14 +75,19 @@ type Provider struct {
 	// nodes (see deviceManagerSocket).
 	kubeletStartMu sync.Mutex
 
-	mu        sync.Mutex
-	procs     []*process.Process // control plane, in start order
-	nodes     []*Node
-	nodeIP    net.IP
-	ports     ports
-	binaries  []binaries.Binary
-	restCfg   *rest.Config
-	clientset kubernetes.Interface
+	mu     sync.Mutex
+	procs  []*process.Process // control plane, in start order
+	nodes  []*Node
+	nodeIP net.IP
+	// host is this host's cgroup mode and init system, and daemonCgroup
+	// the cgroup v2 directory every daemon starts in ("" on a v1 host),
+	// both set by Up before any daemon starts.
+	host         cgroups.Host
+	daemonCgroup string
+	ports        ports
+	binaries     []binaries.Binary
+	restCfg      *rest.Config
+	clientset    kubernetes.Interface
 }
 
 // New validates cfg; nothing is created until Up.

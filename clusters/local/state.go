@@ -40,13 +40,20 @@ type state struct {
 	// ContainerLogDirMade is set when /var/log/containers, where every
 	// kubelet links its containers' logs, did not exist before the run.
 	ContainerLogDirMade bool `json:"containerLogDirMade,omitempty"`
+	// Cgroup is the run's own cgroup on a unified (cgroup v2) host, with
+	// the nodes' cgroup roots below it (see cgroups.go); nil on v1 hosts
+	// and in older state files, where each node's CgroupRoot is made at
+	// the top of every hierarchy.
+	Cgroup *runCgroup `json:"cgroup,omitempty"`
 }
 
 // nodeState is one node's objects outside the run directory.
 type nodeState struct {
 	// Name is the node's name.
 	Name string `json:"name"`
-	// CgroupRoot is the kubelet's cgroupRoot, e.g. /skewtest-abcd.
+	// CgroupRoot is the kubelet's cgroupRoot: /skewtest-abcd on a v1
+	// host, /skewtest-abcd/skewtest-worker (or, where systemd is PID 1,
+	// /system.slice/skewtest-abcd.scope/skewtest-worker) on a v2 host.
 	CgroupRoot string `json:"cgroupRoot"`
 	// Bridge is the CNI bridge interface the node's pods use.
 	Bridge string `json:"bridge"`

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
@@ -65,7 +63,9 @@ func (n *Node) stop(ctx context.Context) error {
 	if driver != nil {
 		driver.Stop()
 	}
-	killCgroup(n.st.CgroupRoot)
+	if err := killCgroup(n.st.CgroupRoot); err != nil {
+		errs = append(errs, err)
+	}
 	if containerd != nil {
 		if err := containerd.Stop(20 * time.Second); err != nil {
 			errs = append(errs, err)
@@ -75,7 +75,7 @@ func (n *Node) stop(ctx context.Context) error {
 }
 
 // Clean removes everything a local run left under and outside runDir, for
-// every node: processes (from pid files and the nodes' cgroups),
+// every node: processes (from pid files and the run's cgroups),
 // containerd shims, mounts, cgroups, the kubelets' iptables chains, the
 // CNI bridges, the kubelets' /var/log/containers links and CNI cache
 // entries, then runDir itself. It is what Down does after stopping its own
@@ -96,7 +96,9 @@ func Clean(ctx context.Context, runDir string) error {
 		}
 	}
 	for _, ns := range st.Nodes {
-		killCgroup(ns.CgroupRoot)
+		if err := killCgroup(ns.CgroupRoot); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	pids, _ := filepath.Glob(filepath.Join(runDir, "pids", "*.pid"))
 	for _, f := range pids {
@@ -108,6 +110,9 @@ func Clean(ctx context.Context, runDir string) error {
 	for i := range st.Nodes {
 		killMatching(layoutOf(runDir, i).containerdSocket())
 	}
+	if err := killRunCgroup(st.Cgroup); err != nil {
+		errs = append(errs, err)
+	}
 	if err := mountinfo.UnmountUnder(runDir); err != nil {
 		errs = append(errs, err)
 	}
@@ -115,6 +120,9 @@ func Clean(ctx context.Context, runDir string) error {
 		if err := removeCgroup(ns.CgroupRoot); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := removeRunCgroup(ctx, st.Cgroup); err != nil {
+		errs = append(errs, err)
 	}
 	if err := removeNewChains(ctx, st); err != nil {
 		errs = append(errs, err)
@@ -184,85 +192,6 @@ func mountsUnder(dir string) []mountinfo.Mount {
 		return nil
 	}
 	return mountinfo.Under(mounts, dir)
-}
-
-func cgroupDirs(root string) []string {
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
-	var dirs []string
-	for _, h := range hier {
-		d := filepath.Join(h, root)
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			dirs = append(dirs, d)
-		}
-	}
-	if fi, err := os.Stat(filepath.Join("/sys/fs/cgroup", root)); err == nil && fi.IsDir() {
-		dirs = append(dirs, filepath.Join("/sys/fs/cgroup", root))
-	}
-	return dirs
-}
-
-// killCgroup SIGKILLs every process in a node's cgroup trees: the pods'
-// containers, which containerd's shims would otherwise leave behind.
-func killCgroup(root string) {
-	if root == "" {
-		// An empty root names the top of every hierarchy: the whole host.
-		return
-	}
-	for range 3 {
-		var pids []int
-		for _, d := range cgroupDirs(root) {
-			_ = filepath.WalkDir(d, func(path string, e os.DirEntry, err error) error {
-				if err != nil || e.Name() != "cgroup.procs" {
-					return nil
-				}
-				b, _ := os.ReadFile(path)
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						pids = append(pids, pid)
-					}
-				}
-				return nil
-			})
-		}
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
-			_ = process.KillAndWait(pid, 5*time.Second)
-		}
-	}
-}
-
-// removeCgroup removes a node's cgroup trees, deepest first.
-func removeCgroup(root string) error {
-	if root == "" {
-		return nil
-	}
-	var errs []error
-	for _, d := range cgroupDirs(root) {
-		var dirs []string
-		_ = filepath.WalkDir(d, func(path string, e os.DirEntry, err error) error {
-			if err == nil && e.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			var err error
-			// A cgroup whose last task just died can be briefly busy.
-			for range 20 {
-				if err = unix.Rmdir(dirs[i]); err == nil || errors.Is(err, unix.ENOENT) {
-					err = nil
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // killMatching kills processes whose command line contains s.
@@ -374,29 +303,4 @@ func removeNewChains(ctx context.Context, st state) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// makeCgroupRoot creates the kubelet's cgroupRoot in every hierarchy (the
-// kubelet refuses a cgroupRoot that does not exist). cpuset children start
-// empty on cgroup v1, so they get the parent's CPUs and memory nodes.
-func makeCgroupRoot(root string) error {
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, h := range hier {
-		if fi, err := os.Stat(h); err != nil || !fi.IsDir() {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
-			continue
-		}
-		d := filepath.Join(h, root)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("create cgroup %s: %w", d, err)
-		}
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if b, err := os.ReadFile(filepath.Join(h, f)); err == nil {
-				_ = os.WriteFile(filepath.Join(d, f), b, 0o644)
-			}
-		}
-	}
-	return nil
 }

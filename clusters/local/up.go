@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/pki"
@@ -59,6 +60,14 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := checkHostKubelet(deviceManagerSocket, p.cfg.RunRoot); err != nil {
 		return err
 	}
+	host, err := cgroups.Detect()
+	if err != nil {
+		return fmt.Errorf("local provider: %w", err)
+	}
+	if err := checkCgroups(host); err != nil {
+		return err
+	}
+	p.host = host
 	bins, err := p.ensureBinaries(ctx)
 	if err != nil {
 		return err
@@ -97,6 +106,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	for i := range names {
 		st.Nodes = append(st.Nodes, layoutOf(p.dir, i).state(p.cfg.RunID))
 	}
+	st.Cgroup = planCgroups(host, p.cfg.RunID, st.Nodes)
 	if err := writeState(p.dir, st); err != nil {
 		return err
 	}
@@ -108,10 +118,15 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		p.mu.Lock()
 		p.nodes = append(p.nodes, node)
 		p.mu.Unlock()
-		if err := makeCgroupRoot(ns.CgroupRoot); err != nil {
-			return err
-		}
 	}
+	if p.daemonCgroup, err = p.makeCgroups(ctx, st); err != nil {
+		return err
+	}
+	cg := []any{"mode", host.Mode.String(), "init", host.Init.String()}
+	if st.Cgroup != nil {
+		cg = append(cg, "run cgroup", st.Cgroup.Path, "scope", st.Cgroup.Unit)
+	}
+	p.logger.Info("cgroups made", cg...)
 	if err := p.writePKI(); err != nil {
 		return err
 	}

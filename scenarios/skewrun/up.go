@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
-	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
@@ -173,12 +171,9 @@ func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.Ke
 			}
 		}
 	}
-	if r, err := exec.Output(ctx, node, "sh", "-c", "stat -fc %T /sys/fs/cgroup"); err == nil {
-		mode := "v1 (hybrid or legacy)"
-		if strings.TrimSpace(r.Stdout) == "cgroup2fs" {
-			mode = "v2"
-		}
-		add("cgroup", mode)
+	if h, err := nodes.ProbeHost(ctx, node); err == nil {
+		add(reports.EnvCgroup, h.CgroupMode)
+		add(reports.EnvInitSystem, h.Init)
 	}
 	add(reports.EnvVolumeKind, string(c.v.Kind))
 	if d, ok := c.Provider.(capabilities.WithCSIDriver); ok && c.v.Kind == storage.CSI && d.CSIDriver() != "" {

@@ -19,16 +19,21 @@ type Hierarchy struct {
 	Version int
 }
 
-// Hierarchies returns every cgroup hierarchy mounted at its root in
+// Mounted returns every cgroup hierarchy mounted at its root in
 // mountsFile (normally /proc/self/mountinfo), once each: on hybrid hosts
-// the v1 controllers and the v2 hierarchy, on unified hosts only v2. A
-// hierarchy mounted twice counts once (the first mount point); bind mounts
-// of a hierarchy's subtree (a container's view) are not hierarchies.
-func Hierarchies(mountsFile string) ([]Hierarchy, error) {
+// the v1 controllers and the v2 hierarchy, on unified hosts only v2.
+func Mounted(mountsFile string) ([]Hierarchy, error) {
 	mounts, err := mountinfo.ParseFile(mountsFile)
 	if err != nil {
 		return nil, err
 	}
+	return mounted(mounts), nil
+}
+
+// mounted picks the cgroup hierarchies out of mounts. A hierarchy mounted
+// twice counts once (the first mount point); bind mounts of a hierarchy's
+// subtree (a container's view) are not hierarchies.
+func mounted(mounts []mountinfo.Mount) []Hierarchy {
 	var out []Hierarchy
 	seen := map[string]bool{}
 	for _, m := range mounts {
@@ -53,7 +58,7 @@ func Hierarchies(mountsFile string) ([]Hierarchy, error) {
 		seen[key] = true
 		out = append(out, Hierarchy{MountPoint: m.MountPoint, Version: v})
 	}
-	return out, nil
+	return out
 }
 
 // Owned walks every hierarchy and returns the cgroups whose directory name

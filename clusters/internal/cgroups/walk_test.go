@@ -25,13 +25,13 @@ func TestHierarchiesAndOwned(t *testing.T) {
 	if err := os.WriteFile(mi, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := Hierarchies(mi)
+	hs, err := Mounted(mi)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Hierarchy{{cpu, 1}, {mem, 1}, {uni, 2}}
 	if !reflect.DeepEqual(hs, want) {
-		t.Fatalf("Hierarchies = %+v, want %+v", hs, want)
+		t.Fatalf("Mounted = %+v, want %+v", hs, want)
 	}
 	for _, d := range []string{
 		"cpu/skewtest-ab12/kubepods/burstable", "cpu/other/skewtest-dockerd-1", "cpu/other/not-skewtest",
@@ -60,7 +60,7 @@ func TestOwnedOnThisHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root to make cgroups; CI runs as root")
 	}
-	hs, err := Hierarchies("/proc/self/mountinfo")
+	hs, err := Mounted("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}

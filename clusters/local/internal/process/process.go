@@ -35,6 +35,14 @@ type Process struct {
 // children too, and it is not tied to ctx: daemons outlive the call that
 // started them and are stopped with Stop.
 func Start(name, logFile, pidFile string, argv []string, env []string) (*Process, error) {
+	return StartIn("", name, logFile, pidFile, argv, env)
+}
+
+// StartIn is Start with the process made in the cgroup v2 directory
+// cgroupDir (clone3's CLONE_INTO_CGROUP, Linux 5.7+), so that it and
+// everything it forks live there from their first instruction; on an older
+// kernel it is moved there at once. "" starts it in the caller's cgroup.
+func StartIn(cgroupDir, name, logFile, pidFile string, argv []string, env []string) (*Process, error) {
 	for _, f := range []string{logFile, pidFile} {
 		if f == "" {
 			continue
@@ -48,11 +56,14 @@ func Start(name, logFile, pidFile string, argv []string, env []string) (*Process
 		return nil, fmt.Errorf("open log for %s: %w", name, err)
 	}
 	fmt.Fprintf(lf, startMarker+" %s starting at %s: %s\n", name, time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd, err := startIn(cgroupDir, func() *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = lf, lf
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	})
+	if err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, argv[0], err)
 	}
@@ -276,4 +287,34 @@ func Alive(pid int) bool {
 		return s[i+2] != 'Z'
 	}
 	return true
+}
+
+// startIn starts the command newCmd makes in the cgroup v2 directory dir,
+// or where the caller is when dir is "".
+func startIn(dir string, newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	cmd := newCmd()
+	if dir == "" {
+		return cmd, cmd.Start()
+	}
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
+	}
+	defer syscall.Close(fd)
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	err = cmd.Start()
+	if err == nil || !(errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.E2BIG)) {
+		return cmd, err
+	}
+	// A kernel without CLONE_INTO_CGROUP: start, then move.
+	cmd = newCmd()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("move pid %d into cgroup %s: %w", cmd.Process.Pid, dir, err)
+	}
+	return cmd, nil
 }

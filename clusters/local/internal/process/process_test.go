@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 )
 
 // Scripts print "ready" once their trap is set, so a test signals them only
@@ -597,5 +599,49 @@ func TestKillPIDFileChecksStartTime(t *testing.T) {
 	_ = victim.Wait()
 	if Alive(pid) {
 		t.Errorf("pid %d survived KillPIDFile with its own start time", pid)
+	}
+}
+
+// TestStartIn starts a daemon in a cgroup v2 directory and checks that it,
+// and what it forks, live there from the start.
+func TestStartIn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED, NOT PASSED: needs root to make a cgroup; CI runs as root and must not skip this")
+	}
+	tree, ok := cgroups.V2()
+	if !ok {
+		t.Fatal("no cgroup2 hierarchy on this host; every host skewtest supports has one")
+	}
+	rel := fmt.Sprintf("/skewtest-test-start-%d", os.Getpid())
+	if err := tree.Mkdir(rel); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cgroups.Kill([]string{tree.Path(rel)}, 5*time.Second)
+		if err := cgroups.Remove([]string{tree.Path(rel)}); err != nil {
+			t.Error(err)
+		}
+	})
+	dir := t.TempDir()
+	p, err := StartIn(tree.Path(rel), "daemon", filepath.Join(dir, "daemon.log"), filepath.Join(dir, "daemon.pid"), []string{"sh", "-c", exitsOnTerm}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopAll(t, p) })
+	if got, err := cgroups.CgroupOf(p.PID()); err != nil || got != rel {
+		t.Errorf("the daemon is in %q (%v), want %s", got, err, rel)
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for len(cgroups.Procs(tree.Path(rel))) < 2 && time.Now().Before(deadline) {
+		time.Sleep(pollInterval)
+	}
+	if got := cgroups.Procs(tree.Path(rel)); len(got) < 2 {
+		t.Errorf("the cgroup holds %v, want the daemon and its sleep", got)
+	}
+	if err := p.Stop(waitTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := StartIn(filepath.Join(dir, "not-a-cgroup"), "x", filepath.Join(dir, "x.log"), "", []string{"true"}, nil); err == nil {
+		t.Errorf("StartIn into a directory that does not exist succeeded")
 	}
 }

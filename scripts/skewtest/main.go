@@ -12,6 +12,8 @@
 //	skewtest clean [RUNDIR...]   remove what killed local runs left behind
 //	skewtest settings            list the environment variables
 //	skewtest signoff DIR         the sign-off page of the runs under DIR
+//	skewtest scenarios           the reconstruction catalogue: every shape and
+//	                             fault, expected outcome per kubelet version
 package main
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/kind"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -41,7 +44,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR]"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -104,6 +107,8 @@ func run(ctx context.Context, args []string) error {
 		return infrastructure(clean(ctx, logger, args[1:]))
 	case "signoff":
 		return signoffCmd(os.Stdout, args[1:])
+	case "scenarios":
+		return catalogue.Write(os.Stdout, catalogue.All())
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")

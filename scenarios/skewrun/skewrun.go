@@ -74,6 +74,9 @@ type Options struct {
 	// many nodes run its trails at once; 0 for matrix.DefaultNodes.
 	Matrix      string
 	MatrixNodes int
+	// Scenario (SCENARIO) names the catalogue fault each hop plants
+	// (reconstruction.Faults); empty for the baseline.
+	Scenario string
 	// Existing cluster settings.
 	Existing     existing.Config
 	StorageClass string
@@ -127,5 +130,5 @@ func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []bina
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return err
 	}
-	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets}, run)
+	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault}, run)
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -64,6 +65,10 @@ func labelsFor(e matrixEntry) Labels {
 		l = append(l, "local-volume")
 	} else {
 		l = append(l, "csi")
+	}
+	// The sign-off plans are the catalogue's baseline shapes.
+	if entry, ok := catalogue.Lookup(baselineEntries[e.kind]); ok {
+		l = append(l, catalogue.CatalogueLabel, entry.Label())
 	}
 	if p, err := plan.Parse(e.plan); err == nil {
 		seen := map[string]bool{}

@@ -58,7 +58,7 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			r := res.Run
 			Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)
 			Expect(r.CatalogueEntry()).To(Equal(e.Name))
-			Expect(r.Hops).To(HaveLen(len(strings.Split(o.Plan, ",")) - 1), "every hop of the plan ran")
+			Expect(r.Hops).To(HaveLen(len(strings.Split(o.Plan, ","))-1), "every hop of the plan ran")
 			judged := 0
 			for _, s := range r.Steps {
 				if strings.Contains(s.Name, "catalogue "+string(e.Kind)+" "+e.Name) {

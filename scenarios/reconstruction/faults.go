@@ -269,16 +269,16 @@ func volDataMetrics(volumesAtStart int) []kubeletmetrics.Expectation {
 }
 
 // observeLeftovers: the bug is anything of the old pods left.
-func observeLeftovers(_ context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
+func observeLeftovers(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
 	if len(s.left) > 0 {
-		return catalogue.Observation{Seen: true, Detail: leftoverText(s.left)}, nil
+		return catalogue.Observation{Seen: true, Detail: s.leftoverHeadline(ctx, s.left)}, nil
 	}
 	return catalogue.Observation{Detail: fmt.Sprintf("old pods %s cleaned; the re-created pods mounted their volumes again", strings.Join(s.oldUIDs, ", "))}, nil
 }
 
 // observeReconstructionFailure: the bug is the kubelet failing to
 // reconstruct (its error counter) or leaving the old pods' state.
-func observeReconstructionFailure(_ context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
+func observeReconstructionFailure(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
 	var seen []string
 	for _, r := range s.metricResults {
 		if r.Metric == kubeletmetrics.ReconstructVolumeOperationsErrors && r.Present && r.Value > 0 {
@@ -286,23 +286,12 @@ func observeReconstructionFailure(_ context.Context, s *Scenario, _ *scenarios.S
 		}
 	}
 	if len(s.left) > 0 {
-		seen = append(seen, "left behind: "+leftoverText(s.left))
+		seen = append(seen, "left behind: "+s.leftoverHeadline(ctx, s.left))
 	}
 	if len(seen) > 0 {
 		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
 	}
 	return catalogue.Observation{Detail: "reconstruct_volume_operations_errors_total = 0 and the old pods cleaned"}, nil
-}
-
-func leftoverText(left []nodestate.Leftover) string {
-	var parts []string
-	for _, l := range left {
-		parts = append(parts, l.String())
-	}
-	if len(parts) > 3 {
-		parts = append(parts[:3], fmt.Sprintf("%d more", len(parts)-3))
-	}
-	return strings.Join(parts, "; ")
 }
 
 // judge asks the catalogue what the hop's observation means for the

@@ -593,15 +593,13 @@ func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) e
 		return nil
 	}
 	if err != nil {
-		var detail []string
+		detail := ""
 		if last != nil {
-			for _, l := range last.Leftovers(s.oldUIDs) {
-				detail = append(detail, l.String())
-			}
+			detail = s.leftoverHeadline(ctx, last.Leftovers(s.oldUIDs))
 		} else if lastErr != nil {
-			detail = append(detail, lastErr.Error())
+			detail = snapshotFailure(sc, lastErr)
 		}
-		return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start (%d polls): %s", s.cfg.CleanupTimeout, polls, strings.Join(detail, "; "))
+		return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start (%d polls): %s", timeout, polls, detail)
 	}
 	s.timing(reports.PhaseMountsGone, mountsGone)
 	s.timing(reports.PhasePodDirsGone, dirsGone)

@@ -104,7 +104,7 @@ func All() []Entry {
 			Checks: "the old pod dir stays with the file; the kubelet logs \"not a directory\"; kubelet_orphan_pod_cleaned_volumes_errors ≥ 1",
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "orphaned pod \"not a directory\" leak", Says: "orphaned pod cleanup fails every 2 s with \"not a directory\"; pods/<uid> stays",
 				Refs: []Ref{issue(105536), issue(111933), issue(119919), issue(114698)}}},
-			Status: NotYet,
+			Status: Runs, Providers: localOnly,
 		},
 		{
 			Name: "kill-during-publish", Kind: Fault, Item: 4,

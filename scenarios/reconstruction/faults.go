@@ -50,7 +50,7 @@ type Fault struct {
 // mayLeaveBound is how long a hop whose fault may leave old pods' state
 // behind waits for the kubelet to clean up: the orphan sweep runs every
 // 2 s, so a cleanup not done by then is not coming.
-const mayLeaveBound = 45 * time.Second
+const mayLeaveBound = 30 * time.Second
 
 // Faults are the catalogue faults the scenario implements, by entry name.
 func Faults() map[string]Fault {
@@ -65,8 +65,9 @@ func Faults() map[string]Fault {
 	}
 	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
 	add(Fault{Plant: plantReboot, DataLost: true, Observe: observeLeftovers}, "reboot")
-	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: volDataMetrics, Observe: observeReconstructionFailure}, "vol-data-deleted")
-	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: volDataMetrics, Observe: observeReconstructionFailure}, "vol-data-empty")
+	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-deleted")
+	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
+	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
 	return out
 }
 
@@ -254,11 +255,16 @@ func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.Ste
 	}
 }
 
-// volDataMetrics are CSIExpectations with the reconstruction failures the
-// vol_data.json faults cause allowed as expected deviations.
-func volDataMetrics(volumesAtStart int) []kubeletmetrics.Expectation {
-	exps := kubeletmetrics.CSIExpectations(volumesAtStart)
-	reason := "vol_data.json planted missing or empty: reconstruction of the CSI volume fails and it is force-cleaned (#101791, #108217)"
+// failureMetrics are CSIExpectations with the reconstruction and cleanup
+// errors a planted fault causes allowed as expected deviations, for the
+// reason given.
+func failureMetrics(reason string) func(volumesAtStart int) []kubeletmetrics.Expectation {
+	return func(volumesAtStart int) []kubeletmetrics.Expectation {
+		return allowErrors(kubeletmetrics.CSIExpectations(volumesAtStart), volumesAtStart, reason)
+	}
+}
+
+func allowErrors(exps []kubeletmetrics.Expectation, volumesAtStart int, reason string) []kubeletmetrics.Expectation {
 	for i := range exps {
 		switch exps[i].Metric {
 		case kubeletmetrics.ReconstructVolumeOperationsErrors, kubeletmetrics.ForceCleanedFailedVolumeOpErrors, kubeletmetrics.OrphanPodCleanedVolumesErrors:
@@ -266,6 +272,37 @@ func volDataMetrics(volumesAtStart int) []kubeletmetrics.Expectation {
 		}
 	}
 	return exps
+}
+
+// Reasons of the planted faults' metric deviations.
+const (
+	volDataReason    = "vol_data.json planted missing or empty: reconstruction of the CSI volume fails and it is force-cleaned (#101791, #108217)"
+	fileForDirReason = "a regular file planted where a volume directory is expected: its reconstruction fails and the orphan sweep cannot remove it (#105536)"
+)
+
+// strayName is the file plantFileForDir puts among a pod's CSI volume dirs.
+const strayName = "skewtest-stray-file"
+
+// plantFileForDir puts a regular file where the kubelet expects a CSI
+// volume directory, in each old pod's dir.
+func plantFileForDir(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	var files []string
+	for _, u := range s.oldUIDs {
+		dir := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi", u)
+		if _, ok := s.down.Lookup(dir); ok {
+			files = append(files, s.down.Abs(dir+"/"+strayName))
+		}
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no CSI volume dir of the old pods %v on the node", s.oldUIDs)
+	}
+	for _, f := range files {
+		if _, err := exec.OutputStdin(ctx, sc.Node, strings.NewReader("planted by skewtest\n"), "sh", "-c", `cat > "$1"`, "sh", f); err != nil {
+			return err
+		}
+	}
+	sc.Note("planted %d regular files where the kubelet expects volume directories: %s", len(files), strings.Join(files, ", "))
+	return nil
 }
 
 // observeLeftovers: the bug is anything of the old pods left.
@@ -313,6 +350,30 @@ func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.S
 		}
 		return nil
 	}
+}
+
+// judgeLeakedGlobalMounts judges the CSI global mounts still mounted after
+// the workload was deleted, held by the old pods' mounts a fault left:
+// the fault's bug, seen by the plan's last kubelet.
+func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *nodestate.Snapshot) error {
+	var leaked []string
+	for _, pv := range s.volumes.PVs {
+		if path, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
+			leaked = append(leaked, fmt.Sprintf("CSI global mount %s of PV %s still mounted %d times", path, pv.Name, n))
+		}
+	}
+	s.snapshotEvidence(sc, "node state after deleting the StatefulSet", snap)
+	last := s.cfg.Plan.Versions[len(s.cfg.Plan.Versions)-1]
+	o := catalogue.Observation{Seen: true, Detail: fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", strings.Join(leaked, "; "), len(s.leftEver))}
+	d, err := catalogue.Judge(s.cfg.Fault.Entry, last, o)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		d.Check += ": global mounts after the workload is deleted"
+		sc.Deviation(*d)
+	}
+	return nil
 }
 
 // plant is the fault's Plant as a step.

@@ -125,6 +125,7 @@ type Scenario struct {
 	running       []running
 	changes       []string
 	left          []nodestate.Leftover
+	leftEver      []nodestate.Leftover
 	metricResults []kubeletmetrics.Result
 }
 
@@ -589,6 +590,7 @@ func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) e
 	}
 	if err != nil && mayLeave && last != nil && ctx.Err() == nil {
 		s.left = last.Leftovers(s.oldUIDs)
+		s.leftEver = append(s.leftEver, s.left...)
 		sc.Note("fault %s: %d things of the old pods left %s after the kubelet started (bounded wait); the catalogue judges them", s.cfg.Fault.Entry.Name, len(s.left), timeout)
 		return nil
 	}
@@ -773,8 +775,21 @@ func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext
 		}
 		return true, nil
 	}
-	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.cfg.CleanupTimeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
-		msg := fmt.Sprintf("volumes of the deleted StatefulSet still on the node after %s", s.cfg.CleanupTimeout)
+	// A fault that left old pods' mounts behind keeps their CSI global
+	// mounts in use, so the kubelet never unstages them: a bounded wait,
+	// and the leak is judged with the fault's bug.
+	timeout := s.cfg.CleanupTimeout
+	if len(s.leftEver) > 0 && timeout > mayLeaveBound {
+		timeout = mayLeaveBound
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		if len(s.leftEver) > 0 && last != nil && ctx.Err() == nil && len(last.Leftovers(uids)) == 0 {
+			if err := s.judgeLeakedGlobalMounts(sc, last); err != nil {
+				return err
+			}
+			return s.deleteVolumes(ctx)
+		}
+		msg := fmt.Sprintf("volumes of the deleted StatefulSet still on the node after %s", timeout)
 		if last != nil {
 			s.snapshotEvidence(sc, "node state after deleting the StatefulSet", last)
 			var detail []string

@@ -1,6 +1,8 @@
 package reports
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -19,6 +21,22 @@ func readRealRun(t *testing.T, name string) *Run {
 		t.Fatal(err)
 	}
 	return run
+}
+
+// realRunFunc reads a real run for the golden fixtures, which have no
+// *testing.T: a missing or broken file panics the test binary, naming it.
+func realRunFunc(name string) func() *Run {
+	return func() *Run {
+		b, err := os.ReadFile("testdata/runs/" + name)
+		if err != nil {
+			panic(err)
+		}
+		run, err := ReadJSON(bytes.NewReader(b))
+		if err != nil {
+			panic(fmt.Sprintf("testdata/runs/%s: %v", name, err))
+		}
+		return run
+	}
 }
 
 // A real local-volume run records each deviating metric twice: on the hop

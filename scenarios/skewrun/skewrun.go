@@ -39,6 +39,10 @@ import (
 // DefaultPlan is the manual sign-off's plan: down one minor and back.
 const DefaultPlan = "v1.37.2,v1.36.3,v1.37.2"
 
+// CatalogueReplicas is the workload size of a catalogue fault's run: one
+// pod proves the fault, and keeps the whole catalogue within minutes.
+const CatalogueReplicas = 1
+
 // Options is one run.
 type Options struct {
 	Provider string

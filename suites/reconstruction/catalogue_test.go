@@ -15,10 +15,6 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
-// catalogueReplicas is the workload size of a catalogue fault's run: one
-// pod proves the fault, and keeps the whole catalogue within minutes.
-const catalogueReplicas = 1
-
 // baselineEntries are the catalogue's shapes that the sign-off plans above
 // run (labelsFor gives them the catalogue labels).
 var baselineEntries = map[string]string{"csi": "csi-filesystem", "local": "local-volume"}
@@ -46,7 +42,7 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			if os.Getenv("PLAN") == "" {
 				o.Plan = skewrun.DefaultPlan
 			}
-			o.Scenario, o.Replicas = e.Name, catalogueReplicas
+			o.Scenario, o.Replicas = e.Name, skewrun.CatalogueReplicas
 			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 			o.Out = GinkgoWriter
 			before := footprint(ctx, o)

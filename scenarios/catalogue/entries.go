@@ -139,10 +139,10 @@ func All() []Entry {
 		{
 			Name: "pvc-terminating", Kind: Fault, Item: 8,
 			Plants: "the in-use PVC deleted (it stays Terminating through pvc-protection), then a kubelet restart",
-			Checks: "no NodeUnpublishVolume or NodeUnstageVolume; mount ID unchanged; the pod stays Running",
+			Checks: "the pod stays Running with the same containers; its mounts keep their mount IDs (no unpublish or unstage happened)",
 			Expect: []Expectation{{From: "1.33", Outcome: Clean, Says: "the volume stays mounted", Refs: []Ref{pr(130335)},
 				FixedIn: "1.33 (backports #130684 to 1.32, #130685 to 1.31, #130686 to 1.30)"}},
-			Status: NotYet,
+			Status: Runs, Providers: localOnly,
 		},
 		{
 			Name: "replacement-pod", Kind: Fault, Item: 9,

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -67,6 +69,7 @@ func Faults() map[string]Fault {
 	add(Fault{Plant: plantReboot, DataLost: true, Observe: observeLeftovers}, "reboot")
 	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-deleted")
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
+	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
 	return out
 }
@@ -279,6 +282,31 @@ const (
 	volDataReason    = "vol_data.json planted missing or empty: reconstruction of the CSI volume fails and it is force-cleaned (#101791, #108217)"
 	fileForDirReason = "a regular file planted where a volume directory is expected: its reconstruction fails and the orphan sweep cannot remove it (#105536)"
 )
+
+// plantDeleteClaims deletes the running pods' PVCs while the kubelet is
+// down; pvc-protection keeps them Terminating while the pods use them.
+func plantDeleteClaims(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	var claims []string
+	for claim := range s.pvOf {
+		claims = append(claims, claim)
+	}
+	sort.Strings(claims)
+	for _, claim := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: s.cfg.Namespace}}
+		if err := s.res.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete PVC %s/%s: %w", s.cfg.Namespace, claim, err)
+		}
+		var got corev1.PersistentVolumeClaim
+		if err := s.res.Get(ctx, claim, s.cfg.Namespace, &got); err != nil {
+			return fmt.Errorf("PVC %s/%s of a running pod is gone after its delete (want it Terminating, held by pvc-protection): %w", s.cfg.Namespace, claim, err)
+		}
+		if got.DeletionTimestamp == nil {
+			return fmt.Errorf("PVC %s/%s has no deletion timestamp after its delete", s.cfg.Namespace, claim)
+		}
+	}
+	sc.Note("deleted %d PVCs in use (%s); each stays Terminating", len(claims), strings.Join(claims, ", "))
+	return nil
+}
 
 // strayName is the file plantFileForDir puts among a pod's CSI volume dirs.
 const strayName = "skewtest-stray-file"

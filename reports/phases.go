@@ -27,7 +27,20 @@ const (
 	// ReconstructionScenarioPrefix starts the scenario name of a skew run;
 	// the volume kind follows ("reconstruction-csi").
 	ReconstructionScenarioPrefix = "reconstruction-"
+	// CatalogueScenarioPrefix starts the scenario name of a run of a
+	// catalogue entry ("catalogue-reboot").
+	CatalogueScenarioPrefix = "catalogue-"
 )
+
+// CatalogueEntry is the catalogue entry a run ran ("reboot"), "" for the
+// baseline and the matrix tour.
+func (r *Run) CatalogueEntry() string {
+	e, _ := strings.CutPrefix(r.Scenario, CatalogueScenarioPrefix)
+	if e == r.Scenario {
+		return ""
+	}
+	return oneLine(e)
+}
 
 // HopPhases are the hop phases in the order they happen.
 var HopPhases = []string{PhaseKubeletStop, PhaseNodeReady, PhaseMountsGone, PhasePodDirsGone}

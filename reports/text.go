@@ -276,12 +276,23 @@ type deviationRow struct {
 // PassWithExpectedDeviations are expected deviations; failed metrics are
 // unexpected ones.
 func deviations(run *Run) (expected, unexpected []deviationRow) {
+	// A step that checks metrics records each deviating metric as its own
+	// deviation ("metric NAME") too; the hop's metric row already says it.
+	metricRows := map[string]bool{}
+	for _, h := range run.Hops {
+		for _, m := range h.Metrics {
+			metricRows[fmt.Sprintf("%d\x00metric %s\x00%s", h.Number, m.Name, m.Reason)] = true
+		}
+	}
 	for i, s := range run.Steps {
 		where := fmt.Sprintf("step %d (%s)", stepNumber(s, i), oneLine(s.Name))
 		if s.Hop > 0 {
 			where = fmt.Sprintf("hop %d, %s", s.Hop, where)
 		}
 		for _, d := range s.Deviations {
+			if metricRows[fmt.Sprintf("%d\x00%s\x00%s", s.Hop, d.Check, d.Reason)] {
+				continue
+			}
 			row := deviationRow{Where: where, Hop: s.Hop, Check: d.Check, Expected: d.Expected, Observed: d.Observed, Reason: d.Reason}
 			if d.IsExpected() {
 				expected = append(expected, row)

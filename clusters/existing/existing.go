@@ -116,6 +116,10 @@ type ServiceManager struct {
 	IsActive []string
 	// Logs prints the unit's log; default journalctl -u {unit} --no-pager.
 	Logs []string
+	// RunLogs prints the log of the unit's current (or last) run only;
+	// default journalctl on the unit's InvocationID
+	// (nodes.SystemdKubeletLogArgv).
+	RunLogs []string
 }
 
 // SystemdServiceManager is the default ServiceManager.
@@ -124,6 +128,7 @@ var SystemdServiceManager = ServiceManager{
 	Start:    []string{"systemctl", "start", "{unit}"},
 	IsActive: []string{"systemctl", "is-active", "{unit}"},
 	Logs:     []string{"journalctl", "-u", "{unit}", "--no-pager"},
+	RunLogs:  nodes.SystemdKubeletLogArgv("{unit}"),
 }
 
 func (s ServiceManager) withDefaults() ServiceManager {
@@ -139,6 +144,9 @@ func (s ServiceManager) withDefaults() ServiceManager {
 	}
 	if len(s.Logs) == 0 {
 		s.Logs = def.Logs
+	}
+	if len(s.RunLogs) == 0 {
+		s.RunLogs = def.RunLogs
 	}
 	return s
 }

@@ -496,6 +496,7 @@ stop) echo inactive > "$d/state" ;;
 start) if [ -f "$d/after-start" ]; then cat "$d/after-start" > "$d/state"; else echo active > "$d/state"; fi ;;
 is-active) s=$(cat "$d/state"); echo "$s"; [ "$s" = active ] ;;
 logs) echo "log of $2"; echo "more log" ;;
+runlogs) echo "last run of $2" ;;
 noop) ;;
 esac
 `, 0o755)
@@ -505,6 +506,7 @@ esac
 		Start:    []string{script, "start", "{unit}"},
 		IsActive: []string{script, "is-active", "{unit}"},
 		Logs:     []string{script, "logs", "{unit}"},
+		RunLogs:  []string{script, "runlogs", "{unit}"},
 	}, dir
 }
 
@@ -538,6 +540,10 @@ func TestStopStartKubelet(t *testing.T) {
 	if s, err := n.KubeletState(ctx); s != "active" || err != nil {
 		t.Errorf("KubeletState = %q, %v", s, err)
 	}
+	if log, err := n.KubeletLog(ctx); log != "last run of kubelet-test\n" || err != nil {
+		t.Errorf("KubeletLog = %q, %v; want the RunLogs command's output", log, err)
+	}
+	calls()
 
 	// A unit that fails to start.
 	writeFile(t, filepath.Join(dir, "after-start"), "failed\n", 0o644)

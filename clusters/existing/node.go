@@ -16,7 +16,10 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
-var _ nodes.Node = (*Node)(nil)
+var (
+	_ nodes.Node           = (*Node)(nil)
+	_ nodes.WithKubeletLog = (*Node)(nil)
+)
 
 // Suffixes of the files SwapKubelet leaves beside Config.KubeletBinary.
 const (
@@ -112,6 +115,16 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		return fmt.Errorf("start kubelet on %s: %w", n, err)
 	}
 	return nil
+}
+
+// KubeletLog implements nodes.WithKubeletLog over SSH
+// (ServiceManager.RunLogs).
+func (n *Node) KubeletLog(ctx context.Context) (string, error) {
+	res, err := exec.Output(ctx, n, n.svc.argv(n.svc.RunLogs, n.unit)...)
+	if err != nil {
+		return "", fmt.Errorf("kubelet log of %s: %w", n, err)
+	}
+	return res.Stdout, nil
 }
 
 // KubeletState is the unit's state as the service manager prints it

@@ -18,7 +18,10 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
-var _ nodes.Node = (*Node)(nil)
+var (
+	_ nodes.Node           = (*Node)(nil)
+	_ nodes.WithKubeletLog = (*Node)(nil)
+)
 
 // kubeletDropIn points kind's kubelet.service at the swapped-in binary,
 // keeping the arguments of kind's own 10-kubeadm.conf.
@@ -114,6 +117,16 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// KubeletLog implements nodes.WithKubeletLog: the journal of the kubelet
+// unit's current invocation inside the node.
+func (n *Node) KubeletLog(ctx context.Context) (string, error) {
+	res, err := n.run(ctx, nodes.SystemdKubeletLogArgv("kubelet")...)
+	if err != nil {
+		return "", fmt.Errorf("kubelet log of %s: %w", n, err)
+	}
+	return res.Stdout, nil
 }
 
 // restarts is systemd's restart count of the kubelet unit.

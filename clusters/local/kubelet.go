@@ -50,8 +50,9 @@ type Node struct {
 type nodePorts struct{ kubelet, kubeletHealthz int }
 
 var (
-	_ nodes.Node      = (*Node)(nil)
-	_ nodes.WithNotes = (*Node)(nil)
+	_ nodes.Node           = (*Node)(nil)
+	_ nodes.WithNotes      = (*Node)(nil)
+	_ nodes.WithKubeletLog = (*Node)(nil)
 )
 
 func (p *Provider) newNode(i int, st nodeState, ports nodePorts, initial binaries.Binary) (*Node, error) {
@@ -75,6 +76,21 @@ func (n *Node) LogFile() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.log
+}
+
+// KubeletLog implements nodes.WithKubeletLog: each kubelet run logs to a
+// file of its own (LogFile), so the current one holds exactly the last
+// start's lines.
+func (n *Node) KubeletLog(context.Context) (string, error) {
+	path := n.LogFile()
+	if path == "" {
+		return "", fmt.Errorf("kubelet log of %s: the kubelet has not been started", n.l.name)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("kubelet log of %s: %w", n.l.name, err)
+	}
+	return string(b), nil
 }
 
 // Notes returns and clears what the node did that a report should say.

@@ -36,3 +36,20 @@ type Node interface {
 type WithNotes interface {
 	Notes() []string
 }
+
+// WithKubeletLog is a node that can show its kubelet's own log since that
+// kubelet last started (one process's lines, not its predecessors'), for
+// checks that cross-check a kubelet metric against what the kubelet logged
+// (a counter that lost increments to the metrics registration race).
+type WithKubeletLog interface {
+	KubeletLog(ctx context.Context) (string, error)
+}
+
+// SystemdKubeletLogArgv prints the log of a systemd unit's current (or
+// last) invocation only: journalctl filtered on the unit's InvocationID,
+// which systemd renews at every start, so a restarted kubelet's lines are
+// not mixed with its predecessor's. -o cat: klog's own header already
+// carries the time.
+func SystemdKubeletLogArgv(unit string) []string {
+	return []string{"sh", "-c", `id=$(systemctl show -p InvocationID --value "$1") && [ -n "$id" ] && exec journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID="$id"`, "sh", unit}
+}

@@ -183,7 +183,7 @@ type cellKey struct{ provider, volumeKind, from, to string }
 func Build(srcs []Source, outDir string) *Page {
 	p := &Page{Counts: map[Status]int{}}
 	for _, s := range srcs {
-		p.Runs = append(p.Runs, RunRow{Src: s, Provider: orUnknown(reports.OneLine(s.Run.Provider)), VolumeKind: orUnknown(s.Run.VolumeKind()), Link: relLink(outDir, s.Report)})
+		p.Runs = append(p.Runs, RunRow{Src: s, Provider: orUnknown(reports.OneLine(s.Run.Provider)), VolumeKind: volumeGroup(s.Run), Link: relLink(outDir, s.Report)})
 	}
 	matrices := map[[2]string]*Matrix{}
 	cells := map[cellKey]*Cell{}
@@ -264,6 +264,17 @@ func Build(srcs []Source, outDir string) *Page {
 	p.Binaries = binaryRows(p.Runs)
 	p.Envs = envTables(p.Runs)
 	return p
+}
+
+// volumeGroup is the run's volume kind, and for a run of a catalogue entry
+// the entry too ("csi · scenario reboot"): each scenario gets a matrix of its
+// own, apart from the sign-off plans' cells.
+func volumeGroup(r *reports.Run) string {
+	k := orUnknown(r.VolumeKind())
+	if e := r.CatalogueEntry(); e != "" {
+		k += " · scenario " + e
+	}
+	return k
 }
 
 // verdict is Fail when any run or hop failed or when no hop ran at all

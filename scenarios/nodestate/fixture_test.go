@@ -313,7 +313,10 @@ func TestSnapshotFixture(t *testing.T) {
 		t.Errorf("Leftovers =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if len(lo) > 4 {
-		if d := lo[0].Detail; !strings.Contains(d, "dir still present with 17 entries") || !strings.Contains(d, "12 more") {
+		// The headline names what keeps the dir, mounts first, not the
+		// kubelet's own entries in listing order.
+		if d := lo[0].Detail; !strings.HasPrefix(d, `dir still present (17 entries), kept by volume-subpaths/pv2/app/0 (mounted), volumes/kubernetes.io~csi/pv1/mount (mounted), `) ||
+			!strings.Contains(d, " more") || strings.Contains(d, "containers") {
 			t.Errorf("pod-dir detail = %q", d)
 		}
 		if d := lo[4].Detail; d != "ext4 from /dev/vda[/mnt/disks/pv2]" {
@@ -468,7 +471,7 @@ func TestSnapshotErrors(t *testing.T) {
 		{"missing root", &fakeNode{stdout: header + "\x00M\x00" + fixtureMountinfo(false) + "\x00", stderr: "sh: cd: can't cd to /var/lib/kubelet", code: 11}, Reader{}, "kubelet root /var/lib/kubelet is missing"},
 		{"unreadable mountinfo", &fakeNode{stderr: "cat: /proc/1/mountinfo: Permission denied", code: 10}, Reader{}, "cannot read mount table /proc/1/mountinfo"},
 		{"find failed", &fakeNode{stderr: "find: 'pods/x': Permission denied", code: 12}, Reader{}, "Permission denied"},
-		{"connection lost", &fakeNode{code: 255}, Reader{}, "exited 255"},
+		{"connection lost", &fakeNode{code: 255}, Reader{}, "(exit 255)"},
 		{"truncated", &fakeNode{stdout: strings.TrimSuffix(good, "END\x00")}, Reader{}, "no END record"},
 		{"truncated record", &fakeNode{stdout: header + "\x00M\x00\x00R\x00/k\x00E\x00d\x00"}, Reader{}, "truncated \"E\" record"},
 		{"no header", &fakeNode{stdout: "hello"}, Reader{}, "header"},
@@ -483,6 +486,10 @@ func TestSnapshotErrors(t *testing.T) {
 			_, err := r.Snapshot(context.Background())
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Snapshot() error = %v, want one containing %q", err, tt.wantErr)
+			}
+			// The script goes in the evidence, never in the headline.
+			if strings.Contains(err.Error(), "nodestate-snapshot") || len(err.Error()) > 300 {
+				t.Errorf("error quotes the snapshot command (%d chars): %.200s", len(err.Error()), err)
 			}
 		})
 	}

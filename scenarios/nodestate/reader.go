@@ -137,7 +137,7 @@ func (r Reader) Snapshot(ctx context.Context) (*Snapshot, error) {
 		case 12:
 			what = "listing " + r.KubeletRoot + " failed"
 		}
-		return nil, fmt.Errorf("nodestate: %s: %w", what, err)
+		return nil, &SnapshotError{What: what, Result: res, Err: err}
 	}
 	s, err := parseOutput(r.KubeletRoot, r.MountinfoPath, res.Stdout)
 	if err != nil {
@@ -145,6 +145,46 @@ func (r Reader) Snapshot(ctx context.Context) (*Snapshot, error) {
 	}
 	s.Taken, s.Duration = res.Started, res.Duration
 	return s, nil
+}
+
+// SnapshotError is a snapshot command that failed. Its message says what
+// failed, with the exit code and the end of stderr, but not the command:
+// the script is long, and a headline quoting it (escaped once per error
+// that wraps it) buries the cause. Result keeps the command for the
+// evidence.
+type SnapshotError struct {
+	What   string
+	Result exec.Result
+	Err    error
+}
+
+func (e *SnapshotError) Error() string {
+	msg := "nodestate: " + e.What
+	if e.Result.ExitCode >= 0 {
+		msg += fmt.Sprintf(" (exit %d)", e.Result.ExitCode)
+	} else if e.Err != nil {
+		msg += fmt.Sprintf(" (did not run: %v)", errors.Unwrap(e.Err))
+	}
+	if tail := lastLines(e.Result.Stderr, 3); tail != "" {
+		msg += ": " + tail
+	}
+	return msg
+}
+
+func (e *SnapshotError) Unwrap() error { return e.Err }
+
+// lastLines is the last n non-empty lines of s, joined with "; ".
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
 }
 
 // parseOutput turns the script's output into a Snapshot.

@@ -271,19 +271,7 @@ func (s *Snapshot) Leftovers(uids []string) []Leftover {
 			e, _ := s.Lookup("pods/" + uid)
 			detail := e.Type + " still present"
 			if n := len(ps.Entries); n > 0 {
-				show := ps.Entries
-				if len(show) > 5 {
-					show = show[:5]
-				}
-				rels := make([]string, len(show))
-				for i, p := range show {
-					rels[i] = quote(strings.TrimPrefix(p, "pods/"+uid+"/"))
-				}
-				more := ""
-				if n > len(show) {
-					more = fmt.Sprintf(", ... %d more", n-len(show))
-				}
-				detail += fmt.Sprintf(" with %d entries (%s%s)", n, strings.Join(rels, ", "), more)
+				detail += fmt.Sprintf(" (%d entries), kept by %s", n, s.podDirBlockers(uid, ps.Entries))
 			} else {
 				detail += ", empty"
 			}
@@ -321,6 +309,74 @@ func (s *Snapshot) Leftovers(uids []string) []Leftover {
 		}
 	}
 	return out
+}
+
+// maxBlockers is how many entries a pod-dir leftover names.
+const maxBlockers = 3
+
+// volumeSubdirs are where the kubelet's orphan sweep starts: it removes
+// the volume dirs first and stops at the first it cannot remove, leaving
+// containers/, etc-hosts and plugins/ behind them.
+var volumeSubdirs = []string{"volumes/", "volumeDevices/", "volume-subpaths/"}
+
+// podDirBlockers names what keeps pods/<uid>: the deepest entries below
+// its volume dirs (or, when there are none, anywhere), each with why the
+// kubelet could not remove it (mounted) or did not make it (a file where
+// the kubelet makes a volume directory).
+func (s *Snapshot) podDirBlockers(uid string, entries []string) string {
+	prefix := "pods/" + uid + "/"
+	leaf := func(i int) bool {
+		return i+1 >= len(entries) || !strings.HasPrefix(entries[i+1], entries[i]+"/")
+	}
+	var inVolumes, others []string
+	for i, p := range entries { // sorted: a dir's entries follow it
+		if !leaf(i) {
+			continue
+		}
+		rel := strings.TrimPrefix(p, prefix)
+		d := quote(rel) + " (" + s.blockerKind(p, rel) + ")"
+		isVol := false
+		for _, v := range volumeSubdirs {
+			if strings.HasPrefix(rel, v) {
+				isVol = true
+			}
+		}
+		if isVol {
+			inVolumes = append(inVolumes, d)
+		} else {
+			others = append(others, d)
+		}
+	}
+	// Mounts first: they are what the kubelet failed to undo.
+	sort.SliceStable(inVolumes, func(i, j int) bool {
+		return strings.HasSuffix(inVolumes[i], "(mounted)") && !strings.HasSuffix(inVolumes[j], "(mounted)")
+	})
+	show := inVolumes
+	if len(show) == 0 {
+		show = others
+	}
+	more := ""
+	if len(show) > maxBlockers {
+		more = fmt.Sprintf(" and %d more", len(show)-maxBlockers)
+		show = show[:maxBlockers]
+	}
+	return strings.Join(show, ", ") + more
+}
+
+// blockerKind says why an entry of a pod dir stays.
+func (s *Snapshot) blockerKind(p, rel string) string {
+	e, _ := s.Lookup(p)
+	switch parts := strings.Split(rel, "/"); {
+	case s.mountPoints[p]:
+		return "mounted"
+	case parts[0] == "volumes" && len(parts) == 3 && e.Type != TypeDir:
+		return "a " + e.Type + " where the kubelet makes a volume directory"
+	case parts[0] == "volumes" && len(parts) == 4 && parts[3] == "vol_data.json":
+		return "vol_data.json the kubelet did not remove"
+	case e.Type == TypeDir:
+		return "empty dir"
+	}
+	return e.Type
 }
 
 func mountDetail(m mountinfo.Mount) string {

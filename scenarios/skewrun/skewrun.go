@@ -39,6 +39,10 @@ import (
 // DefaultPlan is the manual sign-off's plan: down one minor and back.
 const DefaultPlan = "v1.37.2,v1.36.3,v1.37.2"
 
+// CatalogueReplicas is the workload size of a catalogue fault's run: one
+// pod proves the fault, and keeps the whole catalogue within minutes.
+const CatalogueReplicas = 1
+
 // Options is one run.
 type Options struct {
 	Provider string
@@ -74,6 +78,9 @@ type Options struct {
 	// many nodes run its trails at once; 0 for matrix.DefaultNodes.
 	Matrix      string
 	MatrixNodes int
+	// Scenario (SCENARIO) names the catalogue fault each hop plants
+	// (reconstruction.Faults); empty for the baseline.
+	Scenario string
 	// Existing cluster settings.
 	Existing     existing.Config
 	StorageClass string
@@ -132,5 +139,5 @@ func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []bina
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return err
 	}
-	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets}, run)
+	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault}, run)
 }

@@ -106,6 +106,24 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			want:    []string{"PLAN=v1.37.2", "at least two versions", `got "v1.37.2"`},
 		},
 		{
+			name:    "unknown scenario",
+			opts:    skewrun.Options{Scenario: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"SCENARIO=nope", `no catalogue fault "nope"`, "implemented: "},
+		},
+		{
+			name:    "scenario not implemented yet",
+			opts:    skewrun.Options{Scenario: "block", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"SCENARIO=block", "not implemented as a fault yet", "skewtest scenarios"},
+		},
+		{
+			name:    "scenario on a provider it does not run on",
+			opts:    skewrun.Options{Scenario: "reboot", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"SCENARIO=reboot runs on local, not PROVIDER=kind"},
+		},
+		{
 			name:    "unknown provider",
 			opts:    skewrun.Options{Provider: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,

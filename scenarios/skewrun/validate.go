@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/plan"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
 // Validated is a run's input once checked: Options with their defaults,
@@ -27,6 +29,9 @@ type Validated struct {
 	// ArtifactsRoot is the absolute artifacts root; each run writes into
 	// <ArtifactsRoot>/<run-id>.
 	ArtifactsRoot string
+	// Fault is the catalogue fault of Options.Scenario, nil for the
+	// baseline.
+	Fault *reconstruction.Fault
 }
 
 // Defaults of Options.
@@ -81,18 +86,33 @@ func Validate(o Options) (*Validated, error) {
 	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI}); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
+	var fault *reconstruction.Fault
+	if o.Scenario != "" {
+		f, err := reconstruction.LookupFault(o.Scenario)
+		if err != nil {
+			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
+		}
+		if !f.Entry.RunsOn(o.Provider) {
+			return nil, fmt.Errorf("%w: SCENARIO=%s runs on %s, not PROVIDER=%s; choose one of those providers", ErrInvalid, o.Scenario, strings.Join(f.Entry.Providers, ", "), o.Provider)
+		}
+		fault = &f
+	}
 	root := defaultStr(o.ArtifactsDir, defaultArtifacts)
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs
 	}
-	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root}, nil
+	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault}, nil
 }
 
 // NewRun starts the report of a run of v's plan that started at start,
 // listing its kubelets.
 func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports.Run {
 	id := reports.NewRunID(start)
-	run := &reports.Run{ID: id, Scenario: reports.ReconstructionScenarioPrefix + string(v.Kind), Provider: v.Options.Provider, Plan: v.Plan.Raw,
+	scenario := reports.ReconstructionScenarioPrefix + string(v.Kind)
+	if v.Fault != nil {
+		scenario = reports.CatalogueScenarioPrefix + v.Fault.Entry.Name
+	}
+	run := &reports.Run{ID: id, Scenario: scenario, Provider: v.Options.Provider, Plan: v.Plan.Raw,
 		Started: start, ArtifactsDir: filepath.Join(v.ArtifactsRoot, id)}
 	for _, k := range kubelets {
 		run.Binaries = appendBinary(run.Binaries, k)

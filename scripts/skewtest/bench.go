@@ -11,8 +11,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -49,6 +52,10 @@ type BenchResult struct {
 	// Matrix are the matrix tour's timings, one entry per node count
 	// (MATRIX_NODES or the default, then 1).
 	Matrix []MatrixStats `json:"matrix,omitempty"`
+	// Catalogue are the whole-run times of each catalogue fault that runs
+	// on the provider, and their sum.
+	Catalogue      []PhaseStats `json:"catalogue,omitempty"`
+	CatalogueTotal float64      `json:"catalogueTotal,omitempty"`
 }
 
 // MatrixStats is the matrix tour at one node count over its rounds: the
@@ -75,6 +82,7 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 	rounds := fs.Int("rounds", 5, "number of rounds")
 	out := fs.String("out", "", "write the results as JSON to this file")
 	matrixRounds := fs.Int("matrix-rounds", 1, "rounds of the matrix tour at the default node count and at one node (0: none)")
+	catalogueRounds := fs.Int("catalogue-rounds", 1, "rounds of each catalogue fault that runs on the provider (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,6 +124,13 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 			return err
 		}
 	}
+	if *catalogueRounds > 0 {
+		co := o
+		co.Plan = ""
+		if res.Catalogue, res.CatalogueTotal, err = benchCatalogue(ctx, co, *catalogueRounds); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(os.Stdout, "skewtest bench: provider %s, plan %s, %d rounds, poll every %s (seconds)\n", res.Provider, res.Plan, res.Rounds, res.PollInterval)
 	fmt.Fprintln(tw, "phase\tn\tmin\tmedian\tmax\t")
@@ -130,6 +145,15 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 		fmt.Fprintln(tw, "nodes\ttour min\tmedian\tmax\twhole run min\tmedian\tmax\t")
 		for _, m := range res.Matrix {
 			fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", m.Nodes, m.Tour.Min, m.Tour.Median, m.Tour.Max, m.WholeRun.Min, m.WholeRun.Median, m.WholeRun.Max)
+		}
+		tw.Flush()
+	}
+	if len(res.Catalogue) > 0 {
+		fmt.Fprintf(os.Stdout, "\ncatalogue faults, whole run each (seconds); one round of all: %.1f\n", res.CatalogueTotal)
+		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "fault\tn\tmin\tmedian\tmax\t")
+		for _, p := range res.Catalogue {
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Phase, len(p.Samples), p.Min, p.Median, p.Max)
 		}
 		tw.Flush()
 	}
@@ -224,4 +248,44 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixSt
 		out = append(out, ms)
 	}
 	return out, nil
+}
+
+// benchCatalogue runs each catalogue fault that runs on o's provider rounds
+// times, as the suite runs it (CatalogueReplicas, the default plan), and
+// returns each one's whole-run time and the sum of their medians: what the
+// catalogue adds to make test-skew.
+func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]PhaseStats, float64, error) {
+	var out []PhaseStats
+	total := 0.0
+	for _, e := range catalogue.All() {
+		if _, ok := reconstruction.Faults()[e.Name]; !ok || !e.RunsOn(defaultProvider(o.Provider)) {
+			continue
+		}
+		fo := o
+		fo.Scenario, fo.Replicas = e.Name, skewrun.CatalogueReplicas
+		var whole []float64
+		for i := 1; i <= rounds; i++ {
+			fmt.Fprintf(os.Stderr, "=== bench catalogue %s, round %d/%d\n", e.Name, i, rounds)
+			r, err := skewrun.Run(ctx, fo)
+			if err != nil {
+				return nil, 0, fmt.Errorf("bench catalogue %s, round %d: %w", e.Name, i, err)
+			}
+			for _, t := range r.Run.Timings {
+				if t.Phase == wholeRunPhase {
+					whole = append(whole, t.Duration.Seconds())
+				}
+			}
+		}
+		st := stats(e.Name, whole)
+		total += st.Median
+		out = append(out, st)
+	}
+	return out, total, nil
+}
+
+func defaultProvider(p string) string {
+	if p == "" {
+		return clusters.Local
+	}
+	return p
 }

@@ -15,6 +15,8 @@
 //	                             host with it, naming every difference
 //	skewtest settings            list the environment variables
 //	skewtest signoff DIR         the sign-off page of the runs under DIR
+//	skewtest scenarios           the reconstruction catalogue: every shape and
+//	                             fault, expected outcome per kubelet version
 package main
 
 import (
@@ -29,6 +31,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/kind"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -44,7 +47,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR]"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -109,6 +112,8 @@ func run(ctx context.Context, args []string) error {
 		return footprintCmd(ctx, os.Stdout, args[1:])
 	case "signoff":
 		return signoffCmd(os.Stdout, args[1:])
+	case "scenarios":
+		return catalogue.Write(os.Stdout, catalogue.All())
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")

@@ -1,0 +1,191 @@
+// Package catalogue is skewtest's list of reconstruction scenarios as
+// data: every volume shape and every fault the kubelet has shipped bugs
+// for (issue 9; /work/shared/notes/reconstruction-bugs.md), each with what
+// it plants on the node, its expected outcome per kubelet version range
+// with the upstream issue or PR, the versions affected and the fix, its
+// Ginkgo label, and whether skewtest runs it yet.
+//
+// A run of an entry is judged against the expectation for the kubelet that
+// started on the planted state (Judge): a known bug that reproduces is an
+// expected deviation citing the issue; a known bug that does not is
+// reported in words ("expected #85476 leak not seen: fixed upstream?
+// update the expectation"), never passed silently; an outcome the entry
+// calls clean that shows the bug fails.
+package catalogue
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+)
+
+// Kind says whether an entry varies the workload's volumes (a shape) or
+// what happens to the node while the kubelet is down (a fault).
+type Kind string
+
+const (
+	Shape Kind = "shape"
+	Fault Kind = "fault"
+)
+
+// Outcome is what a kubelet version does with an entry.
+type Outcome string
+
+const (
+	// Clean: the kubelet handles it; any sign of the bug fails the run.
+	Clean Outcome = "clean"
+	// KnownBug: the bug reproduces on these versions; seeing it is an
+	// expected deviation citing the references, not seeing it is reported.
+	KnownBug Outcome = "known bug"
+)
+
+// Status says how far skewtest runs an entry.
+type Status string
+
+const (
+	// Runs: implemented and run by label-filter=catalogue on the providers
+	// listed.
+	Runs Status = "runs"
+	// NeedsDriver: waits for driver features (block mode, stall knobs, the
+	// driver as its own processes; branch csidrv).
+	NeedsDriver Status = "needs driver"
+	// NotYet: described, not implemented yet.
+	NotYet Status = "not yet implemented"
+)
+
+// Ref is an upstream issue or PR.
+type Ref struct {
+	// ID is how the report cites it: "#85476", "PR #130335".
+	ID  string
+	URL string
+}
+
+func issue(n int) Ref {
+	return Ref{ID: fmt.Sprintf("#%d", n), URL: fmt.Sprintf("https://github.com/kubernetes/kubernetes/issues/%d", n)}
+}
+
+func pr(n int) Ref {
+	return Ref{ID: fmt.Sprintf("PR #%d", n), URL: fmt.Sprintf("https://github.com/kubernetes/kubernetes/pull/%d", n)}
+}
+
+// Expectation is an entry's outcome on the kubelet versions from From
+// (inclusive) to Before (exclusive), "major.minor" each; empty means
+// unbounded.
+type Expectation struct {
+	From, Before string
+	Outcome      Outcome
+	// Says what the kubelet does, in the report's words.
+	Says string
+	// Bug names the known bug's symptom for "expected ... not seen"
+	// ("global-mount leak"); KnownBug only.
+	Bug  string
+	Refs []Ref
+	// FixedIn is the release that fixed it, "" while it is open.
+	FixedIn string
+}
+
+// Versions renders the range ("1.28 ≤ v < 1.37", "≥ 1.30", "every version").
+func (e Expectation) Versions() string {
+	switch {
+	case e.From == "" && e.Before == "":
+		return "every version"
+	case e.Before == "":
+		return "≥ " + e.From
+	case e.From == "":
+		return "< " + e.Before
+	}
+	return e.From + " ≤ v < " + e.Before
+}
+
+// Covers reports whether kubelet version v is in the range.
+func (e Expectation) Covers(v *version.Version) bool {
+	mm := version.MajorMinor(v.Major(), v.Minor())
+	if e.From != "" && mm.LessThan(version.MustParseGeneric(e.From)) {
+		return false
+	}
+	if e.Before != "" && !mm.LessThan(version.MustParseGeneric(e.Before)) {
+		return false
+	}
+	return true
+}
+
+// RefIDs joins the references' IDs ("#101791, #108217").
+func (e Expectation) RefIDs() string {
+	var ids []string
+	for _, r := range e.Refs {
+		ids = append(ids, r.ID)
+	}
+	return strings.Join(ids, ", ")
+}
+
+// Entry is one scenario of the catalogue.
+type Entry struct {
+	// Name is the entry's ID, as `skewtest scenarios` and reports print it.
+	Name string
+	Kind Kind
+	// Item is the entry's number in issue 9's list of faults (0 for
+	// shapes).
+	Item int
+	// Plants is what the scenario does to the node or the workload.
+	Plants string
+	// Checks is what it checks after each hop, beyond the baseline.
+	Checks string
+	Expect []Expectation
+	Status Status
+	// Providers the entry runs on, when Status is Runs.
+	Providers []string
+	// Waits names what an entry that does not run yet waits for.
+	Waits string
+}
+
+// CatalogueLabel is the Ginkgo label every entry carries:
+// -ginkgo.label-filter=catalogue runs them all.
+const CatalogueLabel = "catalogue"
+
+// Label is the entry's own Ginkgo label ("fault-reboot").
+func (e Entry) Label() string { return string(e.Kind) + "-" + e.Name }
+
+// ExpectationFor is the expectation covering kubelet version v.
+func (e Entry) ExpectationFor(v *version.Version) (Expectation, bool) {
+	for _, x := range e.Expect {
+		if x.Covers(v) {
+			return x, true
+		}
+	}
+	return Expectation{}, false
+}
+
+// RunsOn reports whether the entry runs on provider.
+func (e Entry) RunsOn(provider string) bool {
+	if e.Status != Runs {
+		return false
+	}
+	for _, p := range e.Providers {
+		if p == provider {
+			return true
+		}
+	}
+	return false
+}
+
+// Lookup finds an entry by name.
+func Lookup(name string) (Entry, bool) {
+	for _, e := range All() {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Names lists every entry's name, sorted, for error messages.
+func Names() []string {
+	var out []string
+	for _, e := range All() {
+		out = append(out, e.Name)
+	}
+	sort.Strings(out)
+	return out
+}

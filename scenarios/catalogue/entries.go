@@ -1,0 +1,177 @@
+package catalogue
+
+// The providers an implemented entry runs on. Faults that plant node
+// state use commands through nodes.Node only, so they could run on kind
+// too; they are proven on local first.
+var localOnly = []string{"local"}
+
+// Local-volume PVs: the kubelets skewtest runs cannot reconstruct them;
+// see kubeletmetrics.LocalVolumeReconstructionReason.
+const localVolumeSays = "reconstructVolume.NewMounter fails (local volume source is nil); the kubelet falls back to force cleanup, which still removes the mounts and dirs; reconstruct_volume_operations_errors_total equals the number of local volumes"
+
+// All is the catalogue, shapes first, then faults in issue 9's order.
+func All() []Entry {
+	return []Entry{
+		{
+			Name: "csi-filesystem", Kind: Shape,
+			Plants: "a StatefulSet, one filesystem CSI PVC per pod (tmpfs staged at the global mount, bind-published); pods force-deleted while the kubelet is down",
+			Checks: "old UIDs' mounts, pod dirs and plugin entries gone; re-created pods on the same PVs with their data; each global mount mounted exactly once; reconstruction metrics",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstructed as uncertain, unpublished and cleaned; the global mount is kept once for the re-created pod",
+				Refs: []Ref{{ID: "KEP-3756", URL: "https://github.com/kubernetes/enhancements/issues/3756"}}}},
+			Status: Runs, Providers: []string{"local", "kind", "existing"},
+		},
+		{
+			Name: "local-volume", Kind: Shape,
+			Plants: "csi-filesystem's workload on kubernetes.io/local-volume PVs (bind mounts of host dirs)",
+			Checks: "as csi-filesystem; reconstruction errors up to the number of local volumes are expected",
+			Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "local-volume reconstruction errors", Says: localVolumeSays,
+				Refs: []Ref{{ID: "local-cluster-facts.md", URL: "../shared/notes/local-cluster-facts.md"}}}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "block", Kind: Shape,
+			Plants: "a volumeMode: Block CSI PVC on a loop device; pod force-deleted while the kubelet is down (or the device mapping removed, as after a power-off)",
+			Checks: "pods/<uid>/volumeDevices entries and plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid> links gone; loop device count stable, each backing file right",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "unmapped and cleaned; one loop device per block volume",
+				Refs: []Ref{issue(119608), issue(122960), issue(102408)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+			Status: NeedsDriver, Waits: "the driver's block (loop device) mode, branch csidrv",
+		},
+		{
+			Name: "subpath", Kind: Shape,
+			Plants: "a directory subPath of a PVC and a file subPath of a configMap; pod force-deleted while the kubelet is down",
+			Checks: "volume-subpaths bind mounts gone and pods/<uid> removed",
+			Expect: []Expectation{{From: "1.31", Outcome: KnownBug, Bug: "subpath rmdir busy leak",
+				Says:    "orphaned pod cleanup fails to rmdir() volume-subpaths (device or resource busy) every 2 s; reported with hostPath",
+				Refs:    []Ref{issue(135698), pr(135696)},
+				FixedIn: ""}},
+			Status: NotYet,
+		},
+		{
+			Name: "emptydir-memory", Kind: Shape,
+			Plants: "an emptyDir with medium: Memory (a tmpfs per pod)",
+			Checks: "the tmpfs is unmounted and the pod dir removed",
+			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed and unmounted like any tmpfs volume"}},
+			Status: NotYet,
+		},
+		{
+			Name: "projected-secret-configmap", Kind: Shape,
+			Plants: "projected, secret and configMap volumes",
+			Checks: "their tmpfs mounts (secret, projected) gone, configMap dirs removed",
+			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed and cleaned (every pod's kube-api-access projected volume already is)"}},
+			Status: NotYet,
+		},
+		{
+			Name: "generic-ephemeral", Kind: Shape,
+			Plants: "a generic ephemeral volume (a PVC owned by the pod)",
+			Checks: "the volume unpublished; the PVC deleted with the pod",
+			Expect: []Expectation{{From: "1.23", Outcome: Clean, Says: "reconstructed from vol_data.json like any CSI PVC"}},
+			Status: NotYet,
+		},
+		{
+			Name: "csi-inline-ephemeral", Kind: Shape,
+			Plants: "a CSI inline ephemeral volume (volumeLifecycleMode Ephemeral; no staging)",
+			Checks: "the pod's mount gone and NodeUnpublish called",
+			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed with volumeLifecycleMode Ephemeral from vol_data.json and unpublished"}},
+			Status: NeedsDriver, Waits: "the driver's ephemeral mode, branch csidrv",
+		},
+		{
+			Name: "reboot", Kind: Fault, Item: 1,
+			Plants: "real reboot semantics: with the kubelet down and the pods force-deleted, every mount of the old pods and every CSI global mount is unmounted; the directories and vol_data.json stay",
+			Checks: "as csi-filesystem: the re-created pods mount their volumes again with their data",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstructed as uncertain; unpublish and unstage are idempotent; the new pods mount again",
+				Refs: []Ref{issue(124057)}, FixedIn: "1.30 (#124048, backported to 1.27-1.29)"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "vol-data-deleted", Kind: Fault, Item: 2,
+			Plants: "with the kubelet down and the pods force-deleted, each old pod's pods/<uid>/volumes/kubernetes.io~csi/<pv>/vol_data.json is deleted",
+			Checks: "the kubelet cannot reconstruct (reconstruct_volume_operations_errors_total ≥ 1), force-cleans the pod dirs, and the pods come back with their data",
+			Expect: []Expectation{{Outcome: KnownBug, Bug: "reconstruction failure", Says: "reconstruction fails and the pod dir is force-cleaned without NodeUnstage: the global mount is left to the re-created pod (leaked when none comes)",
+				Refs: []Ref{issue(101791), issue(85280), {ID: "KEP-6058", URL: "https://github.com/kubernetes/enhancements/pull/6059"}}}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "vol-data-empty", Kind: Fault, Item: 2,
+			Plants: "as vol-data-deleted, but each vol_data.json is truncated to 0 bytes",
+			Checks: "as vol-data-deleted",
+			Expect: []Expectation{{Outcome: KnownBug, Bug: "reconstruction failure", Says: "the empty file cannot be decoded: reconstruction fails and the pod dir is force-cleaned, as vol-data-deleted",
+				Refs: []Ref{issue(108217), issue(101791)}}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "file-for-dir", Kind: Fault, Item: 3,
+			Plants: "a regular file where a volume directory is expected (pods/<uid>/volumes/kubernetes.io~csi/<name> is a file)",
+			Checks: "the old pod dir stays with the file; the kubelet logs \"not a directory\"; kubelet_orphan_pod_cleaned_volumes_errors ≥ 1",
+			Expect: []Expectation{{Outcome: KnownBug, Bug: "orphaned pod \"not a directory\" leak", Says: "orphaned pod cleanup fails every 2 s with \"not a directory\"; pods/<uid> stays",
+				Refs: []Ref{issue(105536), issue(111933), issue(119919), issue(114698)}}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "kill-during-publish", Kind: Fault, Item: 4,
+			Plants: "the kubelet SIGKILLed while the driver stalls in NodePublishVolume; the pod force-deleted",
+			Checks: "the half-published volume reconstructed as uncertain, then unpublished and unstaged",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "the uncertain mount is unpublished and unstaged"}},
+			Status: NeedsDriver, Waits: "the driver's stall knob and the driver as its own processes, branch csidrv",
+		},
+		{
+			Name: "kill-between-unpublish-unstage", Kind: Fault, Item: 5,
+			Plants: "the kubelet killed after NodeUnpublishVolume and before NodeUnstageVolume (the pod dir gone, the global mount still staged); the pod not re-created",
+			Checks: "the global mount is unstaged",
+			Expect: []Expectation{{Outcome: KnownBug, Bug: "global-mount leak", Says: "nothing is left to reconstruct from, so the staged global mount leaks forever",
+				Refs: []Ref{issue(85476), issue(121937), pr(136771)}}},
+			Status: NeedsDriver, Waits: "the driver's stall knob between unpublish and unstage, branch csidrv",
+		},
+		{
+			Name: "driver-registers-late", Kind: Fault, Item: 6,
+			Plants: "the CSI node plugin registers only after the kubelet has started (and reconstructed)",
+			Checks: "transient errors, then the old pods cleaned",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstruction waits for or retries the plugin; the old pods are cleaned once it registers"}},
+			Status: NeedsDriver, Waits: "the driver as its own processes, started on cue, branch csidrv",
+		},
+		{
+			Name: "apiserver-unreachable", Kind: Fault, Item: 7,
+			Plants: "the API server unreachable from the kubelet while it starts, for 30-60 s; the pods keep running",
+			Checks: "running pods' volumes not unmounted: their mount IDs unchanged",
+			Expect: []Expectation{{From: "1.28", Outcome: KnownBug, Bug: "unmount of running pods' volumes", Says: "volumes of running pods may be unmounted before the desired state is populated",
+				Refs: []Ref{issue(120150), issue(117745)}}},
+			Status: NotYet,
+		},
+		{
+			Name: "pvc-terminating", Kind: Fault, Item: 8,
+			Plants: "the in-use PVC deleted (it stays Terminating through pvc-protection), then a kubelet restart",
+			Checks: "the pod stays Running with the same containers; its mounts keep their mount IDs (no unpublish or unstage happened)",
+			Expect: []Expectation{{From: "1.33", Outcome: Clean, Says: "the volume stays mounted", Refs: []Ref{pr(130335)},
+				FixedIn: "1.33 (backports #130684 to 1.32, #130685 to 1.31, #130686 to 1.30)"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "replacement-pod", Kind: Fault, Item: 9,
+			Plants: "while the kubelet is down, a replacement pod with the same ReadWriteOncePod claim and nodeName set is created, then the old pod deleted",
+			Checks: "the replacement Running with the same data; no old-UID mounts",
+			Expect: []Expectation{{From: "1.26", Outcome: Clean, Says: "the replacement starts once the old pod is cleaned",
+				Refs: []Ref{issue(113596)}, FixedIn: "1.26 (SELinux label reconstruction)"}},
+			Status: NotYet,
+		},
+		{
+			Name: "restart-no-delete", Kind: Fault, Item: 10,
+			Plants: "a kubelet stop, swap and start with nothing deleted",
+			Checks: "the same pod UIDs Running with the same container IDs and restart counts; every volume mount of the pods untouched (same mount IDs); reconstruction metrics",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "the running pods' volumes are reconstructed and left mounted; no container restarts"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "prestop-emptydir", Kind: Fault, Item: 11,
+			Plants: "a graceful delete of a pod with a long preStop hook and an emptyDir, then a kubelet restart during the grace period",
+			Checks: "the emptyDir keeps its content while the container still runs",
+			Expect: []Expectation{{Outcome: Clean, Says: "the volume is not unmounted or emptied under the running container", Refs: []Ref{issue(113979)}}},
+			Status: NotYet,
+		},
+		{
+			Name: "rejected-feature-gate", Kind: Fault, Item: 12,
+			Plants: "a kubelet config naming a feature gate the target version does not know (or a GA gate set off)",
+			Checks: "the harness refuses plainly, naming the gate and the version, before or at the kubelet's start",
+			Expect: []Expectation{{Outcome: Clean, Says: "the kubelet exits; skewtest names the gate and the version"}},
+			Status: NotYet,
+		},
+	}
+}

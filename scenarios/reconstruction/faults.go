@@ -1,0 +1,410 @@
+package reconstruction
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
+)
+
+// Fault is how a catalogue fault changes each hop of the scenario: what it
+// plants on the node while the kubelet is down, what it checks instead of
+// or beyond the baseline, and how it tells whether the entry's bug showed
+// (catalogue.Judge then decides what that means for the hop's kubelet).
+type Fault struct {
+	Entry catalogue.Entry
+	// KeepPods: the hop deletes nothing; the same pods must run on, their
+	// containers and volume mounts untouched.
+	KeepPods bool
+	// Plant runs while the kubelet is down, after the pods were
+	// force-deleted; its commands are recorded in its step.
+	Plant func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
+	// MayLeave: the entry's bug leaves old pods' state behind, so the
+	// cleanup wait is bounded by mayLeaveBound and what is left is the
+	// observation, not a failure.
+	MayLeave bool
+	// DataLost: the fault takes the volumes' data with it (the test
+	// driver's tmpfs volumes do not survive their global mount going, as
+	// after a real reboot), so the re-created pods' markers are read again
+	// instead of compared.
+	DataLost bool
+	// Metrics, when set, replaces the volume kind's metric expectations.
+	Metrics func(volumesAtStart int) []kubeletmetrics.Expectation
+	// Observe reads the hop's outcome after its checks.
+	Observe func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error)
+}
+
+// mayLeaveBound is how long a hop whose fault may leave old pods' state
+// behind waits for the kubelet to clean up: the orphan sweep runs every
+// 2 s, so a cleanup not done by then is not coming.
+const mayLeaveBound = 30 * time.Second
+
+// Faults are the catalogue faults the scenario implements, by entry name.
+func Faults() map[string]Fault {
+	out := map[string]Fault{}
+	add := func(f Fault, name string) {
+		e, ok := catalogue.Lookup(name)
+		if !ok {
+			panic("reconstruction: no catalogue entry " + name)
+		}
+		f.Entry = e
+		out[name] = f
+	}
+	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
+	add(Fault{Plant: plantReboot, DataLost: true, Observe: observeLeftovers}, "reboot")
+	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-deleted")
+	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
+	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
+	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
+	return out
+}
+
+// LookupFault finds an implemented fault by catalogue name.
+func LookupFault(name string) (Fault, error) {
+	f, ok := Faults()[name]
+	if !ok {
+		var names []string
+		for n := range Faults() {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if _, known := catalogue.Lookup(name); known {
+			return Fault{}, fmt.Errorf("catalogue entry %q is not implemented as a fault yet (go run ./scripts/skewtest scenarios); implemented: %s", name, strings.Join(names, ", "))
+		}
+		return Fault{}, fmt.Errorf("no catalogue fault %q; implemented: %s", name, strings.Join(names, ", "))
+	}
+	return f, nil
+}
+
+// running is what a hop that deletes nothing must find again.
+type running struct {
+	uid        types.UID
+	name       string
+	containers map[string]string // container name → "<id> restarts <n>"
+	mounts     map[string]int    // mount point → mount ID
+}
+
+// recordRunning records the running pods' containers and every mount of
+// theirs on the node, with the kubelet down.
+func (s *Scenario) recordRunning(ctx context.Context, sc *scenarios.StepContext) error {
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := s.snapshot(ctx, sc.Node)
+	if err != nil {
+		return err
+	}
+	s.down = snap
+	s.running = nil
+	s.volsAtStart = 0
+	for _, p := range pods {
+		r := running{uid: p.UID, name: p.Name, containers: containerState(p), mounts: map[string]int{}}
+		for _, m := range snap.Pod(string(p.UID)).Mounts {
+			r.mounts[m.MountPoint] = m.ID
+		}
+		if len(r.mounts) == 0 {
+			return fmt.Errorf("pod %s (uid %s) has no mounts on the node: the scenario would prove nothing", p.Name, p.UID)
+		}
+		s.volsAtStart += len(snap.Pod(string(p.UID)).VolumeDirs())
+		s.running = append(s.running, r)
+		sc.Note("pod %s uid %s: containers %v, %d mounts", p.Name, p.UID, r.containers, len(r.mounts))
+	}
+	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)
+	return nil
+}
+
+func containerState(p corev1.Pod) map[string]string {
+	out := map[string]string{}
+	for _, c := range p.Status.ContainerStatuses {
+		out[c.Name] = fmt.Sprintf("%s restarts %d", c.ContainerID, c.RestartCount)
+	}
+	return out
+}
+
+// checkUntouched waits for the same pods to be Running and ready again
+// and records every difference in their containers and mounts, for the
+// fault's observation.
+func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext) error {
+	pods, err := s.waitPodsRunning(ctx, nil, 3*time.Minute)
+	if err != nil {
+		return err
+	}
+	s.timing("pods Running", time.Since(s.kubeletUp))
+	snap, err := s.snapshot(ctx, sc.QuietNode)
+	if err != nil {
+		return err
+	}
+	byUID := map[types.UID]corev1.Pod{}
+	for _, p := range pods {
+		byUID[p.UID] = p
+	}
+	s.changes = nil
+	for _, r := range s.running {
+		p, ok := byUID[r.uid]
+		if !ok {
+			s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s is gone", r.name, r.uid))
+			continue
+		}
+		now := containerState(p)
+		for c, was := range r.containers {
+			if now[c] != was {
+				s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s container %s was %q, now %q", r.name, r.uid, c, was, now[c]))
+			}
+		}
+		ids := map[string]int{}
+		for _, m := range snap.Pod(string(r.uid)).Mounts {
+			ids[m.MountPoint] = m.ID
+		}
+		for mp, id := range r.mounts {
+			switch now, ok := ids[mp]; {
+			case !ok:
+				s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s: %s was unmounted", r.name, r.uid, mp))
+			case now != id:
+				s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s: %s was remounted (mount ID %d, now %d)", r.name, r.uid, mp, id, now))
+			}
+		}
+	}
+	sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, snap)})
+	sc.Note("%d pods Running again; %d changes to their containers and mounts", len(pods), len(s.changes))
+	return nil
+}
+
+func observeUntouched(_ context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
+	if len(s.changes) > 0 {
+		return catalogue.Observation{Seen: true, Detail: strings.Join(s.changes, "; ")}, nil
+	}
+	mounts := 0
+	for _, r := range s.running {
+		mounts += len(r.mounts)
+	}
+	return catalogue.Observation{Detail: fmt.Sprintf("%d pods kept their containers, restart counts and %d mounts", len(s.running), mounts)}, nil
+}
+
+// plantReboot unmounts what a reboot takes: every mount of the old pods
+// (deepest first) and every CSI global mount of the workload's volumes.
+// Directories and vol_data.json files stay.
+func plantReboot(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	var points []string
+	for _, u := range s.oldUIDs {
+		for _, m := range s.down.Pod(u).Mounts {
+			points = append(points, m.MountPoint)
+		}
+	}
+	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	if s.cfg.Kind == storage.CSI && !s.volumes.NoStagingMount {
+		for _, pv := range s.volumes.PVs {
+			if p, n := s.down.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
+				for range n {
+					points = append(points, s.down.Abs(p))
+				}
+			}
+		}
+	}
+	if len(points) == 0 {
+		return fmt.Errorf("nothing mounted to take away: the reboot would prove nothing")
+	}
+	for _, p := range points {
+		if _, err := exec.Output(ctx, sc.Node, "umount", p); err != nil {
+			return fmt.Errorf("reboot: %w", err)
+		}
+	}
+	sc.Note("unmounted %d mounts as a reboot would; directories and vol_data.json kept", len(points))
+	return nil
+}
+
+// plantVolData deletes (or truncates) each old pod's CSI vol_data.json.
+func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.StepContext) error {
+	return func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+		if s.cfg.Kind != storage.CSI {
+			return fmt.Errorf("vol_data.json faults need CSI volumes, not %s", s.cfg.Kind)
+		}
+		var files []string
+		for _, u := range s.oldUIDs {
+			for _, pv := range s.volumes.PVs {
+				rel := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi/%s/vol_data.json", u, pv.Name)
+				if _, ok := s.down.Lookup(rel); ok {
+					files = append(files, s.down.Abs(rel))
+				}
+			}
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("no vol_data.json of the old pods %v on the node", s.oldUIDs)
+		}
+		argv := append([]string{"rm", "--"}, files...)
+		if truncate {
+			argv = append([]string{"truncate", "-s", "0", "--"}, files...)
+		}
+		if _, err := exec.Output(ctx, sc.Node, argv...); err != nil {
+			return err
+		}
+		sc.Note("%s %d vol_data.json files", map[bool]string{false: "deleted", true: "truncated to 0 bytes"}[truncate], len(files))
+		return nil
+	}
+}
+
+// failureMetrics are CSIExpectations with the reconstruction and cleanup
+// errors a planted fault causes allowed as expected deviations, for the
+// reason given.
+func failureMetrics(reason string) func(volumesAtStart int) []kubeletmetrics.Expectation {
+	return func(volumesAtStart int) []kubeletmetrics.Expectation {
+		return allowErrors(kubeletmetrics.CSIExpectations(volumesAtStart), volumesAtStart, reason)
+	}
+}
+
+func allowErrors(exps []kubeletmetrics.Expectation, volumesAtStart int, reason string) []kubeletmetrics.Expectation {
+	for i := range exps {
+		switch exps[i].Metric {
+		case kubeletmetrics.ReconstructVolumeOperationsErrors, kubeletmetrics.ForceCleanedFailedVolumeOpErrors, kubeletmetrics.OrphanPodCleanedVolumesErrors:
+			exps[i].Deviation = &kubeletmetrics.Deviation{Check: kubeletmetrics.AtMost(float64(volumesAtStart)), Reason: reason}
+		}
+	}
+	return exps
+}
+
+// Reasons of the planted faults' metric deviations.
+const (
+	volDataReason    = "vol_data.json planted missing or empty: reconstruction of the CSI volume fails and it is force-cleaned (#101791, #108217)"
+	fileForDirReason = "a regular file planted where a volume directory is expected: its reconstruction fails and the orphan sweep cannot remove it (#105536)"
+)
+
+// plantDeleteClaims deletes the running pods' PVCs while the kubelet is
+// down; pvc-protection keeps them Terminating while the pods use them.
+func plantDeleteClaims(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	var claims []string
+	for claim := range s.pvOf {
+		claims = append(claims, claim)
+	}
+	sort.Strings(claims)
+	for _, claim := range claims {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: s.cfg.Namespace}}
+		if err := s.res.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete PVC %s/%s: %w", s.cfg.Namespace, claim, err)
+		}
+		var got corev1.PersistentVolumeClaim
+		if err := s.res.Get(ctx, claim, s.cfg.Namespace, &got); err != nil {
+			return fmt.Errorf("PVC %s/%s of a running pod is gone after its delete (want it Terminating, held by pvc-protection): %w", s.cfg.Namespace, claim, err)
+		}
+		if got.DeletionTimestamp == nil {
+			return fmt.Errorf("PVC %s/%s has no deletion timestamp after its delete", s.cfg.Namespace, claim)
+		}
+	}
+	sc.Note("deleted %d PVCs in use (%s); each stays Terminating", len(claims), strings.Join(claims, ", "))
+	return nil
+}
+
+// strayName is the file plantFileForDir puts among a pod's CSI volume dirs.
+const strayName = "skewtest-stray-file"
+
+// plantFileForDir puts a regular file where the kubelet expects a CSI
+// volume directory, in each old pod's dir.
+func plantFileForDir(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	var files []string
+	for _, u := range s.oldUIDs {
+		dir := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi", u)
+		if _, ok := s.down.Lookup(dir); ok {
+			files = append(files, s.down.Abs(dir+"/"+strayName))
+		}
+	}
+	if len(files) == 0 {
+		return fmt.Errorf("no CSI volume dir of the old pods %v on the node", s.oldUIDs)
+	}
+	for _, f := range files {
+		if _, err := exec.OutputStdin(ctx, sc.Node, strings.NewReader("planted by skewtest\n"), "sh", "-c", `cat > "$1"`, "sh", f); err != nil {
+			return err
+		}
+	}
+	sc.Note("planted %d regular files where the kubelet expects volume directories: %s", len(files), strings.Join(files, ", "))
+	return nil
+}
+
+// observeLeftovers: the bug is anything of the old pods left.
+func observeLeftovers(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
+	if len(s.left) > 0 {
+		return catalogue.Observation{Seen: true, Detail: s.leftoverHeadline(ctx, s.left)}, nil
+	}
+	return catalogue.Observation{Detail: fmt.Sprintf("old pods %s cleaned; the re-created pods mounted their volumes again", strings.Join(s.oldUIDs, ", "))}, nil
+}
+
+// observeReconstructionFailure: the bug is the kubelet failing to
+// reconstruct (its error counter) or leaving the old pods' state.
+func observeReconstructionFailure(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
+	var seen []string
+	for _, r := range s.metricResults {
+		if r.Metric == kubeletmetrics.ReconstructVolumeOperationsErrors && r.Present && r.Value > 0 {
+			seen = append(seen, fmt.Sprintf("%s = %v", r.Name, r.Value))
+		}
+	}
+	if len(s.left) > 0 {
+		seen = append(seen, "left behind: "+s.leftoverHeadline(ctx, s.left))
+	}
+	if len(seen) > 0 {
+		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
+	}
+	return catalogue.Observation{Detail: "reconstruct_volume_operations_errors_total = 0 and the old pods cleaned"}, nil
+}
+
+// judge asks the catalogue what the hop's observation means for the
+// kubelet that started on the planted state.
+func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.StepContext) error {
+	return func(ctx context.Context, sc *scenarios.StepContext) error {
+		f := s.cfg.Fault
+		o, err := f.Observe(ctx, s, sc)
+		if err != nil {
+			return err
+		}
+		sc.Note("observed: %s", o.Detail)
+		d, err := catalogue.Judge(f.Entry, to, o)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			sc.Deviation(*d)
+		}
+		return nil
+	}
+}
+
+// judgeLeakedGlobalMounts judges the CSI global mounts still mounted after
+// the workload was deleted, held by the old pods' mounts a fault left:
+// the fault's bug, seen by the plan's last kubelet.
+func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *nodestate.Snapshot) error {
+	var leaked []string
+	for _, pv := range s.volumes.PVs {
+		if path, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
+			leaked = append(leaked, fmt.Sprintf("CSI global mount %s of PV %s still mounted %d times", path, pv.Name, n))
+		}
+	}
+	s.snapshotEvidence(sc, "node state after deleting the StatefulSet", snap)
+	last := s.cfg.Plan.Versions[len(s.cfg.Plan.Versions)-1]
+	o := catalogue.Observation{Seen: true, Detail: fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", strings.Join(leaked, "; "), len(s.leftEver))}
+	d, err := catalogue.Judge(s.cfg.Fault.Entry, last, o)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		d.Check += ": global mounts after the workload is deleted"
+		sc.Deviation(*d)
+	}
+	return nil
+}
+
+// plant is the fault's Plant as a step.
+func (s *Scenario) plant(ctx context.Context, sc *scenarios.StepContext) error {
+	return s.cfg.Fault.Plant(ctx, s, sc)
+}

@@ -1,0 +1,83 @@
+package reconstruction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
+)
+
+// klogError is a klog line at error level ("E1201 03:08:27.660933 ...") or
+// one whose message says something failed.
+var klogError = regexp.MustCompile(`^E\d{4} |failed|[Ee]rror`)
+
+// maxQuoted bounds a log line quoted in a headline.
+const maxQuoted = 300
+
+// lastKubeletError is the kubelet's last error line about uid in log, ""
+// when there is none: the kubelet's own words for why it left the pod's
+// state (UnmountVolume.NewUnmounter failed ..., orphaned pod ... found, but
+// ...).
+func lastKubeletError(log, uid string) string {
+	last := ""
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, uid) && klogError.MatchString(line) {
+			last = strings.TrimSpace(line)
+		}
+	}
+	if len(last) > maxQuoted {
+		last = last[:maxQuoted] + "…"
+	}
+	return last
+}
+
+// leftoverHeadline is the one-line failure of old pods not cleaned up:
+// what each UID left, and the kubelet's last error line for that UID when
+// the node can show its log.
+func (s *Scenario) leftoverHeadline(ctx context.Context, left []nodestate.Leftover) string {
+	var log string
+	if ln, ok := s.node.(nodes.WithKubeletLog); ok {
+		log, _ = ln.KubeletLog(ctx)
+	}
+	var parts []string
+	quoted := map[string]bool{}
+	shown := left
+	if len(shown) > maxLeftovers {
+		shown = shown[:maxLeftovers]
+	}
+	for _, l := range shown {
+		p := l.String()
+		if log != "" && !quoted[l.UID] {
+			quoted[l.UID] = true
+			if line := lastKubeletError(log, l.UID); line != "" {
+				p += fmt.Sprintf("; the kubelet said: %q", line)
+			}
+		}
+		parts = append(parts, p)
+	}
+	if n := len(left) - len(shown); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d more in the evidence", n))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// maxLeftovers is how many leftovers a headline names.
+const maxLeftovers = 3
+
+// snapshotFailure records a failed snapshot's command in the evidence and
+// returns the error's one-line text for a headline.
+func snapshotFailure(sc *scenarios.StepContext, err error) string {
+	var se *nodestate.SnapshotError
+	if errors.As(err, &se) {
+		r := se.Result
+		sc.Evidence(reports.Evidence{Name: "the failed snapshot command", Kind: "text",
+			Text: fmt.Sprintf("$ %s\nexit %d\nstderr:\n%s", r.CommandLine(), r.ExitCode, r.Stderr)})
+	}
+	return err.Error()
+}

@@ -1,0 +1,71 @@
+package reconstruction
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// baselineEntries are the catalogue's shapes that the sign-off plans above
+// run (labelsFor gives them the catalogue labels).
+var baselineEntries = map[string]string{"csi": "csi-filesystem", "local": "local-volume"}
+
+// The reconstruction catalogue (go run ./scripts/skewtest scenarios):
+// -ginkgo.label-filter=catalogue runs every entry; each has its own label
+// (fault-reboot, ...). An entry skewtest does not run yet, or not on this
+// provider, is a skipped spec that says why, never a pass.
+var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), func() {
+	provider := orDefault(os.Getenv("PROVIDER"), clusters.Local)
+	for _, e := range catalogue.All() {
+		if e.Name == baselineEntries["csi"] || e.Name == baselineEntries["local"] {
+			continue
+		}
+		name := fmt.Sprintf("%s %s: %s", e.Kind, e.Name, e.Plants)
+		It(name, Label(e.Label()), func(ctx SpecContext) {
+			switch {
+			case e.Status != catalogue.Runs:
+				Skip(fmt.Sprintf("catalogue %s %s: %s (%s); not run, not passed", e.Kind, e.Name, e.Status, e.Waits))
+			case !e.RunsOn(provider):
+				Skip(fmt.Sprintf("catalogue %s %s runs on %s, not PROVIDER=%s", e.Kind, e.Name, strings.Join(e.Providers, ", "), provider))
+			}
+			o, err := skewrun.OptionsFromEnv(nil)
+			Expect(err).NotTo(HaveOccurred())
+			if os.Getenv("PLAN") == "" {
+				o.Plan = skewrun.DefaultPlan
+			}
+			o.Scenario, o.Replicas = e.Name, skewrun.CatalogueReplicas
+			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+			o.Out = GinkgoWriter
+			before := footprint(ctx, o)
+
+			res, err := skewrun.Run(ctx, o)
+
+			addRunReport(res)
+			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
+			r := res.Run
+			Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)
+			Expect(r.CatalogueEntry()).To(Equal(e.Name))
+			Expect(r.Hops).To(HaveLen(len(strings.Split(o.Plan, ","))-1), "every hop of the plan ran")
+			judged := 0
+			for _, s := range r.Steps {
+				if strings.Contains(s.Name, "catalogue "+string(e.Kind)+" "+e.Name) {
+					judged++
+					Expect(s.Verdict).NotTo(Equal(reports.Fail), s.Error)
+				}
+			}
+			Expect(judged).To(Equal(len(r.Hops)), "each hop judged against the catalogue's expectation")
+			if !o.KeepClusterOnFailure {
+				Expect(before.Added(footprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
+			}
+		})
+	}
+})

@@ -12,10 +12,12 @@
 //	skewtest clean [RUNDIR...]   remove what killed local runs left behind
 //	skewtest settings            list the environment variables
 //	skewtest signoff DIR         the sign-off page of the runs under DIR
+//	skewtest vm image|up|exec|down  a Debian 12 guest (systemd, cgroup v2) under qemu
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,13 +37,18 @@ func main() {
 	ctx, stop := skewrun.SignalContext(context.Background())
 	err := run(ctx, os.Args[1:])
 	stop()
+	var guest *exitStatus
+	if errors.As(err, &guest) {
+		// skewtest vm exec: the guest command's own exit code.
+		os.Exit(guest.code)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "skewtest:", err)
 	}
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR]"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | settings | signoff DIR [-baseline DIR] [-out DIR] | vm image|up|exec|down"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -104,6 +111,8 @@ func run(ctx context.Context, args []string) error {
 		return infrastructure(clean(ctx, logger, args[1:]))
 	case "signoff":
 		return signoffCmd(os.Stdout, args[1:])
+	case "vm":
+		return vmCmd(ctx, logger, args[1:])
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")

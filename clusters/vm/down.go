@@ -1,0 +1,132 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Load returns the instance name of stateDir (DefaultStateDir() when
+// empty), as Up recorded it, for another process to use or take down.
+func Load(stateDir, name string, log *slog.Logger) (*Instance, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir()
+	}
+	if name == "" {
+		name = DefaultName
+	}
+	dir := filepath.Join(stateDir, name)
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("vm: no instance %q in %s (skewtest vm up -name %s starts one): %w", name, stateDir, name, err)
+		}
+		return nil, err
+	}
+	var inst Instance
+	if err := json.Unmarshal(b, &inst); err != nil {
+		return nil, fmt.Errorf("vm: %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	if inst.Dir != dir {
+		return nil, fmt.Errorf("vm: %s records directory %s", filepath.Join(dir, stateFile), inst.Dir)
+	}
+	inst.log = log
+	return &inst, nil
+}
+
+// Running reports whether the instance's qemu is still running.
+func (i *Instance) Running() bool {
+	if i.exited != nil {
+		select {
+		case <-i.exited:
+			return false
+		default:
+			return true
+		}
+	}
+	return i.ownsPID()
+}
+
+// save writes the instance's state file, through a temporary name.
+func (i *Instance) save() error {
+	b, err := json.MarshalIndent(i, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(i.Dir, stateFile)
+	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(p+".tmp", p)
+}
+
+// ownsPID reports whether PID is still this instance's qemu: its command
+// line names the instance's overlay. A PID reused by another process after
+// qemu died (or a reboot) is never killed.
+func (i *Instance) ownsPID() bool {
+	if i.PID <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(i.PID) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(b), i.Overlay) && i.Overlay != ""
+}
+
+// Down ends the guest and removes everything Up made on the host: qemu's
+// process group gets SIGTERM, then SIGKILL after downGrace; the instance's
+// directory (overlay, keys, state) is removed. The cached image and the
+// serial log (when outside the directory) stay. It is safe to call on a
+// half-made or already-stopped instance.
+func (i *Instance) Down(ctx context.Context) error {
+	i.mu.Lock()
+	if i.node != nil {
+		i.node.Close()
+		i.node = nil
+	}
+	i.mu.Unlock()
+	var errs []error
+	if i.ownsPID() {
+		if err := i.kill(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if i.Dir != "" {
+		if err := os.RemoveAll(i.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("vm: remove %s: %w", i.Dir, err))
+		}
+	}
+	if len(errs) == 0 {
+		i.logger().Info("vm: instance down, its files removed", "name", i.Name, "dir", i.Dir)
+	}
+	return errors.Join(errs...)
+}
+
+// kill signals qemu's process group and waits until qemu is gone.
+func (i *Instance) kill(ctx context.Context) error {
+	gone := func() bool { return !i.Running() }
+	_ = syscall.Kill(-i.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(downGrace)
+	for !gone() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if gone() {
+		return nil
+	}
+	_ = syscall.Kill(-i.PID, syscall.SIGKILL)
+	for end := time.Now().Add(downGrace); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if gone() {
+			return nil
+		}
+	}
+	return fmt.Errorf("vm: qemu (pid %d) of instance %s did not exit after SIGKILL", i.PID, i.Name)
+}

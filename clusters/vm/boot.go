@@ -45,7 +45,12 @@ type Config struct {
 	// BootTimeout bounds the boot until SSH answers; 0 means
 	// BootTimeoutKVM or BootTimeoutTCG.
 	BootTimeout time.Duration
-	Logger      *slog.Logger
+	// Detach lets qemu outlive the calling process (skewtest vm up). By
+	// default qemu gets SIGKILL when the process that started it dies, so
+	// a killed test leaves no guest running, only a stale state directory
+	// that the next Up of the name, or skewtest clean, removes.
+	Detach bool
+	Logger *slog.Logger
 }
 
 // ConfigError is a Config Up refused before making anything: a bad
@@ -85,8 +90,8 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,30}$`)
 // Up boots an instance and returns once SSH answers with the host key it
 // was given. On any failure everything it made is removed again (qemu
 // killed, the instance's directory deleted) and the error quotes the end of
-// the serial console. qemu runs in its own process group and outlives the
-// calling process until Down: skewtest vm up returns while the guest runs.
+// the serial console. qemu runs in its own process group; with
+// Config.Detach it outlives the calling process until Down.
 func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -95,6 +100,9 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	log := cfg.Logger
 	dir := filepath.Join(cfg.StateDir, cfg.Name)
 	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := removeStale(cfg.StateDir, cfg.Name, log); err != nil {
 		return nil, err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -166,6 +174,9 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	cmd := osexec.Command("qemu-system-x86_64", args...)
 	cmd.Stdout, cmd.Stderr = qlog, qlog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if !cfg.Detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	start := time.Now()
 	log.Info("vm: starting qemu", "name", cfg.Name, "accel", accel, "memoryMiB", cfg.MemoryMiB, "cpus", cfg.CPUs,
 		"ssh", inst.SSHAddress, "serial", cfg.SerialLog, "timeout", timeout)

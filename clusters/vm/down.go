@@ -130,3 +130,59 @@ func (i *Instance) kill(ctx context.Context) error {
 	}
 	return fmt.Errorf("vm: qemu (pid %d) of instance %s did not exit after SIGKILL", i.PID, i.Name)
 }
+
+// removeStale removes instance name's directory if its qemu is gone (the
+// process that started it was killed): what Down would have removed.
+func removeStale(stateDir, name string, log *slog.Logger) error {
+	dir := filepath.Join(stateDir, name)
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	inst, err := Load(stateDir, name, log)
+	if err != nil {
+		// No readable state: Up died before writing it, so no qemu ran.
+		log.Info("vm: removing an instance directory without state", "dir", dir)
+		return os.RemoveAll(dir)
+	}
+	if inst.Running() {
+		return nil
+	}
+	log.Info("vm: removing a stale instance (its qemu is gone)", "name", name, "dir", dir)
+	return inst.Down(context.Background())
+}
+
+// CleanStale removes every instance under stateDir (DefaultStateDir() when
+// empty) whose qemu is no longer running, and returns their names.
+// Running guests are left alone: they may be another user's (skewtest vm
+// down ends them).
+func CleanStale(stateDir string, log *slog.Logger) ([]string, error) {
+	if stateDir == "" {
+		stateDir = DefaultStateDir()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	entries, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if inst, err := Load(stateDir, e.Name(), log); err == nil && inst.Running() {
+			continue
+		}
+		if err := removeStale(stateDir, e.Name(), log); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
+}

@@ -250,3 +250,46 @@ func TestDownKillsProcessGroupAndRemovesDir(t *testing.T) {
 		t.Error("Load finds an instance after Down")
 	}
 }
+
+// TestCleanStale: an instance whose qemu is gone (the harness was killed)
+// is removed; a running one is left alone.
+func TestCleanStale(t *testing.T) {
+	state := t.TempDir()
+	live := filepath.Join(state, "live")
+	stale := filepath.Join(state, "stale")
+	for _, d := range []string{live, stale} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay := filepath.Join(live, overlayFile)
+	cmd := osexec.Command("sh", "-c", "sleep 600", overlay)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	if err := (&Instance{Name: "live", Dir: live, PID: cmd.Process.Pid, Overlay: overlay}).save(); err != nil {
+		t.Fatal(err)
+	}
+	// A PID that is certainly not a qemu naming this overlay: our own.
+	if err := (&Instance{Name: "stale", Dir: stale, PID: os.Getpid(), Overlay: filepath.Join(stale, overlayFile)}).save(); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := CleanStale(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []string{"stale"}) {
+		t.Errorf("removed %v, want [stale]", removed)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale instance still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("running instance removed: %v", err)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Errorf("running instance's process killed: %v", err)
+	}
+}

@@ -10,12 +10,23 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/clusters/vm"
 )
 
 // clean removes what local runs left behind when the harness itself was
 // killed (SIGKILL, a lost machine): every run directory under the run
-// root, or the ones given.
+// root, or the ones given; and the state of VM guests whose qemu is gone
+// (running guests are left to skewtest vm down).
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
+	if len(dirs) == 0 {
+		removed, err := vm.CleanStale("", logger)
+		if err != nil {
+			return err
+		}
+		if len(removed) > 0 {
+			fmt.Printf("removed %d stale VM instances: %v\n", len(removed), removed)
+		}
+	}
 	if len(dirs) == 0 {
 		entries, err := os.ReadDir(local.DefaultRunRoot)
 		if errors.Is(err, os.ErrNotExist) {

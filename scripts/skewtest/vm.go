@@ -46,7 +46,7 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		if err != nil {
 			return err
 		}
-		inst, err := f.up(ctx, logger)
+		inst, err := f.up(ctx, logger, true)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		}
 		if err != nil {
 			// Not up: an ephemeral guest for this one command.
-			if inst, err = f.up(ctx, logger); err != nil {
+			if inst, err = f.up(ctx, logger, false); err != nil {
 				return err
 			}
 			defer func() {
@@ -155,7 +155,7 @@ func parseVMFlags(verb string, args []string) (*vmFlags, error) {
 // up builds (or finds) the image and boots an instance: the skewtest cache
 // is always shared read-only, so the guest finds the host's binaries at the
 // same path.
-func (f *vmFlags) up(ctx context.Context, logger *slog.Logger) (*vm.Instance, error) {
+func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm.Instance, error) {
 	cache := binaries.DefaultCacheDir()
 	img, err := vm.BuildImage(ctx, vm.ImageConfig{CacheDir: cache, Logger: logger})
 	if err != nil {
@@ -182,6 +182,9 @@ func (f *vmFlags) up(ctx context.Context, logger *slog.Logger) (*vm.Instance, er
 	inst, err := vm.Up(ctx, vm.Config{
 		Name: f.name, Image: img, Shares: shares, Env: env, SerialLog: serial,
 		MemoryMiB: f.memory, CPUs: f.cpus, Accel: vm.Accel(f.accel), Logger: logger,
+		// vm up returns with the guest running; vm exec's own guest is
+		// ended with this process.
+		Detach: detach,
 	})
 	if err != nil {
 		var invalid *vm.ConfigError

@@ -162,13 +162,13 @@ func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm
 		return nil, infrastructure(err)
 	}
 	shares := []vm.Share{{HostPath: cache, ReadOnly: true}}
-	var env []string
+	env := []string{"SKEWTEST_CACHE=" + cache}
 	if f.goTools {
 		gs, genv, err := vm.GoToolchain(ctx)
 		if err != nil {
 			return nil, infrastructure(err)
 		}
-		shares, env = append(shares, gs...), genv
+		shares, env = append(shares, gs...), append(env, genv...)
 	}
 	shares = append(shares, f.shares...)
 	serial := f.serialLog

@@ -28,12 +28,13 @@ NIGHTLY_COMMAND ?= matrix
 SIGNOFF_DIR ?= $(ARTIFACTS)
 ACTIONLINT_VERSION = v1.7.12
 
-.PHONY: test test-images test-skew test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
+.PHONY: test test-images test-skew test-hosts test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
 	@echo "make test-images the tests that build the kind node image for real (root; 10-15 min cold)"
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
+	@echo "make test-hosts  the local provider in a Debian 12 qemu guest: cgroup v2, systemd as PID 1 (root; tens of minutes under TCG)"
 	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; then the matrix tour on the default nodes and on one"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
@@ -62,6 +63,16 @@ test-skew: deps
 	go test -count=1 -v -timeout 85m ./suites/reconstruction -ginkgo.v -ginkgo.label-filter='!matrix' \
 		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_reconstruction.xml" $(GINKGO_ARGS)
 	@echo "Reports: $(ARTIFACTS)/latest/report.md (and one directory per run in $(ARTIFACTS))"
+
+# The local provider's default plan inside a Debian 12 guest under qemu
+# (cgroup v2 unified, systemd as PID 1); the guest's reports and serial
+# console go to $(ARTIFACTS)/hosts. Under TCG (no usable KVM) it takes tens
+# of minutes, so the nightly jobs run it and .ci/run does not (README).
+test-hosts: deps
+	@mkdir -p "$(ARTIFACTS)"
+	go test -count=1 -v -timeout 150m ./suites/hosts -ginkgo.v -ginkgo.label-filter=hosts \
+		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_hosts.xml" $(GINKGO_ARGS)
+	@echo "Reports: $(ARTIFACTS)/hosts (the guest's runs, serial.log)"
 
 test-matrix: deps
 	@mkdir -p "$(ARTIFACTS)"

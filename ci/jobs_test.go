@@ -502,6 +502,13 @@ func TestPeriodics(t *testing.T) {
 				t.Errorf("%s: %v", f, err)
 			}
 		}
+		// make test-hosts does not fit CI's budget under TCG: a nightly job
+		// must run it (README, "make test-hosts").
+		if !slices.ContainsFunc(cfg.Periodics, func(p periodic) bool {
+			return p.Spec != nil && slices.Contains(p.Spec.Containers[0].Args, "test-hosts")
+		}) {
+			t.Errorf("%s: no periodic runs make test-hosts", f)
+		}
 		for _, provider := range []string{"local", "kind"} {
 			if !slices.ContainsFunc(cfg.Periodics, func(p periodic) bool {
 				return p.Spec != nil && slices.Contains(p.Spec.Containers[0].Args, "PROVIDER="+provider)
@@ -542,6 +549,13 @@ func TestWorkflows(t *testing.T) {
 		if s.Run != "" {
 			runs = append(runs, s.Run)
 		}
+	}
+	var hostRuns []string
+	for _, s := range nightly.Jobs["hosts"].Steps {
+		hostRuns = append(hostRuns, s.Run)
+	}
+	if !slices.ContainsFunc(hostRuns, func(r string) bool { return strings.HasSuffix(r, " make test-hosts") }) {
+		t.Errorf("nightly.yaml: job hosts runs %q, want make test-hosts", hostRuns)
 	}
 	if !slices.ContainsFunc(runs, func(r string) bool { return strings.HasSuffix(r, " make nightly") }) ||
 		!slices.ContainsFunc(runs, func(r string) bool { return strings.HasSuffix(r, " make nightly-signoff") }) {

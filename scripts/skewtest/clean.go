@@ -12,11 +12,13 @@ import (
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/clusters/vm"
 )
 
 // clean removes what local runs left behind when the harness itself was
 // killed (SIGKILL, a lost machine): every run directory under the run
-// root, or the ones given.
+// root, or the ones given; and the state of VM guests whose qemu is gone
+// (running guests are left to skewtest vm down).
 //
 // It refuses, at once, while a run holds the host: that run's directory is
 // live, and cleaning it would kill the run.
@@ -26,6 +28,15 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 		return fmt.Errorf("%w: not cleaning: %w", skewrun.ErrInvalid, err)
 	}
 	defer lock.Release()
+	if len(dirs) == 0 {
+		removed, err := vm.CleanStale("", logger)
+		if err != nil {
+			return err
+		}
+		if len(removed) > 0 {
+			fmt.Printf("removed %d stale VM instances: %v\n", len(removed), removed)
+		}
+	}
 	if len(dirs) == 0 {
 		entries, err := os.ReadDir(local.DefaultRunRoot)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -17,10 +17,12 @@
 //	skewtest signoff DIR         the sign-off page of the runs under DIR
 //	skewtest scenarios           the reconstruction catalogue: every shape and
 //	                             fault, expected outcome per kubelet version
+//	skewtest vm image|up|exec|down  a Debian 12 guest (systemd, cgroup v2) under qemu
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,13 +43,18 @@ func main() {
 	ctx, stop := skewrun.SignalContext(context.Background())
 	err := run(ctx, os.Args[1:])
 	stop()
+	var guest *exitStatus
+	if errors.As(err, &guest) {
+		// skewtest vm exec: the guest command's own exit code.
+		os.Exit(guest.code)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "skewtest:", err)
 	}
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -114,6 +121,8 @@ func run(ctx context.Context, args []string) error {
 		return signoffCmd(os.Stdout, args[1:])
 	case "scenarios":
 		return catalogue.Write(os.Stdout, catalogue.All())
+	case "vm":
+		return vmCmd(ctx, logger, args[1:])
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")

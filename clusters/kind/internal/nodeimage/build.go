@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 )
 
 // kubeComponents are built from the k8s.io/kubernetes module: the first
@@ -113,7 +114,7 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 		return Image{}, err
 	}
 	defer func() {
-		unmountUnder(work)
+		debian.UnmountUnder(work)
 		os.RemoveAll(work)
 	}()
 	rootfs := filepath.Join(work, "rootfs")
@@ -123,7 +124,7 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 		name string
 		fn   func() error
 	}{
-		{"unpack base rootfs", func() error { return untar(ctx, base, rootfs) }},
+		{"unpack base rootfs", func() error { return debian.Untar(ctx, base, rootfs) }},
 		{"kind base files and Dockerfile steps", func() error {
 			return installKindBase(filepath.Join(kindSrc, "images", "base", "files"), rootfs)
 		}},
@@ -148,7 +149,7 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			return writeRootfsTar(ctx, rootfs, filepath.Join(out, rootfsTar))
+			return debian.WriteRootfsTar(ctx, rootfs, filepath.Join(out, rootfsTar))
 		}},
 	}
 	for _, s := range steps {

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,7 @@ func TestBuild(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := untar(ctx, img.RootfsTar, dir, "./usr/bin/kubelet", "./usr/local/bin/containerd", "./usr/local/bin/ctr",
+	if err := debian.Untar(ctx, img.RootfsTar, dir, "./usr/bin/kubelet", "./usr/local/bin/containerd", "./usr/local/bin/ctr",
 		"./kind", "./etc/containerd", "./var/lib/containerd"); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"strings"
 	"syscall"
 	"time"
@@ -114,7 +115,7 @@ func startStoreContainerd(ctx context.Context, bins map[string]binaries.Binary, 
 			c.done <- werr
 			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
 			c.Stop()
-			return nil, fmt.Errorf("throwaway containerd exited: %v\n%s", werr, lastLines(string(log), 20))
+			return nil, fmt.Errorf("throwaway containerd exited: %v\n%s", werr, debian.LastLines(string(log), 20))
 		case <-ctx.Done():
 			c.Stop()
 			return nil, ctx.Err()
@@ -123,7 +124,7 @@ func startStoreContainerd(ctx context.Context, bins map[string]binaries.Binary, 
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
 			c.Stop()
-			return nil, fmt.Errorf("throwaway containerd did not listen on %s within 30 s\n%s", c.socket, lastLines(string(log), 20))
+			return nil, fmt.Errorf("throwaway containerd did not listen on %s within 30 s\n%s", c.socket, debian.LastLines(string(log), 20))
 		}
 	}
 	return c, nil
@@ -169,7 +170,7 @@ func (c *storeContainerd) Stop() error {
 		c.done <- werr
 		err = errors.New("throwaway containerd did not stop on SIGTERM; killed")
 	}
-	unmountUnder(c.dir)
+	debian.UnmountUnder(c.dir)
 	os.RemoveAll(c.dir)
 	c.cmd = nil
 	return err

@@ -35,10 +35,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 )
 
 // recipe is bumped whenever the contents Build produces change, so that a
@@ -133,7 +133,7 @@ func Build(ctx context.Context, cfg Config) (Image, error) {
 		return Image{}, err
 	}
 	final := filepath.Join(kindDir, "node-"+kv)
-	unlock, err := lockFile(ctx, final+".lock")
+	unlock, err := debian.LockFile(ctx, final+".lock")
 	if err != nil {
 		return Image{}, err
 	}
@@ -144,7 +144,7 @@ func Build(ctx context.Context, cfg Config) (Image, error) {
 	}
 	// Under the lock, leftovers of a build of this version that was killed
 	// are nobody's: remove them.
-	removeStale(filepath.Join(kindDir, ".build-node-"+kv+"-*"))
+	debian.RemoveStale(filepath.Join(kindDir, ".build-node-"+kv+"-*"))
 	start := time.Now()
 	logger.Info("building kind node image (cold: 10-15 min on 2 cores, mostly Go builds)", "version", kv)
 	b := &builder{
@@ -187,44 +187,6 @@ func readCached(dir string, v *version.Version) (Image, error) {
 		return Image{}, fmt.Errorf("cached %s has size %d, recorded %d", img.RootfsTar, st.Size(), img.Size)
 	}
 	return img, nil
-}
-
-// lockFile takes an exclusive flock on path, so that two builds of the same
-// image do not race; it gives up when ctx ends.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another build holding %s: %w", path, ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// removeStale removes the temporary directories matching pattern, after
-// unmounting anything left mounted below them.
-func removeStale(pattern string) {
-	matches, _ := filepath.Glob(pattern)
-	for _, m := range matches {
-		unmountUnder(m)
-		os.RemoveAll(m)
-	}
 }
 
 func humanBytes(n int64) string {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"strings"
 	"time"
 
@@ -167,7 +168,7 @@ func goRun(ctx context.Context, log *slog.Logger, dir, what string, args ...stri
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := binaries.RunWithProgress(log, cmd, what); err != nil {
-		return fmt.Errorf("%s: %w\n%s", what, err, lastLines(string(out), 20))
+		return fmt.Errorf("%s: %w\n%s", what, err, debian.LastLines(string(out), 20))
 	}
 	return nil
 }

@@ -1,0 +1,75 @@
+// Package vm boots a Debian 12 guest under qemu, with systemd as PID 1 and
+// the unified cgroup v2 hierarchy, and runs commands in it over SSH: a host
+// of the shape most of skewtest's users have, on machines that are not.
+//
+// The verbs, one file each:
+//
+//   - BuildImage (image.go): the guest's disk, kernel and initrd from
+//     Debian packages only (debootstrap, linux-image-amd64), cached under
+//     <cache>/vm/<key>/ and keyed by a hash of everything that goes in.
+//   - Up (boot.go): a copy-on-write overlay on the cached disk, fresh SSH
+//     host and client keys, qemu with KVM where it works and TCG where it
+//     does not, 9p shares mounted at the host's paths, waiting for SSH.
+//   - Instance.Command (exec.go): a command in the guest, over SSH with
+//     the host key checked (the existing provider's SSH code).
+//   - Instance.Down (down.go): qemu's process group killed, the overlay and
+//     keys removed: nothing of the instance stays on the host.
+//
+// An instance's state is written to <StateDir>/<name>/state.json before
+// qemu starts, so that another process (skewtest vm exec, vm down) can use
+// or remove it.
+package vm
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Timeouts, sized for TCG: the machines this runs on have no usable KVM,
+// and TCG runs CPU-heavy guest code 10-45 times slower than the host.
+const (
+	// BootTimeoutTCG bounds qemu's start until SSH answers, under TCG.
+	BootTimeoutTCG = 15 * time.Minute
+	// BootTimeoutKVM is the same with KVM.
+	BootTimeoutKVM = 3 * time.Minute
+	// kvmProbeTimeout bounds the probe boot that decides whether KVM works:
+	// on nested hosts a KVM guest can hang before printing anything.
+	kvmProbeTimeout = 30 * time.Second
+	// sshRetryInterval is how often Up tries SSH while the guest boots.
+	sshRetryInterval = 3 * time.Second
+	// progressInterval is how often a long wait says it is still waiting.
+	progressInterval = 30 * time.Second
+	// downGrace is how long qemu gets to exit after SIGTERM before SIGKILL.
+	downGrace = 10 * time.Second
+)
+
+// Guest defaults.
+const (
+	DefaultMemoryMiB = 6144
+	DefaultCPUs      = 2
+	// DefaultName names the instance when none is given.
+	DefaultName = "default"
+	// GuestUser is the user SSH logs in as.
+	GuestUser = "root"
+	// Hostname is the guest's hostname.
+	Hostname = "skewtest-vm"
+)
+
+// Accel is the qemu accelerator.
+type Accel string
+
+const (
+	// AccelAuto uses KVM when /dev/kvm exists and a probe boot prints the
+	// kernel's banner, and TCG otherwise.
+	AccelAuto Accel = "auto"
+	AccelKVM  Accel = "kvm"
+	AccelTCG  Accel = "tcg"
+)
+
+// DefaultStateDir is where instances keep their overlay, keys and state:
+// on disk (the overlay grows with what the guest writes), not in the cache,
+// which guests see.
+func DefaultStateDir() string {
+	return filepath.Join(os.TempDir(), "skewtest-vm")
+}

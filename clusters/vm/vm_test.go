@@ -1,0 +1,295 @@
+package vm
+
+import (
+	"context"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+func TestQemuArgs(t *testing.T) {
+	p := qemuParams{
+		name: "t1", accel: AccelTCG, memoryMiB: 6144, cpus: 2,
+		kernel: "/c/vmlinuz", initrd: "/c/initrd.img", overlay: "/s/t1/overlay.qcow2",
+		serialLog: "/a/serial.log", bootDir: "/s/t1/boot", pidFile: "/s/t1/qemu.pid", sshPort: 40022,
+		shares: []Share{{HostPath: "/root/.cache/skewtest", ReadOnly: true}, {HostPath: "/out"}},
+	}
+	args := qemuArgs(p)
+	line := strings.Join(args, " ")
+	for _, want := range []string{
+		"-accel tcg,thread=multi -cpu max",
+		"-smp 2 -m 6144",
+		"-serial file:/a/serial.log",
+		"-kernel /c/vmlinuz -initrd /c/initrd.img",
+		"-drive file=/s/t1/overlay.qcow2,if=virtio,format=qcow2,cache=unsafe",
+		"-netdev user,id=net0,hostfwd=tcp:127.0.0.1:40022-:22",
+		"-virtfs local,path=/s/t1/boot,mount_tag=skewtest-boot,security_model=none,id=boot,readonly=on",
+		"-virtfs local,path=/root/.cache/skewtest,mount_tag=share0,security_model=none,id=fs0,readonly=on",
+		"-virtfs local,path=/out,mount_tag=share1,security_model=none,id=fs1 ",
+		"-no-reboot",
+	} {
+		if !strings.Contains(line+" ", want) {
+			t.Errorf("qemu args lack %q:\n%s", want, line)
+		}
+	}
+	// -append takes the whole kernel command line as one argument.
+	i := slices.Index(args, "-append")
+	if i < 0 || args[i+1] != KernelCmdline() {
+		t.Errorf("-append is not followed by the kernel command line: %q", args)
+	}
+	// The cached disk never appears: only the overlay is written.
+	if strings.Contains(line, "disk.raw") {
+		t.Errorf("qemu is given the cached disk: %s", line)
+	}
+	p.accel = AccelKVM
+	if kvm := strings.Join(qemuArgs(p), " "); !strings.Contains(kvm, "-accel kvm -cpu host") || strings.Contains(kvm, "tcg") {
+		t.Errorf("kvm args: %s", kvm)
+	}
+}
+
+func TestKernelCmdline(t *testing.T) {
+	f := strings.Fields(KernelCmdline())
+	for _, want := range []string{"root=/dev/vda", "console=ttyS0,115200", "systemd.unified_cgroup_hierarchy=1", "panic=-1"} {
+		if !slices.Contains(f, want) {
+			t.Errorf("kernel command line %q lacks %s", KernelCmdline(), want)
+		}
+	}
+	// The guest must not fall back to the hybrid hierarchy.
+	if slices.Contains(f, "systemd.legacy_systemd_cgroup_controller") || slices.Contains(f, "systemd.unified_cgroup_hierarchy=0") {
+		t.Errorf("kernel command line asks for cgroup v1: %s", KernelCmdline())
+	}
+}
+
+func TestOverlayArgs(t *testing.T) {
+	got := strings.Join(overlayArgs("/c/disk.raw", "/s/o.qcow2"), " ")
+	if got != "create -q -f qcow2 -b /c/disk.raw -F raw /s/o.qcow2" {
+		t.Errorf("qemu-img args: %s", got)
+	}
+}
+
+func TestImageKey(t *testing.T) {
+	k := ImageKey()
+	if k != ImageKey() || !strings.HasPrefix(k, "bookworm-") || len(k) != len("bookworm-")+12 {
+		t.Fatalf("key %q is not stable bookworm-<12 hex>", k)
+	}
+	// Every input changes it: a guest file, a package, a unit.
+	saved := guestFiles[0].content
+	guestFiles[0].content += "# changed\n"
+	if ImageKey() == k {
+		t.Error("a changed guest file kept the key")
+	}
+	guestFiles[0].content = saved
+	pkgs := guestSpec.Packages
+	guestSpec.Packages = append(slices.Clip(pkgs), "less")
+	if ImageKey() == k {
+		t.Error("an added package kept the key")
+	}
+	guestSpec.Packages = pkgs
+	masked := maskedUnits
+	maskedUnits = append(slices.Clip(masked), "x.timer")
+	if ImageKey() == k {
+		t.Error("a masked unit kept the key")
+	}
+	maskedUnits = masked
+	if ImageKey() != k {
+		t.Error("restoring the inputs did not restore the key")
+	}
+	for _, p := range []string{"systemd", "systemd-sysv", "openssh-server", "linux-image-amd64", "etcd-server", "runc", "containernetworking-plugins", "iptables", "conntrack"} {
+		if !slices.Contains(guestSpec.Packages, p) {
+			t.Errorf("guest packages lack %s", p)
+		}
+	}
+}
+
+func TestWriteKeys(t *testing.T) {
+	dir := t.TempDir()
+	shares := []Share{{HostPath: "/c", ReadOnly: true}, {HostPath: "/o", GuestPath: "/mnt/o"}}
+	if err := writeKeys(dir, "127.0.0.1:40022", shares); err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		t.Fatalf("client key: %v", err)
+	}
+	auth, err := os.ReadFile(filepath.Join(dir, bootDir, bootAuthorizedKeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	authPub, _, _, _, err := ssh.ParseAuthorizedKey(auth)
+	if err != nil || string(authPub.Marshal()) != string(signer.PublicKey().Marshal()) {
+		t.Errorf("authorized_keys does not hold the client key: %v", err)
+	}
+	hostKey, err := os.ReadFile(filepath.Join(dir, bootDir, bootHostKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := ssh.ParsePrivateKey(hostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := knownhosts.New(filepath.Join(dir, knownHostsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := &fakeAddr{"127.0.0.1:40022"}
+	if err := cb("127.0.0.1:40022", addr, host.PublicKey()); err != nil {
+		t.Errorf("known_hosts refuses the guest's host key: %v", err)
+	}
+	if err := cb("127.0.0.1:40022", addr, signer.PublicKey()); err == nil {
+		t.Error("known_hosts accepts another key")
+	}
+	for _, f := range []string{keyFile, filepath.Join(bootDir, bootHostKey)} {
+		if fi, _ := os.Stat(filepath.Join(dir, f)); fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v", f, fi.Mode().Perm())
+		}
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, bootDir, bootShares))
+	if string(got) != "share0 /c ro\nshare1 /mnt/o rw\n" {
+		t.Errorf("shares file:\n%s", got)
+	}
+}
+
+type fakeAddr struct{ s string }
+
+func (a *fakeAddr) Network() string { return "tcp" }
+func (a *fakeAddr) String() string  { return a.s }
+
+func TestConfigValidation(t *testing.T) {
+	dir := t.TempDir()
+	img := Image{Disk: filepath.Join(dir, "disk"), Kernel: filepath.Join(dir, "k"), Initrd: filepath.Join(dir, "i")}
+	for _, f := range []string{img.Disk, img.Kernel, img.Initrd} {
+		os.WriteFile(f, nil, 0o644)
+	}
+	for name, c := range map[string]Config{
+		"bad name":        {Name: "Bad_Name", Image: img},
+		"relative share":  {Image: img, Shares: []Share{{HostPath: "rel"}}},
+		"missing share":   {Image: img, Shares: []Share{{HostPath: filepath.Join(dir, "nope")}}},
+		"same guest path": {Image: img, Shares: []Share{{HostPath: dir}, {HostPath: "/tmp", GuestPath: dir}}},
+		"no image":        {},
+		"bad accelerator": {Image: img, Accel: "xen"},
+		"image file gone": {Image: Image{Disk: "/nonexistent", Kernel: img.Kernel, Initrd: img.Initrd}},
+	} {
+		c.StateDir = filepath.Join(dir, "state")
+		_, err := Up(context.Background(), c)
+		if _, ok := err.(*ConfigError); !ok {
+			t.Errorf("%s: got %v, want a ConfigError", name, err)
+		}
+		if _, err := os.Stat(c.StateDir); err == nil {
+			if des, _ := os.ReadDir(c.StateDir); len(des) > 0 {
+				t.Errorf("%s: Up left %v in the state dir", name, des)
+			}
+		}
+	}
+}
+
+// TestDownKillsProcessGroupAndRemovesDir runs a process group standing in
+// for qemu (its command line names the overlay, as qemu's does) and checks
+// that Down, from another Instance loaded from the state file as skewtest
+// vm down does, kills the whole group and removes the directory; and that a
+// process whose command line does not name the overlay is never killed.
+func TestDownKillsProcessGroupAndRemovesDir(t *testing.T) {
+	state := t.TempDir()
+	dir := filepath.Join(state, "t")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(dir, overlayFile)
+	// sh (the group leader) and its child sleep ignore nothing: SIGTERM
+	// ends both.
+	cmd := osexec.Command("sh", "-c", "sleep 600 & wait", overlay)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	inst := &Instance{Name: "t", Dir: dir, PID: cmd.Process.Pid, Overlay: overlay}
+	if err := inst.save(); err != nil {
+		t.Fatal(err)
+	}
+	// A stranger with the same PID would not name the overlay.
+	stranger := &Instance{Name: "t", Dir: t.TempDir(), PID: cmd.Process.Pid, Overlay: "/elsewhere/overlay.qcow2"}
+	if stranger.ownsPID() {
+		t.Fatal("a process not naming the overlay is taken as the instance's qemu")
+	}
+	loaded, err := Load(state, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loaded.Running() {
+		t.Fatal("Running is false for a live process")
+	}
+	if err := loaded.Down(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the group leader still runs after Down")
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, 0); err == nil {
+		t.Error("a process of the group still runs after Down")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Down left %s: %v", dir, err)
+	}
+	if _, err := Load(state, "t", nil); err == nil {
+		t.Error("Load finds an instance after Down")
+	}
+}
+
+// TestCleanStale: an instance whose qemu is gone (the harness was killed)
+// is removed; a running one is left alone.
+func TestCleanStale(t *testing.T) {
+	state := t.TempDir()
+	live := filepath.Join(state, "live")
+	stale := filepath.Join(state, "stale")
+	for _, d := range []string{live, stale} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay := filepath.Join(live, overlayFile)
+	cmd := osexec.Command("sh", "-c", "sleep 600", overlay)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	if err := (&Instance{Name: "live", Dir: live, PID: cmd.Process.Pid, Overlay: overlay}).save(); err != nil {
+		t.Fatal(err)
+	}
+	// A PID that is certainly not a qemu naming this overlay: our own.
+	if err := (&Instance{Name: "stale", Dir: stale, PID: os.Getpid(), Overlay: filepath.Join(stale, overlayFile)}).save(); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := CleanStale(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []string{"stale"}) {
+		t.Errorf("removed %v, want [stale]", removed)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale instance still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("running instance removed: %v", err)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Errorf("running instance's process killed: %v", err)
+	}
+}

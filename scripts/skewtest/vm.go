@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/vm"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+const vmUsage = `usage: skewtest vm image
+       skewtest vm up   [-name N] [-share DIR[:ro]]... [-go] [-memory MiB] [-cpus N] [-accel auto|kvm|tcg] [-serial-log FILE]
+       skewtest vm exec [-name N] [up flags] -- CMD [ARG...]   (boots, runs, removes the guest when N is not up)
+       skewtest vm down [-name N]`
+
+// exitStatus is a guest command's exit code, which skewtest vm exec exits
+// with.
+type exitStatus struct{ code int }
+
+func (e *exitStatus) Error() string { return fmt.Sprintf("guest command exited %d", e.code) }
+
+// vmCmd runs `skewtest vm VERB`.
+func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
+	if len(args) < 1 {
+		return fmt.Errorf("%w: %s", skewrun.ErrInvalid, vmUsage)
+	}
+	switch args[0] {
+	case "image":
+		img, err := vm.BuildImage(ctx, vm.ImageConfig{CacheDir: binaries.DefaultCacheDir(), Logger: logger})
+		if err != nil {
+			return infrastructure(err)
+		}
+		fmt.Printf("%s\t%s\t%s\n", img.Key, img.KernelVersion, img.Dir)
+		return nil
+	case "up":
+		f, err := parseVMFlags(args[0], args[1:])
+		if err != nil {
+			return err
+		}
+		inst, err := f.up(ctx, logger, true)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("guest %s is up (%s, boot %.0fs): skewtest vm exec -name %s -- CMD; skewtest vm down -name %s\n",
+			inst.Name, inst.Accel, inst.BootSeconds, inst.Name, inst.Name)
+		fmt.Printf("ssh -i %s -o UserKnownHostsFile=%s -p %s %s@127.0.0.1\n", inst.KeyFile, inst.KnownHostsFile,
+			inst.SSHAddress[strings.LastIndex(inst.SSHAddress, ":")+1:], inst.User)
+		return nil
+	case "exec":
+		f, err := parseVMFlags(args[0], args[1:])
+		if err != nil {
+			return err
+		}
+		if len(f.argv) == 0 {
+			return fmt.Errorf("%w: vm exec needs a command after --\n%s", skewrun.ErrInvalid, vmUsage)
+		}
+		inst, err := vm.Load("", f.name, logger)
+		if err == nil && !inst.Running() {
+			return infrastructure(fmt.Errorf("vm: instance %s is recorded but its qemu is gone: skewtest vm down -name %s", f.name, f.name))
+		}
+		if err != nil {
+			// Not up: an ephemeral guest for this one command.
+			if inst, err = f.up(ctx, logger, false); err != nil {
+				return err
+			}
+			defer func() {
+				if err := inst.Down(context.WithoutCancel(ctx)); err != nil {
+					logger.Error("vm down", "err", err)
+				}
+			}()
+		} else if f.changed {
+			return fmt.Errorf("%w: instance %s is already up: shares and machine flags are fixed at vm up (run without them, or vm down first)", skewrun.ErrInvalid, f.name)
+		}
+		err = inst.Command(ctx, f.argv[0], f.argv[1:]...).SetStdin(os.Stdin).SetStdout(os.Stdout).SetStderr(os.Stderr).Run()
+		if code := exec.ExitCode(err); code > 0 {
+			return &exitStatus{code}
+		}
+		return infrastructure(err)
+	case "down":
+		f, err := parseVMFlags(args[0], args[1:])
+		if err != nil {
+			return err
+		}
+		inst, err := vm.Load("", f.name, logger)
+		if err != nil {
+			return infrastructure(err)
+		}
+		return infrastructure(inst.Down(ctx))
+	}
+	return fmt.Errorf("%w: unknown vm command %q\n%s", skewrun.ErrInvalid, args[0], vmUsage)
+}
+
+type vmFlags struct {
+	name      string
+	shares    []vm.Share
+	goTools   bool
+	memory    int
+	cpus      int
+	accel     string
+	serialLog string
+	argv      []string
+	// changed: a flag other than -name was given.
+	changed bool
+}
+
+func parseVMFlags(verb string, args []string) (*vmFlags, error) {
+	f := &vmFlags{}
+	fs := flag.NewFlagSet("vm "+verb, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.name, "name", vm.DefaultName, "instance name")
+	if verb != "down" {
+		fs.Func("share", "host directory mounted at the same path in the guest, DIR or DIR:ro (repeatable)", func(v string) error {
+			s := vm.Share{HostPath: v}
+			if p, ok := strings.CutSuffix(v, ":ro"); ok {
+				s = vm.Share{HostPath: p, ReadOnly: true}
+			}
+			abs, err := filepath.Abs(s.HostPath)
+			if err != nil {
+				return err
+			}
+			s.HostPath = abs
+			f.shares = append(f.shares, s)
+			return nil
+		})
+		fs.BoolVar(&f.goTools, "go", false, "share the host's Go toolchain and caches, and put go on the guest's PATH")
+		fs.IntVar(&f.memory, "memory", vm.DefaultMemoryMiB, "guest memory in MiB")
+		fs.IntVar(&f.cpus, "cpus", vm.DefaultCPUs, "guest CPUs")
+		fs.StringVar(&f.accel, "accel", string(vm.AccelAuto), "auto, kvm or tcg")
+		fs.StringVar(&f.serialLog, "serial-log", "", "the guest's serial console; default $ARTIFACTS/vm/NAME/serial.log")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, vmUsage)
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name != "name" {
+			f.changed = true
+		}
+	})
+	f.argv = fs.Args()
+	if verb != "exec" && len(f.argv) > 0 {
+		return nil, fmt.Errorf("%w: vm %s takes no arguments, got %q\n%s", skewrun.ErrInvalid, verb, f.argv, vmUsage)
+	}
+	return f, nil
+}
+
+// up builds (or finds) the image and boots an instance: the skewtest cache
+// is always shared read-only, so the guest finds the host's binaries at the
+// same path.
+func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm.Instance, error) {
+	cache := binaries.DefaultCacheDir()
+	img, err := vm.BuildImage(ctx, vm.ImageConfig{CacheDir: cache, Logger: logger})
+	if err != nil {
+		return nil, infrastructure(err)
+	}
+	shares := []vm.Share{{HostPath: cache, ReadOnly: true}}
+	env := []string{"SKEWTEST_CACHE=" + cache}
+	if f.goTools {
+		gs, genv, err := vm.GoToolchain(ctx)
+		if err != nil {
+			return nil, infrastructure(err)
+		}
+		shares, env = append(shares, gs...), append(env, genv...)
+	}
+	shares = append(shares, f.shares...)
+	serial := f.serialLog
+	if serial == "" {
+		artifacts := os.Getenv("ARTIFACTS")
+		if artifacts == "" {
+			artifacts = "_artifacts"
+		}
+		serial = filepath.Join(artifacts, "vm", f.name, "serial.log")
+	}
+	inst, err := vm.Up(ctx, vm.Config{
+		Name: f.name, Image: img, Shares: shares, Env: env, SerialLog: serial,
+		MemoryMiB: f.memory, CPUs: f.cpus, Accel: vm.Accel(f.accel), Logger: logger,
+		// vm up returns with the guest running; vm exec's own guest is
+		// ended with this process.
+		Detach: detach,
+	})
+	if err != nil {
+		var invalid *vm.ConfigError
+		if errors.As(err, &invalid) {
+			return nil, fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+		}
+		return nil, infrastructure(err)
+	}
+	return inst, nil
+}

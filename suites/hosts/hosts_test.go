@@ -1,0 +1,214 @@
+package hosts
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/vm"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// Budgets, sized for TCG (no usable KVM), where the guest runs CPU-heavy
+// code 10-45 times slower than the host.
+const (
+	imageBudget  = 20 * time.Minute // debootstrap with the kernel, on a cold cache
+	bootBudget   = vm.BootTimeoutTCG + time.Minute
+	runBudget    = 100 * time.Minute // the sign-off plan inside the guest
+	hostsSubdir  = "hosts"
+	instanceName = "hosts"
+)
+
+var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ordered, Label("hosts"), func() {
+	var (
+		inst      *vm.Instance
+		logger    *slog.Logger
+		out       string // $ARTIFACTS/hosts, shared read-write
+		bin       string // skewtest, built on the host
+		src       string // the module's source tree, shared read-only
+		cache     string
+		stateDir  string
+		qemuProcs func() []string
+		before    []string
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		if os.Geteuid() != 0 {
+			msg := "make test-hosts needs root (debootstrap for the guest image, qemu's 9p shares keep file owners): run it as root"
+			if os.Getenv("CI") != "" {
+				Fail(msg + " (CI must not skip it)")
+			}
+			Skip("SKIPPED, NOT PASSED: " + msg)
+		}
+		logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
+		cache = binaries.DefaultCacheDir()
+		artifacts := os.Getenv("ARTIFACTS")
+		if artifacts == "" {
+			artifacts = filepath.Join(moduleRoot(), "_artifacts")
+		}
+		out = filepath.Join(artifacts, hostsSubdir)
+		Expect(os.MkdirAll(out, 0o755)).To(Succeed())
+		src = moduleRoot()
+		// The default state dir, so that skewtest clean finds the instance
+		// of a killed run.
+		stateDir = vm.DefaultStateDir()
+		qemuProcs = func() []string { return processesNaming("skewtest-vm-" + instanceName) }
+		before = qemuProcs()
+
+		By("resolving the plan's binaries on the host (the guest's cache share is read-only)")
+		resolveOnHost(ctx, logger, cache)
+
+		By("building skewtest for the guest (CGO_ENABLED=0)")
+		binDir := GinkgoT().TempDir()
+		bin = filepath.Join(binDir, "skewtest")
+		build := osexec.CommandContext(ctx, "go", "build", "-o", bin, "./scripts/skewtest")
+		build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
+		o, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "go build ./scripts/skewtest: %s", o)
+
+		By("building (or finding) the guest image")
+		ictx, cancel := context.WithTimeout(ctx, imageBudget)
+		defer cancel()
+		img, err := vm.BuildImage(ictx, vm.ImageConfig{CacheDir: cache, Logger: logger})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("booting the guest")
+		goShares, goEnv, err := vm.GoToolchain(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		shares := append([]vm.Share{
+			{HostPath: cache, ReadOnly: true},
+			{HostPath: src, ReadOnly: true},
+			{HostPath: binDir, ReadOnly: true},
+			{HostPath: out},
+		}, goShares...)
+		bctx, cancel := context.WithTimeout(ctx, bootBudget)
+		defer cancel()
+		start := time.Now()
+		inst, err = vm.Up(bctx, vm.Config{
+			Name: instanceName, Image: img, StateDir: stateDir, Shares: shares,
+			Env:       append(goEnv, "SKEWTEST_CACHE="+cache),
+			SerialLog: filepath.Join(out, "serial.log"), Logger: logger,
+		})
+		Expect(err).NotTo(HaveOccurred())
+		AddReportEntry("guest boot", fmt.Sprintf("%s until SSH answered (%s)", time.Since(start).Round(time.Second), inst.Accel))
+	}, NodeTimeout(imageBudget+bootBudget+30*time.Minute))
+
+	AfterAll(func(ctx SpecContext) {
+		if inst == nil {
+			return
+		}
+		Expect(inst.Down(ctx)).To(Succeed())
+		By("checking that nothing of the guest is left on the host")
+		Expect(qemuProcs()).To(Equal(before), "qemu processes of the instance after Down")
+		_, err := os.Stat(filepath.Join(stateDir, instanceName))
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the instance's state (overlay, keys) after Down: %v", err)
+	}, NodeTimeout(2*time.Minute))
+
+	It("runs systemd as PID 1", func(ctx SpecContext) {
+		Expect(guest(ctx, inst, "cat", "/proc/1/comm")).To(Equal("systemd"))
+		state, _ := guestOutput(ctx, inst, "systemctl", "is-system-running", "--wait")
+		AddReportEntry("systemctl is-system-running", state)
+		Expect(state).To(BeElementOf("running", "degraded"), "systemd did not finish booting")
+	}, NodeTimeout(5*time.Minute))
+
+	It("has the unified cgroup v2 hierarchy and no v1 controllers", func(ctx SpecContext) {
+		Expect(guest(ctx, inst, "stat", "-fc", "%T", "/sys/fs/cgroup")).To(Equal("cgroup2fs"))
+		mounts := guest(ctx, inst, "findmnt", "-rn", "-t", "cgroup", "-o", "TARGET")
+		Expect(mounts).To(BeEmpty(), "cgroup v1 hierarchies are mounted")
+		Expect(guest(ctx, inst, "cat", "/sys/fs/cgroup/cgroup.controllers")).To(ContainSubstring("memory"))
+	}, NodeTimeout(5*time.Minute))
+
+	It("passes the default sign-off plan on the local provider inside the guest", func(ctx SpecContext) {
+		start := time.Now()
+		w := GinkgoWriter
+		cmd := inst.Command(ctx, "sh", "-c", "cd "+exec.ShellQuote(src)+" && exec "+exec.ShellQuote(bin)+" run").
+			SetEnv("ARTIFACTS="+out, "PROVIDER=local", "PLAN="+skewrun.DefaultPlan).
+			SetStdout(w).SetStderr(w)
+		err := cmd.Run()
+		took := time.Since(start).Round(time.Second)
+		AddReportEntry("sign-off plan in the guest", fmt.Sprintf("%s, exit %d", took, exec.ExitCode(err)))
+		fmt.Fprintf(GinkgoWriter, "skewtest run in the guest took %s (exit %d); reports in %s\n", took, exec.ExitCode(err), out)
+		Expect(err).NotTo(HaveOccurred(), "skewtest run in the guest (reports and logs: %s, serial console: %s)", out, inst.SerialLog)
+		By("finding the guest's report on the host")
+		reports, _ := filepath.Glob(filepath.Join(out, "*", "report.md"))
+		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", out)
+	}, NodeTimeout(runBudget))
+})
+
+// guest runs argv in the guest and returns its trimmed stdout; it must
+// succeed.
+func guest(ctx context.Context, inst *vm.Instance, argv ...string) string {
+	GinkgoHelper()
+	out, err := guestOutput(ctx, inst, argv...)
+	Expect(err).NotTo(HaveOccurred(), "%s in the guest", strings.Join(argv, " "))
+	return out
+}
+
+func guestOutput(ctx context.Context, inst *vm.Instance, argv ...string) (string, error) {
+	res, err := exec.Output(ctx, inst, argv...)
+	return strings.TrimSpace(res.Stdout), err
+}
+
+type teeWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	t.a.Write(p)
+	return t.b.Write(p)
+}
+
+// resolveOnHost builds or finds every binary the default plan needs on the
+// local provider, so that the guest only reads the cache.
+func resolveOnHost(ctx context.Context, logger *slog.Logger, cache string) {
+	GinkgoHelper()
+	mb := &binaries.ModuleBuilder{CacheDir: cache, Logger: logger}
+	seen := map[string]bool{}
+	plan := strings.Split(skewrun.DefaultPlan, ",")
+	for i, v := range plan {
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
+		components := []string{"kubelet"}
+		if i == 0 {
+			// The API server runs the plan's newest version, its first.
+			components = append(components, "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+		}
+		_, err := mb.Build(ctx, version.MustParseSemantic(v), components...)
+		Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := mb.BuildTool(ctx, binaries.Containerd)
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// processesNaming lists the host's processes whose command line contains s.
+func processesNaming(s string) []string {
+	var out []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err == nil && strings.Contains(string(b), s) {
+			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// moduleRoot is the skewtest source tree this test runs from.
+func moduleRoot() string {
+	wd, err := os.Getwd()
+	Expect(err).NotTo(HaveOccurred())
+	return filepath.Dir(filepath.Dir(wd))
+}

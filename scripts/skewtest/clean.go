@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/local"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
 	"sigs.k8s.io/skewtest/clusters/vm"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // clean removes what local runs left behind when the harness itself was

@@ -41,6 +41,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
@@ -602,25 +603,13 @@ func cgroupRoots(parent string) []string {
 	if parent == "" || parent == "/" {
 		return nil
 	}
-	mounts, err := mountinfo.ParseFile("/proc/self/mountinfo")
+	hs, err := cgroups.Hierarchies("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
-	seen := map[string]bool{}
-	var roots []string
-	for _, m := range mounts {
-		if m.FSType != "cgroup" && m.FSType != "cgroup2" {
-			continue
-		}
-		// Only mounts of the hierarchy's root: /sys/fs/cgroup/<ctrl>.
-		if m.Root != "/" {
-			continue
-		}
-		p := filepath.Join(m.MountPoint, parent)
-		if !seen[p] {
-			seen[p] = true
-			roots = append(roots, p)
-		}
+	roots := make([]string, 0, len(hs))
+	for _, h := range hs {
+		roots = append(roots, filepath.Join(h.MountPoint, parent))
 	}
 	return roots
 }

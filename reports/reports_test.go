@@ -31,6 +31,7 @@ var fixtures = []struct {
 	// produce.
 	{"real_local_volume", realRunFunc("local-volume.run.json"), PassWithExpectedDeviations},
 	{"real_catalogue_reboot", realRunFunc("catalogue-reboot.run.json"), Pass},
+	{"real_catalogue_vol_data_deleted", realRunFunc("catalogue-vol-data-deleted.run.json"), PassWithExpectedDeviations},
 }
 
 var renderers = []struct {

@@ -1,10 +1,18 @@
 package reconstruction
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 // The catalogue says an entry runs exactly when the scenario implements it
@@ -31,5 +39,64 @@ func TestFaultsMatchTheCatalogue(t *testing.T) {
 	}
 	if _, err := LookupFault("nope"); err == nil || !strings.Contains(err.Error(), "no catalogue fault") {
 		t.Errorf("LookupFault(nope) = %v", err)
+	}
+}
+
+type fakeCluster struct{}
+
+func (fakeCluster) RESTConfig() (*rest.Config, error) {
+	return &rest.Config{Host: "https://127.0.0.1:1"}, nil
+}
+func (fakeCluster) ProvisionVolumes(context.Context, storage.Request) (storage.Volumes, error) {
+	return storage.Volumes{}, nil
+}
+func (fakeCluster) Workload() storage.Workload { return storage.Workload{} }
+
+type fakeNode struct{ exec.Local }
+
+func (fakeNode) String() string                                     { return "node-1" }
+func (fakeNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
+func (fakeNode) StopKubelet(context.Context) error                  { return nil }
+func (fakeNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
+func (fakeNode) StartKubelet(context.Context) error                 { return nil }
+
+// A fault changes each hop's steps: a fault that keeps the pods records
+// and compares them instead of deleting and waiting for cleanup; a
+// planted fault plants after the delete and before the start; every hop
+// ends with the catalogue's judgement.
+func TestFaultSteps(t *testing.T) {
+	p, err := plan.Parse("v1.37.2,v1.36.3,v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(f *Fault) []string {
+		s, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 3), Fault: f}, fakeCluster{}, fakeNode{}, &reports.Run{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, st := range s.Steps() {
+			if st.Hop == 1 {
+				out = append(out, strings.SplitN(st.Name, ": ", 2)[1])
+			}
+		}
+		return out
+	}
+	faults := Faults()
+	keep, reboot := faults["restart-no-delete"], faults["reboot"]
+	for _, tc := range []struct {
+		fault *Fault
+		want  []string
+	}{
+		{nil, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "force-delete the pods while the kubelet is down", "start kubelet v1.36.3",
+			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "re-created pods Running on the same volumes with their data", "kubelet metrics"}},
+		{&keep, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "record the running pods' containers and mounts (nothing is deleted)", "start kubelet v1.36.3",
+			"wait for the node Ready at kubelet v1.36.3", "the same pods Running, their containers and mounts untouched", "kubelet metrics", "catalogue fault restart-no-delete on kubelet v1.36.3"}},
+		{&reboot, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "force-delete the pods while the kubelet is down", "plant fault reboot", "start kubelet v1.36.3",
+			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "re-created pods Running on the same volumes with their data", "kubelet metrics", "catalogue fault reboot on kubelet v1.36.3"}},
+	} {
+		if got := names(tc.fault); strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("hop 1 steps:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
 	}
 }

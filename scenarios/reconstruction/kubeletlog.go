@@ -56,7 +56,7 @@ func (s *Scenario) leftoverHeadline(ctx context.Context, left []nodestate.Leftov
 		if log != "" && !quoted[l.UID] {
 			quoted[l.UID] = true
 			if line := lastKubeletError(log, l.UID); line != "" {
-				p += fmt.Sprintf("; the kubelet said: %q", line)
+				p += "; the kubelet logged: " + line
 			}
 		}
 		parts = append(parts, p)

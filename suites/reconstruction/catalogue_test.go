@@ -33,7 +33,11 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 		It(name, Label(e.Label()), func(ctx SpecContext) {
 			switch {
 			case e.Status != catalogue.Runs:
-				Skip(fmt.Sprintf("catalogue %s %s: %s (%s); not run, not passed", e.Kind, e.Name, e.Status, e.Waits))
+				why := string(e.Status)
+				if e.Waits != "" {
+					why += ": " + e.Waits
+				}
+				Skip(fmt.Sprintf("catalogue %s %s: %s; not run, not passed", e.Kind, e.Name, why))
 			case !e.RunsOn(provider):
 				Skip(fmt.Sprintf("catalogue %s %s runs on %s, not PROVIDER=%s", e.Kind, e.Name, strings.Join(e.Providers, ", "), provider))
 			}

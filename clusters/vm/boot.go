@@ -158,6 +158,10 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.SerialLog), 0o755); err != nil {
 		return nil, err
 	}
+	// A previous boot's console would be read as this boot's stages.
+	if err := os.Remove(cfg.SerialLog); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	args := qemuArgs(qemuParams{
 		name: cfg.Name, accel: accel, memoryMiB: cfg.MemoryMiB, cpus: cfg.CPUs,
 		kernel: cfg.Image.Kernel, initrd: cfg.Image.Initrd, overlay: inst.Overlay,

@@ -427,7 +427,7 @@ func (i *Instance) waitSSH(ctx context.Context, start time.Time, timeout time.Du
 			return fmt.Errorf("vm: qemu exited during boot after %s\n%s", time.Since(start).Round(time.Second), i.diagnostics())
 		default:
 		}
-		actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+		actx, acancel := context.WithTimeout(ctx, sshTimeout)
 		err := i.Command(actx, "true").Run()
 		acancel()
 		if err == nil {

@@ -158,6 +158,10 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.SerialLog), 0o755); err != nil {
 		return nil, err
 	}
+	// A previous boot's console would be read as this boot's stages.
+	if err := os.Remove(cfg.SerialLog); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	args := qemuArgs(qemuParams{
 		name: cfg.Name, accel: accel, memoryMiB: cfg.MemoryMiB, cpus: cfg.CPUs,
 		kernel: cfg.Image.Kernel, initrd: cfg.Image.Initrd, overlay: inst.Overlay,
@@ -423,7 +427,7 @@ func (i *Instance) waitSSH(ctx context.Context, start time.Time, timeout time.Du
 			return fmt.Errorf("vm: qemu exited during boot after %s\n%s", time.Since(start).Round(time.Second), i.diagnostics())
 		default:
 		}
-		actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+		actx, acancel := context.WithTimeout(ctx, sshTimeout)
 		err := i.Command(actx, "true").Run()
 		acancel()
 		if err == nil {

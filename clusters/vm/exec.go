@@ -67,7 +67,7 @@ func (i *Instance) Node() (*existing.Node, error) {
 		return i.node, nil
 	}
 	n, err := existing.SSHNode(Hostname, i.SSHAddress, existing.SSHConfig{
-		User: i.User, KeyFile: i.KeyFile, KnownHostsFile: i.KnownHostsFile,
+		User: i.User, KeyFile: i.KeyFile, KnownHostsFile: i.KnownHostsFile, Timeout: sshTimeout,
 	}, i.logger())
 	if err != nil {
 		return nil, err

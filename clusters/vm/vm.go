@@ -36,6 +36,9 @@ const (
 	// kvmProbeTimeout bounds the probe boot that decides whether KVM works:
 	// on nested hosts a KVM guest can hang before printing anything.
 	kvmProbeTimeout = 30 * time.Second
+	// sshTimeout bounds dialling and the SSH handshake: a TCG guest busy
+	// with a cluster can take tens of seconds to answer (10 s timed out).
+	sshTimeout = time.Minute
 	// sshRetryInterval is how often Up tries SSH while the guest boots.
 	sshRetryInterval = 3 * time.Second
 	// progressInterval is how often a long wait says it is still waiting.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"sigs.k8s.io/skewtest/clusters/loopdev"
 )
 
 // Footprint is everything on this host that local runs make, counted so
@@ -35,6 +37,10 @@ type Footprint struct {
 	// default root and certificate directory: a kubelet run without
 	// --root-dir or --cert-dir writes there, outside any run directory.
 	HostKubeletFiles []string
+	// LoopDevices are loop devices backed by files under the run root
+	// (the CSI driver's EBS mode, the kubelet's block volumes),
+	// "/dev/loopN backing-file".
+	LoopDevices []string
 }
 
 // hostKubeletRoot is the kubelet's default --root-dir.
@@ -44,7 +50,7 @@ const hostKubeletRoot = "/var/lib/kubelet"
 var daemons = map[string]bool{
 	"etcd": true, "kube-apiserver": true, "kube-controller": true, "kube-scheduler": true,
 	"kubelet": true, "containerd": true, "containerd-shim": true, "podbin": true,
-	"dockerd": true, "docker-proxy": true, "skewtest-csi-dr": true,
+	"dockerd": true, "docker-proxy": true, "skewtest-csi-dr": true, "csi-attacher": true,
 }
 
 // TakeFootprint reads the footprint of local runs under runRoot
@@ -115,7 +121,12 @@ func TakeFootprint(ctx context.Context, runRoot string) Footprint {
 		}
 		return nil
 	})
-	for _, l := range [][]string{f.Processes, f.Mounts, f.RunDirs, f.Cgroups, f.Chains, f.Links, f.LogLinks, f.CNIEntries, f.HostKubeletFiles} {
+	if loops, err := loopdev.BackedUnder(runRoot); err == nil {
+		for _, d := range loops {
+			f.LoopDevices = append(f.LoopDevices, d.Path+" "+d.BackingFile)
+		}
+	}
+	for _, l := range [][]string{f.Processes, f.Mounts, f.RunDirs, f.Cgroups, f.Chains, f.Links, f.LogLinks, f.CNIEntries, f.HostKubeletFiles, f.LoopDevices} {
 		sort.Strings(l)
 	}
 	return f
@@ -155,6 +166,7 @@ func (f Footprint) Added(after Footprint) []string {
 	diff("log link", f.LogLinks, after.LogLinks, id)
 	diff("cni entry", f.CNIEntries, after.CNIEntries, id)
 	diff("host kubelet file", f.HostKubeletFiles, after.HostKubeletFiles, id)
+	diff("loop device", f.LoopDevices, after.LoopDevices, id)
 	return out
 }
 
@@ -183,7 +195,7 @@ func freshTablesDropped(before, after []string) []string {
 
 // Count is the number of items, for progress output.
 func (f Footprint) Count() int {
-	return len(f.Processes) + len(f.Mounts) + len(f.RunDirs) + len(f.Cgroups) + len(f.Chains) + len(f.Links) + len(f.LogLinks) + len(f.CNIEntries) + len(f.HostKubeletFiles)
+	return len(f.Processes) + len(f.Mounts) + len(f.RunDirs) + len(f.Cgroups) + len(f.Chains) + len(f.Links) + len(f.LogLinks) + len(f.CNIEntries) + len(f.HostKubeletFiles) + len(f.LoopDevices)
 }
 
 // builtinPolicies lists the policies of the built-in chains, such as

@@ -33,6 +33,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -61,14 +62,19 @@ type Config struct {
 	// order (NodeNames(len(Kubelets))): for a single node, the plan's
 	// first; for a matrix tour, each trail's first.
 	Kubelets []binaries.Binary
-	Logger   *slog.Logger
+	// CSIMode is the CSI driver's mode: "tmpfs" (the default when empty)
+	// or "ebs" (loop devices, ext4 or raw block, attached through
+	// VolumeAttachments by the external-attacher).
+	CSIMode string
+	Logger  *slog.Logger
 }
 
 // Provider is a local cluster.
 type Provider struct {
-	cfg    Config
-	dir    string
-	logger *slog.Logger
+	cfg     Config
+	dir     string
+	logger  *slog.Logger
+	csiMode csidriver.Mode
 
 	// kubeletStartMu serialises kubelet starts when there are several
 	// nodes (see deviceManagerSocket).
@@ -80,6 +86,7 @@ type Provider struct {
 	nodeIP    net.IP
 	ports     ports
 	binaries  []binaries.Binary
+	csiBin    string // the CSI driver's command, built by Up
 	restCfg   *rest.Config
 	clientset kubernetes.Interface
 }
@@ -109,6 +116,10 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("local provider: the initial kubelet binary is required for node %d (%s)", i+1, NodeNames(i + 1)[i])
 		}
 	}
+	mode, err := csidriver.ParseMode(cfg.CSIMode)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: CSI_MODE: %w", err)
+	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
 	}
@@ -116,7 +127,7 @@ func New(cfg Config) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger}, nil
+	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger, csiMode: mode}, nil
 }
 
 // Name implements clusters.Provider.

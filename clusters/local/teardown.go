@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+	"sigs.k8s.io/skewtest/clusters/loopdev"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -49,22 +50,20 @@ func (p *Provider) Down(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// stop stops what the node runs: its kubelet, its CSI plugin, its pods and
+// stop stops what the node runs: its kubelet, its CSI driver, its pods and
 // its containerd, in that order. Mounts and files stay for Clean.
 func (n *Node) stop(ctx context.Context) error {
 	var errs []error
 	if err := n.StopKubelet(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := n.StopCSIDriver(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	n.mu.Lock()
-	// The driver stays, stopped (Stop is repeatable), so its call record
-	// can still be read after Down.
-	driver, containerd := n.driver, n.containerd
+	containerd := n.containerd
 	n.containerd = nil
 	n.mu.Unlock()
-	if driver != nil {
-		driver.Stop()
-	}
 	killCgroup(n.st.CgroupRoot)
 	if containerd != nil {
 		if err := containerd.Stop(20 * time.Second); err != nil {
@@ -74,9 +73,13 @@ func (n *Node) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// loopDetachTimeout bounds the wait for a run's loop devices to detach.
+const loopDetachTimeout = 10 * time.Second
+
 // Clean removes everything a local run left under and outside runDir, for
-// every node: processes (from pid files and the nodes' cgroups),
-// containerd shims, mounts, cgroups, the kubelets' iptables chains, the
+// every node: processes (from pid files and the nodes' cgroups, including
+// the CSI driver's and the external-attacher), containerd shims, mounts,
+// loop devices backed by files under runDir, cgroups, the kubelets' iptables chains, the
 // CNI bridges, the kubelets' /var/log/containers links and CNI cache
 // entries, then runDir itself. It is what Down does after stopping its own
 // processes, and what `skewtest clean` runs for a harness that was killed.
@@ -109,6 +112,12 @@ func Clean(ctx context.Context, runDir string) error {
 		killMatching(layoutOf(runDir, i).containerdSocket())
 	}
 	if err := mountinfo.UnmountUnder(runDir); err != nil {
+		errs = append(errs, err)
+	}
+	// The CSI driver's EBS mode attaches loop devices over files in the
+	// run directory, and the kubelet attaches its own over block volumes'
+	// files under its root: detach them, now that nothing is mounted.
+	if err := loopdev.DetachUnder(ctx, runDir, loopDetachTimeout); err != nil {
 		errs = append(errs, err)
 	}
 	for _, ns := range st.Nodes {

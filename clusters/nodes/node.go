@@ -36,3 +36,19 @@ type Node interface {
 type WithNotes interface {
 	Notes() []string
 }
+
+// WithCSIDriver is a node whose CSI driver's node service the harness runs
+// as a process of its own and can control: for scenarios where the driver
+// registers after the kubelet starts, or stalls in a call.
+type WithCSIDriver interface {
+	// StopCSIDriver stops the node's CSI driver process; its sockets go,
+	// so the kubelet deregisters it. Mounts stay.
+	StopCSIDriver(ctx context.Context) error
+	// StartCSIDriver starts it again and returns once it listens; the
+	// kubelet registers it through the plugin registration socket.
+	StartCSIDriver(ctx context.Context) error
+	// CSIStallDir is the driver's stall directory on the node: while a
+	// file named after a CSI method (e.g. NodePublishVolume) exists there,
+	// calls of that method wait.
+	CSIStallDir() string
+}

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -234,3 +236,46 @@ func checkEBSPrograms() error {
 
 // csiAttacherBinary is the external-attacher's command name.
 const csiAttacherBinary = "csi-attacher"
+
+// recordVolumeAttachments appends every change of a VolumeAttachment
+// (ModeEBS) to logs/volumeattachments.log until ctx ends, as evidence of
+// attach and detach: "time event name pv=... node=... attached=... device=...".
+func (p *Provider) recordVolumeAttachments(ctx context.Context) error {
+	cs, err := p.client()
+	if err != nil {
+		return err
+	}
+	w, err := cs.StorageV1().VolumeAttachments().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("local provider: watch VolumeAttachments: %w", err)
+	}
+	f, err := os.OpenFile(p.path("logs", "volumeattachments.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		w.Stop()
+		return err
+	}
+	go func() {
+		defer f.Close()
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			va, ok := ev.Object.(*storagev1.VolumeAttachment)
+			if !ok {
+				continue
+			}
+			pv := ""
+			if va.Spec.Source.PersistentVolumeName != nil {
+				pv = *va.Spec.Source.PersistentVolumeName
+			}
+			errMsg := ""
+			if e := va.Status.AttachError; e != nil {
+				errMsg = " attachError=" + strconv.Quote(e.Message)
+			}
+			if e := va.Status.DetachError; e != nil {
+				errMsg += " detachError=" + strconv.Quote(e.Message)
+			}
+			fmt.Fprintf(f, "%s %s %s pv=%s node=%s attached=%t device=%s deleting=%t%s\n", time.Now().Format(time.RFC3339Nano), ev.Type, va.Name, pv,
+				va.Spec.NodeName, va.Status.Attached, va.Status.AttachmentMetadata[csidriver.PublishContextDevicePath], va.DeletionTimestamp != nil, errMsg)
+		}
+	}()
+	return nil
+}

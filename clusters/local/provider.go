@@ -80,15 +80,17 @@ type Provider struct {
 	// nodes (see deviceManagerSocket).
 	kubeletStartMu sync.Mutex
 
-	mu        sync.Mutex
-	procs     []*process.Process // control plane, in start order
-	nodes     []*Node
-	nodeIP    net.IP
-	ports     ports
-	binaries  []binaries.Binary
-	csiBin    string // the CSI driver's command, built by Up
-	restCfg   *rest.Config
-	clientset kubernetes.Interface
+	mu       sync.Mutex
+	procs    []*process.Process // control plane, in start order
+	nodes    []*Node
+	nodeIP   net.IP
+	ports    ports
+	binaries []binaries.Binary
+	csiBin   string // the CSI driver's command, built by Up
+	// stopRecording ends the VolumeAttachment record (ModeEBS).
+	stopRecording context.CancelFunc
+	restCfg       *rest.Config
+	clientset     kubernetes.Interface
 }
 
 // New validates cfg; nothing is created until Up.

@@ -29,6 +29,9 @@ func (p *Provider) Down(ctx context.Context) error {
 	p.mu.Lock()
 	nodes, procs := p.nodes, p.procs
 	p.procs = nil
+	if p.stopRecording != nil {
+		p.stopRecording()
+	}
 	p.mu.Unlock()
 	// The kubelets first, so none restarts a container; the plugins; the
 	// pods, so containerd has nothing to wait for; the containerds; then

@@ -174,6 +174,16 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := p.createCSIDriverObject(ctx); err != nil {
 		return err
 	}
+	if p.csiMode == csidriver.ModeEBS {
+		// Evidence for the report, until Down.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		p.mu.Lock()
+		p.stopRecording = cancel
+		p.mu.Unlock()
+		if err := p.recordVolumeAttachments(wctx); err != nil {
+			return err
+		}
+	}
 	p.logger.Info("local cluster up", "nodes", strings.Join(names, ","), "took", time.Since(start).Round(100*time.Millisecond), "kubeconfig", p.KubeconfigPath())
 	return nil
 }

@@ -48,7 +48,10 @@ func TestCleanDetachesLoopDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = loopdev.Detach(context.Background(), theirs); _ = loopdev.Detach(context.Background(), ours) })
+	t.Cleanup(func() {
+		_ = loopdev.Detach(context.Background(), theirs)
+		_ = loopdev.Detach(context.Background(), ours)
+	})
 	target := filepath.Join(runDir, "kubelet", "plugins", "kubernetes.io", "csi", "volumeDevices", "publish", "pv", "uid")
 	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 		t.Fatal(err)

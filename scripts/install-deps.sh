@@ -8,7 +8,7 @@
 # not installed here.
 set -euo pipefail
 
-packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux findutils procps docker.io debootstrap chromium shellcheck)
+packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount e2fsprogs findutils procps docker.io debootstrap chromium shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

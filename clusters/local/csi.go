@@ -240,42 +240,105 @@ const csiAttacherBinary = "csi-attacher"
 // recordVolumeAttachments appends every change of a VolumeAttachment
 // (ModeEBS) to logs/volumeattachments.log until ctx ends, as evidence of
 // attach and detach: "time event name pv=... node=... attached=... device=...".
+// A watch that ends (the API server closes watches now and then) is made
+// again from a fresh list; errors go into the file too.
 func (p *Provider) recordVolumeAttachments(ctx context.Context) error {
 	cs, err := p.client()
 	if err != nil {
 		return err
 	}
-	w, err := cs.StorageV1().VolumeAttachments().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("local provider: watch VolumeAttachments: %w", err)
-	}
 	f, err := os.OpenFile(p.path("logs", "volumeattachments.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		w.Stop()
 		return err
+	}
+	line := func(event string, va *storagev1.VolumeAttachment) {
+		pv := ""
+		if va.Spec.Source.PersistentVolumeName != nil {
+			pv = *va.Spec.Source.PersistentVolumeName
+		}
+		errMsg := ""
+		if e := va.Status.AttachError; e != nil {
+			errMsg = " attachError=" + strconv.Quote(e.Message)
+		}
+		if e := va.Status.DetachError; e != nil {
+			errMsg += " detachError=" + strconv.Quote(e.Message)
+		}
+		fmt.Fprintf(f, "%s %s %s pv=%s node=%s attached=%t device=%s deleting=%t%s\n", time.Now().Format(time.RFC3339Nano), event, va.Name, pv,
+			va.Spec.NodeName, va.Status.Attached, va.Status.AttachmentMetadata[csidriver.PublishContextDevicePath], va.DeletionTimestamp != nil, errMsg)
 	}
 	go func() {
 		defer f.Close()
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			va, ok := ev.Object.(*storagev1.VolumeAttachment)
-			if !ok {
+		for ctx.Err() == nil {
+			list, err := cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				fmt.Fprintf(f, "%s list failed: %v\n", time.Now().Format(time.RFC3339Nano), err)
+				sleepCtx(ctx, time.Second)
 				continue
 			}
-			pv := ""
-			if va.Spec.Source.PersistentVolumeName != nil {
-				pv = *va.Spec.Source.PersistentVolumeName
+			for i := range list.Items {
+				line("LISTED", &list.Items[i])
 			}
-			errMsg := ""
-			if e := va.Status.AttachError; e != nil {
-				errMsg = " attachError=" + strconv.Quote(e.Message)
+			w, err := cs.StorageV1().VolumeAttachments().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			if err != nil {
+				fmt.Fprintf(f, "%s watch failed: %v\n", time.Now().Format(time.RFC3339Nano), err)
+				sleepCtx(ctx, time.Second)
+				continue
 			}
-			if e := va.Status.DetachError; e != nil {
-				errMsg += " detachError=" + strconv.Quote(e.Message)
+			for ev := range w.ResultChan() {
+				if va, ok := ev.Object.(*storagev1.VolumeAttachment); ok {
+					line(string(ev.Type), va)
+				} else {
+					fmt.Fprintf(f, "%s watch event %s: %v\n", time.Now().Format(time.RFC3339Nano), ev.Type, ev.Object)
+				}
 			}
-			fmt.Fprintf(f, "%s %s %s pv=%s node=%s attached=%t device=%s deleting=%t%s\n", time.Now().Format(time.RFC3339Nano), ev.Type, va.Name, pv,
-				va.Spec.NodeName, va.Status.Attached, va.Status.AttachmentMetadata[csidriver.PublishContextDevicePath], va.DeletionTimestamp != nil, errMsg)
+			w.Stop()
 		}
 	}()
 	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// detachWait bounds how long Down waits for the attach/detach controller
+// and the external-attacher to detach volumes no pod uses any more.
+const detachWait = 30 * time.Second
+
+// awaitDetach waits, in ModeEBS, until no VolumeAttachment is left, so that
+// a run whose workload is gone ends with its volumes detached through the
+// API (ControllerUnpublishVolume), as a real node would, rather than by
+// teardown. With pods left (a failed run) or the API server unreachable it
+// does not wait: teardown detaches what is left.
+func (p *Provider) awaitDetach(ctx context.Context) {
+	cs, err := p.client()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, detachWait)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) > 0 {
+		return
+	}
+	start := time.Now()
+	for {
+		vas, err := cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		if len(vas.Items) == 0 {
+			p.logger.Info("every volume detached", "waited", time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			p.logger.Warn("volumes still attached after the workload went; teardown detaches them", "volumeattachments", len(vas.Items), "waited", detachWait)
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }

@@ -195,8 +195,14 @@ func (p *Provider) Binaries() []binaries.Binary {
 }
 
 // DumpClusterLogs implements clusters.Provider: copies every component log
-// (one file per kubelet run) into dir.
-func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
+// (one file per kubelet run) into dir. In the CSI driver's EBS mode it
+// first waits (bounded) for the volumes no pod uses to be detached, so the
+// logs show their detach.
+func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
+	if p.csiMode == csidriver.ModeEBS {
+		// So that the logs show the workload's volumes detached.
+		p.awaitDetach(ctx)
+	}
 	src := p.path("logs")
 	entries, err := os.ReadDir(src)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
@@ -26,6 +27,9 @@ import (
 func (p *Provider) Down(ctx context.Context) error {
 	start := time.Now()
 	var errs []error
+	if p.csiMode == csidriver.ModeEBS {
+		p.awaitDetach(ctx)
+	}
 	p.mu.Lock()
 	nodes, procs := p.nodes, p.procs
 	p.procs = nil

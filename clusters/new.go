@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/clusters/local"
 )
@@ -49,6 +50,10 @@ type Options struct {
 	// KindCSI chooses the kind provider's CSI driver (kind.CSISkewtest or
 	// kind.CSIHostpath; empty for the default).
 	KindCSI string
+	// CSIMode is the mode of skewtest's own CSI driver (CSI_MODE): "tmpfs"
+	// (the default when empty) or "ebs". The local provider runs both;
+	// kind runs tmpfs only so far.
+	CSIMode string
 }
 
 // Check reports whether name is a provider New can make, with an error
@@ -73,8 +78,23 @@ func CheckOptions(name string, o Options) error {
 	if err := o.checkNodeCount(name); err != nil {
 		return err
 	}
+	if err := o.checkCSIMode(name); err != nil {
+		return err
+	}
 	if name == Kind {
 		return kind.CheckCSI(o.KindCSI)
+	}
+	return nil
+}
+
+// checkCSIMode refuses a CSI driver mode the provider cannot run.
+func (o Options) checkCSIMode(name string) error {
+	mode, err := csidriver.ParseMode(o.CSIMode)
+	if err != nil {
+		return fmt.Errorf("CSI_MODE: %w", err)
+	}
+	if mode != csidriver.ModeTmpfs && name != Local {
+		return fmt.Errorf("CSI_MODE=%s: provider %s runs skewtest's CSI driver in mode %s only so far; use PROVIDER=%s", mode, name, csidriver.ModeTmpfs, Local)
 	}
 	return nil
 }
@@ -87,10 +107,13 @@ func New(name string, o Options) (Provider, error) {
 	if err := o.checkNodeCount(name); err != nil {
 		return nil, err
 	}
+	if err := o.checkCSIMode(name); err != nil {
+		return nil, err
+	}
 	switch name {
 	case Local:
 		return local.New(local.Config{RunID: o.RunID, RunRoot: o.LocalRunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, CSIMode: o.CSIMode, Logger: o.Logger})
 	case Kind:
 		var kubelet binaries.Binary
 		if len(o.InitialKubelets) == 1 {

@@ -264,3 +264,36 @@ func writeFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCSIMode: CSI_MODE is checked before anything is made: an unknown
+// mode names the setting and the choices, ebs is refused where only the
+// local provider runs it, and both modes are accepted on local.
+func TestCSIMode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		provider, mode string
+		want           []string // nil: accepted
+	}{
+		{provider: clusters.Local, mode: ""},
+		{provider: clusters.Local, mode: "tmpfs"},
+		{provider: clusters.Local, mode: "ebs"},
+		{provider: clusters.Kind, mode: "tmpfs"},
+		{provider: clusters.Local, mode: "nfs", want: []string{"CSI_MODE", `"nfs"`, "tmpfs", "ebs"}},
+		{provider: clusters.Local, mode: "EBS", want: []string{"CSI_MODE", `"EBS"`}},
+		{provider: clusters.Kind, mode: "ebs", want: []string{"CSI_MODE=ebs", "provider kind", "PROVIDER=local"}},
+		{provider: clusters.Existing, mode: "ebs", want: []string{"CSI_MODE=ebs", "provider existing"}},
+	} {
+		err := clusters.CheckOptions(tc.provider, clusters.Options{CSIMode: tc.mode})
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("CheckOptions(%s, CSI_MODE=%q): %v", tc.provider, tc.mode, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("CheckOptions(%s, CSI_MODE=%q) accepted it", tc.provider, tc.mode)
+			continue
+		}
+		assertSays(t, err, tc.want)
+	}
+}

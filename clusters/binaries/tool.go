@@ -31,6 +31,16 @@ var Containerd = GoTool{
 	Tags:     []string{"no_btrfs", "no_devmapper", "no_zfs"},
 }
 
+// ExternalAttacher is the Kubernetes CSI sidecar that watches
+// VolumeAttachment objects and calls ControllerPublishVolume and
+// ControllerUnpublishVolume: the local provider runs it for the CSI
+// driver's EBS mode.
+var ExternalAttacher = GoTool{
+	Module:   "github.com/kubernetes-csi/external-attacher/v4",
+	Version:  "v4.13.0",
+	Commands: []string{"cmd/csi-attacher"},
+}
+
 func (t GoTool) dirName() string {
 	return strings.NewReplacer("/", "_", "@", "_").Replace(t.Module) + "@" + t.Version
 }

@@ -36,8 +36,8 @@ type WithCSIDriver interface {
 	CSIDriver() string
 }
 
-// WithCSICalls is a provider that serves CSI calls itself (the local
-// provider's in-process node plugin) and keeps a record of every call, in
+// WithCSICalls is a provider that runs skewtest's CSI driver itself (the
+// local provider's driver processes) and keeps a record of every call, in
 // the order served.
 type WithCSICalls interface {
 	CSICalls() []csidriver.Call

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
+	"sigs.k8s.io/skewtest/clusters/loopdev"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -174,17 +175,16 @@ func Take(ctx context.Context) Footprint {
 }
 
 // loopDevices lists the attached loop devices under sysBlock (/sys/block)
-// with their backing files, without losetup: a detached device has no
-// loop/backing_file.
+// with their backing files, "loop3 /backing/file".
 func loopDevices(sysBlock string) []string {
-	var out []string
-	devs, _ := filepath.Glob(filepath.Join(sysBlock, "loop*"))
+	devs, _ := loopdev.ListIn(sysBlock)
+	out := make([]string, 0, len(devs))
 	for _, d := range devs {
-		b, err := os.ReadFile(filepath.Join(d, "loop", "backing_file"))
-		if err != nil {
-			continue
+		f := d.BackingFile
+		if d.Deleted {
+			f += " (deleted)"
 		}
-		out = append(out, filepath.Base(d)+" "+strings.TrimSpace(string(b)))
+		out = append(out, filepath.Base(d.Path)+" "+f)
 	}
 	return out
 }

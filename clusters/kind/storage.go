@@ -103,7 +103,7 @@ func (p *Provider) deployCSIDriver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, csidriver.Object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, csidriver.Object(csidriver.ModeTmpfs), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kind provider: create CSIDriver: %w", err)
 	}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: csiNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

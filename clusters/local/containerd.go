@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,13 +95,7 @@ func (n *Node) startContainerd(ctx context.Context, bins map[string]binaries.Bin
 		n.mu.Unlock()
 	}
 	return n.p.startDaemon(ctx, n.l.containerdName(), []string{bins["containerd"].Path, "--config", cfgFile, "--log-level", "info"},
-		60*time.Second, func(ctx context.Context) error {
-			c, err := (&net.Dialer{}).DialContext(ctx, "unix", n.l.containerdSocket())
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		}, keep)
+		60*time.Second, dialable(n.l.containerdSocket()), keep)
 }
 
 // containerdConfig is the node's containerd configuration, with shim the

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
-	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -34,9 +33,9 @@ type Node struct {
 
 	mu         sync.Mutex
 	containerd *process.Process
-	driver     *csidriver.Driver
-	bin        binaries.Binary // installed kubelet
-	run        int             // kubelet runs so far, for log names
+	driver     *process.Process // the CSI driver's node service
+	bin        binaries.Binary  // installed kubelet
+	run        int              // kubelet runs so far, for log names
 	// proc is the running kubelet, nil when stopped.
 	proc *process.Process
 	log  string

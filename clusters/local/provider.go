@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -62,14 +63,19 @@ type Config struct {
 	// order (NodeNames(len(Kubelets))): for a single node, the plan's
 	// first; for a matrix tour, each trail's first.
 	Kubelets []binaries.Binary
-	Logger   *slog.Logger
+	// CSIMode is the CSI driver's mode: "tmpfs" (the default when empty)
+	// or "ebs" (loop devices, ext4 or raw block, attached through
+	// VolumeAttachments by the external-attacher).
+	CSIMode string
+	Logger  *slog.Logger
 }
 
 // Provider is a local cluster.
 type Provider struct {
-	cfg    Config
-	dir    string
-	logger *slog.Logger
+	cfg     Config
+	dir     string
+	logger  *slog.Logger
+	csiMode csidriver.Mode
 
 	// kubeletStartMu serialises kubelet starts when there are several
 	// nodes (see deviceManagerSocket).
@@ -86,8 +92,11 @@ type Provider struct {
 	daemonCgroup string
 	ports        ports
 	binaries     []binaries.Binary
-	restCfg      *rest.Config
-	clientset    kubernetes.Interface
+	csiBin       string // the CSI driver's command, built by Up
+	// stopRecording ends the VolumeAttachment record (ModeEBS).
+	stopRecording context.CancelFunc
+	restCfg       *rest.Config
+	clientset     kubernetes.Interface
 }
 
 // New validates cfg; nothing is created until Up.
@@ -115,6 +124,10 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("local provider: the initial kubelet binary is required for node %d (%s)", i+1, NodeNames(i + 1)[i])
 		}
 	}
+	mode, err := csidriver.ParseMode(cfg.CSIMode)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: CSI_MODE: %w", err)
+	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
 	}
@@ -122,7 +135,7 @@ func New(cfg Config) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger}, nil
+	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger, csiMode: mode}, nil
 }
 
 // Name implements clusters.Provider.
@@ -188,8 +201,14 @@ func (p *Provider) Binaries() []binaries.Binary {
 }
 
 // DumpClusterLogs implements clusters.Provider: copies every component log
-// (one file per kubelet run) into dir.
-func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
+// (one file per kubelet run) into dir. In the CSI driver's EBS mode it
+// first waits (bounded) for the volumes no pod uses to be detached, so the
+// logs show their detach.
+func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
+	if p.csiMode == csidriver.ModeEBS {
+		// So that the logs show the workload's volumes detached.
+		p.awaitDetach(ctx)
+	}
 	src := p.path("logs")
 	entries, err := os.ReadDir(src)
 	if err != nil {

@@ -4,66 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
-
-// startCSIDriver runs an instance of skewtest's CSI node plugin for the
-// node inside this process, with the node's name as its node ID and its
-// sockets under the node's kubelet root; like a DaemonSet pod it keeps
-// running while the kubelet is stopped and swapped.
-func (n *Node) startCSIDriver(ctx context.Context) error {
-	d, err := csidriver.New(csidriver.Config{DriverName: csidriver.Name, NodeID: n.String(), KubeletRoot: n.KubeletRootDir(), Logger: n.p.logger.With("node", n.String())})
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	n.driver = d
-	n.mu.Unlock()
-	if err := d.Start(ctx); err != nil {
-		return fmt.Errorf("local provider: start CSI node plugin on %s: %w", n.String(), err)
-	}
-	return nil
-}
-
-// CSICalls is the record of every CSI call the nodes' plugins served, in
-// the order they arrived; each call names the node that served it.
-func (p *Provider) CSICalls() []csidriver.Call {
-	p.mu.Lock()
-	nodes := append([]*Node(nil), p.nodes...)
-	p.mu.Unlock()
-	var calls []csidriver.Call
-	for _, n := range nodes {
-		n.mu.Lock()
-		d := n.driver
-		n.mu.Unlock()
-		if d != nil {
-			calls = append(calls, d.Calls()...)
-		}
-	}
-	sort.SliceStable(calls, func(i, j int) bool { return calls[i].Time.Before(calls[j].Time) })
-	return calls
-}
-
-func (p *Provider) createCSIDriverObject(ctx context.Context) error {
-	cs, err := p.client()
-	if err != nil {
-		return err
-	}
-	if _, err := cs.StorageV1().CSIDrivers().Create(ctx, csidriver.Object(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("local provider: create CSIDriver %s: %w", csidriver.Name, err)
-	}
-	return nil
-}
 
 // Workload implements the scenario's workload source: images imported
 // into containerd, never pulled.
@@ -89,6 +39,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 		NamePrefix:  fmt.Sprintf("skewtest-%s-%s%s", req.Kind, shortID(p.cfg.RunID), n.l.suffix),
 		CSIDriver:   csidriver.Name,
 		CapacityKey: csidriver.VolumeContextCapacity,
+		CSIVolume:   p.createCSIVolume,
 		LocalPath: func(_ context.Context, pv string, bytes int64) (string, error) {
 			path := p.path("volumes", pv)
 			return path, mountTmpfs(path, bytes)
@@ -135,5 +86,9 @@ func mountTmpfs(path string, bytes int64) error {
 
 // CSIDriver describes the CSI driver the cluster runs, for the report.
 func (p *Provider) CSIDriver() string {
-	return csidriver.Name + " (skewtest's CSI node plugin, in the harness process, pre-bound PVs)"
+	if p.csiMode == csidriver.ModeEBS {
+		return fmt.Sprintf("%s mode %s (skewtest's CSI driver as processes: a node service per node, a controller service and %s@%s; loop devices over sparse files, ext4, attachRequired; pre-bound PVs)",
+			csidriver.Name, p.csiMode, binaries.ExternalAttacher.Module, binaries.ExternalAttacher.Version)
+	}
+	return fmt.Sprintf("%s mode %s (skewtest's CSI driver, a node service process per node; tmpfs staged, bind published; pre-bound PVs)", csidriver.Name, p.csiMode)
 }

@@ -12,9 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
+	"sigs.k8s.io/skewtest/clusters/loopdev"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -23,9 +25,15 @@ import (
 func (p *Provider) Down(ctx context.Context) error {
 	start := time.Now()
 	var errs []error
+	if p.csiMode == csidriver.ModeEBS {
+		p.awaitDetach(ctx)
+	}
 	p.mu.Lock()
 	nodes, procs := p.nodes, p.procs
 	p.procs = nil
+	if p.stopRecording != nil {
+		p.stopRecording()
+	}
 	p.mu.Unlock()
 	// The kubelets first, so none restarts a container; the plugins; the
 	// pods, so containerd has nothing to wait for; the containerds; then
@@ -47,22 +55,20 @@ func (p *Provider) Down(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// stop stops what the node runs: its kubelet, its CSI plugin, its pods and
+// stop stops what the node runs: its kubelet, its CSI driver, its pods and
 // its containerd, in that order. Mounts and files stay for Clean.
 func (n *Node) stop(ctx context.Context) error {
 	var errs []error
 	if err := n.StopKubelet(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := n.StopCSIDriver(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	n.mu.Lock()
-	// The driver stays, stopped (Stop is repeatable), so its call record
-	// can still be read after Down.
-	driver, containerd := n.driver, n.containerd
+	containerd := n.containerd
 	n.containerd = nil
 	n.mu.Unlock()
-	if driver != nil {
-		driver.Stop()
-	}
 	if err := killCgroup(n.st.CgroupRoot); err != nil {
 		errs = append(errs, err)
 	}
@@ -74,9 +80,13 @@ func (n *Node) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// loopDetachTimeout bounds the wait for a run's loop devices to detach.
+const loopDetachTimeout = 10 * time.Second
+
 // Clean removes everything a local run left under and outside runDir, for
-// every node: processes (from pid files and the run's cgroups),
-// containerd shims, mounts, cgroups, the kubelets' iptables chains, the
+// every node: processes (from pid files and the run's cgroups, including
+// the CSI driver's and the external-attacher), containerd shims, mounts,
+// loop devices backed by files under runDir, cgroups, the kubelets' iptables chains, the
 // CNI bridges, the kubelets' /var/log/containers links and CNI cache
 // entries, then runDir itself. It is what Down does after stopping its own
 // processes, and what `skewtest clean` runs for a harness that was killed.
@@ -114,6 +124,12 @@ func Clean(ctx context.Context, runDir string) error {
 		errs = append(errs, err)
 	}
 	if err := mountinfo.UnmountUnder(runDir); err != nil {
+		errs = append(errs, err)
+	}
+	// The CSI driver's EBS mode attaches loop devices over files in the
+	// run directory, and the kubelet attaches its own over block volumes'
+	// files under its root: detach them, now that nothing is mounted.
+	if err := loopdev.DetachUnder(ctx, runDir, loopDetachTimeout); err != nil {
 		errs = append(errs, err)
 	}
 	for _, ns := range st.Nodes {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/pki"
@@ -39,7 +40,9 @@ type ports struct {
 
 // Up implements clusters.Provider: builds or reuses the binaries, then
 // starts etcd and the control plane and, for every node, containerd,
-// skewtest's CSI node plugin and the kubelet, and returns when every node
+// skewtest's CSI driver (node service) and the kubelet (in the CSI
+// driver's EBS mode also its controller service and the
+// external-attacher), and returns when every node
 // is Ready at its kubelet's version. On failure it tears down whatever it
 // started.
 //
@@ -68,6 +71,11 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		return err
 	}
 	p.host = host
+	if p.csiMode == csidriver.ModeEBS {
+		if err := checkEBSPrograms(); err != nil {
+			return err
+		}
+	}
 	bins, err := p.ensureBinaries(ctx)
 	if err != nil {
 		return err
@@ -156,7 +164,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	}, func(context.Context) error {
 		_, err := imagesTarball()
 		return err
-	})
+	}, p.buildCSIDriver)
 	if err != nil {
 		return err
 	}
@@ -164,8 +172,12 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	var csiController []func(context.Context) error
+	if p.csiMode == csidriver.ModeEBS {
+		csiController = append(csiController, func(ctx context.Context) error { return p.startCSIController(ctx, bins[csiAttacherBinary]) })
+	}
 	err = p.parallel(ctx, func(ctx context.Context, n *Node) error {
-		if err := n.startCSIDriver(ctx); err != nil {
+		if err := n.StartCSIDriver(ctx); err != nil {
 			return err
 		}
 		if err := n.SwapKubelet(ctx, n.initial); err != nil {
@@ -179,12 +191,22 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		}
 		p.logger.Info("node ready", "node", n.String(), "kubelet", n.initial.Version, "elapsed", time.Since(start).Round(100*time.Millisecond))
 		return nil
-	})
+	}, csiController...)
 	if err != nil {
 		return err
 	}
 	if err := p.createCSIDriverObject(ctx); err != nil {
 		return err
+	}
+	if p.csiMode == csidriver.ModeEBS {
+		// Evidence for the report, until Down.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		p.mu.Lock()
+		p.stopRecording = cancel
+		p.mu.Unlock()
+		if err := p.recordVolumeAttachments(wctx); err != nil {
+			return err
+		}
 	}
 	p.logger.Info("local cluster up", "nodes", strings.Join(names, ","), "took", time.Since(start).Round(100*time.Millisecond), "kubeconfig", p.KubeconfigPath())
 	return nil
@@ -256,14 +278,24 @@ func (p *Provider) ensureBinaries(ctx context.Context) (map[string]binaries.Bina
 	if err != nil {
 		return nil, err
 	}
+	tools := []map[string]binaries.Binary{cp, cd}
+	names := []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2", "ctr"}
+	if p.csiMode == csidriver.ModeEBS {
+		att, err := b.BuildTool(ctx, binaries.ExternalAttacher)
+		if err != nil {
+			return nil, err
+		}
+		tools = append(tools, att)
+		names = append(names, csiAttacherBinary)
+	}
 	all := map[string]binaries.Binary{}
 	var list []binaries.Binary
-	for _, m := range []map[string]binaries.Binary{cp, cd} {
+	for _, m := range tools {
 		for k, v := range m {
 			all[k] = v
 		}
 	}
-	for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "containerd-shim-runc-v2", "ctr"} {
+	for _, name := range names {
 		list = append(list, all[name])
 	}
 	for _, hp := range []struct{ name, path, pkg string }{{"etcd", "/usr/bin/etcd", "etcd-server"}, {"runc", "/usr/sbin/runc", "runc"}} {

@@ -53,3 +53,19 @@ type WithKubeletLog interface {
 func SystemdKubeletLogArgv(unit string) []string {
 	return []string{"sh", "-c", `id=$(systemctl show -p InvocationID --value "$1") && [ -n "$id" ] && exec journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID="$id"`, "sh", unit}
 }
+
+// WithCSIDriver is a node whose CSI driver's node service the harness runs
+// as a process of its own and can control: for scenarios where the driver
+// registers after the kubelet starts, or stalls in a call.
+type WithCSIDriver interface {
+	// StopCSIDriver stops the node's CSI driver process; its sockets go,
+	// so the kubelet deregisters it. Mounts stay.
+	StopCSIDriver(ctx context.Context) error
+	// StartCSIDriver starts it again and returns once it listens; the
+	// kubelet registers it through the plugin registration socket.
+	StartCSIDriver(ctx context.Context) error
+	// CSIStallDir is the driver's stall directory on the node: while a
+	// file named after a CSI method (e.g. NodePublishVolume) exists there,
+	// calls of that method wait.
+	CSIStallDir() string
+}

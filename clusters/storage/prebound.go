@@ -20,6 +20,11 @@ type Prebound struct {
 	// CSIDriver is the driver of CSI PVs; CapacityKey is the volume
 	// attribute carrying the size (csidriver.VolumeContextCapacity).
 	CSIDriver, CapacityKey string
+	// CSIVolume, if set, makes the CSI volume with the given handle and
+	// size before its PV is created: the driver's CreateVolume, for drivers
+	// whose volumes must exist before they are attached (as an admin
+	// makes an EBS volume before writing its PV).
+	CSIVolume func(ctx context.Context, handle string, bytes int64) error
 	// LocalPath returns where a local PV lives on the node and makes a real
 	// filesystem there (a tmpfs of the given size).
 	LocalPath func(ctx context.Context, pv string, bytes int64) (string, error)
@@ -70,6 +75,11 @@ func ProvisionPrebound(ctx context.Context, cs kubernetes.Interface, req Request
 				return Volumes{}, fmt.Errorf("this provider has no CSI driver for %s volumes", req.Kind)
 			}
 			rec.Driver, rec.VolumeHandle = b.CSIDriver, "vol-"+pvName
+			if b.CSIVolume != nil {
+				if err := b.CSIVolume(ctx, rec.VolumeHandle, qty.Value()); err != nil {
+					return Volumes{}, fmt.Errorf("create CSI volume %s for PV %s: %w", rec.VolumeHandle, pvName, err)
+				}
+			}
 			pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: b.CSIDriver, VolumeHandle: rec.VolumeHandle}
 			if b.CapacityKey != "" {
 				pv.Spec.CSI.VolumeAttributes = map[string]string{b.CapacityKey: size}

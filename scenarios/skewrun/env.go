@@ -17,6 +17,7 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image) or existing (KUBECONFIG plus SSH)"},
 	{"KIND_NODE_IMAGE", "", "kind: offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},
 	{"KIND_CSI", "", "kind: skewtest (skewtest's own CSI node plugin, built here; the default with the offline node image) or hostpath (the upstream CSI hostpath driver from registry.k8s.io; the default with a pulled node image)"},
+	{"CSI_MODE", "tmpfs", "local: the mode of skewtest's CSI driver: tmpfs (tmpfs staged, bind published, no attach; fast) or ebs (loop devices over sparse files, ext4 or raw block, attached through VolumeAttachments by the external-attacher)"},
 	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
 	{"MATRIX", matrix.Default, "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{"MATRIX_NODES", fmt.Sprint(matrix.DefaultNodes), "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
@@ -58,6 +59,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		KindNodeImage:  getenv("KIND_NODE_IMAGE"),
 		KindCSI:        getenv("KIND_CSI"),
 		Scenario:       getenv("SCENARIO"),
+		CSIMode:        getenv("CSI_MODE"),
 	}
 	if v := getenv("KUBELETS"); v != "" {
 		o.Kubelets = splitList(v)

@@ -64,7 +64,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	}
 	// A provider that cannot make as many test nodes says so now, before
 	// any binary is built.
-	if err := clusters.CheckOptions(v.Options.Provider, clusters.Options{KindCSI: o.KindCSI, InitialKubelets: make([]binaries.Binary, len(trails))}); err != nil {
+	if err := clusters.CheckOptions(v.Options.Provider, clusters.Options{KindCSI: o.KindCSI, CSIMode: o.CSIMode, InitialKubelets: make([]binaries.Binary, len(trails))}); err != nil {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", ErrInvalid, len(trails), v.Options.Provider, err)
 	}
 	m := &ValidatedMatrix{Validated: v, Versions: vs, Trails: trails}

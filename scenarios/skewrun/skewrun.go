@@ -73,6 +73,8 @@ type Options struct {
 	KindNodeImage string
 	// KindCSI chooses the kind provider's CSI driver.
 	KindCSI string
+	// CSIMode is the mode of skewtest's own CSI driver (CSI_MODE).
+	CSIMode string
 	// Matrix (MATRIX) are the versions of a matrix tour (RunMatrix), any
 	// order; empty for matrix.Default. MatrixNodes (MATRIX_NODES) is how
 	// many nodes run its trails at once; 0 for matrix.DefaultNodes.

@@ -48,7 +48,7 @@ func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (
 	o := v.Options
 	prov, err := clusters.New(o.Provider, clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
 		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, LocalRunRoot: o.LocalRunRoot,
-		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI})
+		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI, CSIMode: o.CSIMode})
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -49,7 +50,7 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			o.Scenario, o.Replicas = e.Name, skewrun.CatalogueReplicas
 			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 			o.Out = GinkgoWriter
-			before := footprint(ctx, o)
+			before := takeFootprint(ctx, o)
 
 			res, err := skewrun.Run(ctx, o)
 
@@ -68,7 +69,7 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			}
 			Expect(judged).To(Equal(len(r.Hops)), "each hop judged against the catalogue's expectation")
 			if !o.KeepClusterOnFailure {
-				Expect(before.Added(footprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
+				Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
 			}
 		})
 	}

@@ -121,6 +121,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		if teardownProvider() == clusters.Local {
 			Expect(kept).To(ContainElement(HavePrefix("added process kube-apiserver")), "the control plane is still running")
 			Expect(kept).To(ContainElement(HavePrefix("added mount ")), "the pods' volumes are still mounted for inspection")
+			Expect(kept).To(ContainElement(HavePrefix("added process skewtest-csi-dr")), "the CSI driver outlives the harness, so the kept cluster's pods can mount their volumes")
 		} else {
 			Expect(kept).To(ContainElement(HavePrefix("added process dockerd")), "the node containers' dockerd is still running")
 		}

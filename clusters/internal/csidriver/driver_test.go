@@ -415,7 +415,13 @@ func TestInvalidArguments(t *testing.T) {
 		VolumeContext: map[string]string{VolumeContextCapacity: "lots"}}), codes.InvalidArgument)
 	wantCode(t, "publish without volume_id", publish(&csi.NodePublishVolumeRequest{StagingTargetPath: staging, TargetPath: target, VolumeCapability: mountCap()}), codes.InvalidArgument)
 	wantCode(t, "publish without target", publish(&csi.NodePublishVolumeRequest{VolumeId: "v", StagingTargetPath: staging, VolumeCapability: mountCap()}), codes.InvalidArgument)
-	wantCode(t, "publish without staging path", publish(&csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: target, VolumeCapability: mountCap()}), codes.InvalidArgument)
+	// A missing staging path is FAILED_PRECONDITION (the volume is not
+	// staged), but only once volume_id, target_path and the capability
+	// passed: each of those missing too is INVALID_ARGUMENT.
+	wantCode(t, "publish without staging path", publish(&csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: target, VolumeCapability: mountCap()}), codes.FailedPrecondition)
+	wantCode(t, "publish without staging path nor volume_id", publish(&csi.NodePublishVolumeRequest{TargetPath: target, VolumeCapability: mountCap()}), codes.InvalidArgument)
+	wantCode(t, "publish without staging path nor target", publish(&csi.NodePublishVolumeRequest{VolumeId: "v", VolumeCapability: mountCap()}), codes.InvalidArgument)
+	wantCode(t, "publish without staging path nor capability", publish(&csi.NodePublishVolumeRequest{VolumeId: "v", TargetPath: target}), codes.InvalidArgument)
 	wantCode(t, "publish without capability", publish(&csi.NodePublishVolumeRequest{VolumeId: "v", StagingTargetPath: staging, TargetPath: target}), codes.InvalidArgument)
 	_, err := node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{TargetPath: target})
 	wantCode(t, "unpublish without volume_id", err, codes.InvalidArgument)

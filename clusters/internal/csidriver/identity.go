@@ -9,10 +9,20 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
-// registerCSI registers the Identity and Node services on srv.
-func registerCSI(srv *grpc.Server, d *Driver) {
+// registerIdentity registers the Identity service on srv: every socket
+// serves it.
+func registerIdentity(srv *grpc.Server, d *Driver) {
 	csi.RegisterIdentityServer(srv, &identityServer{d: d})
+}
+
+// registerNode registers the Node service on srv.
+func registerNode(srv *grpc.Server, d *Driver) {
 	csi.RegisterNodeServer(srv, &nodeServer{d: d})
+}
+
+// registerController registers the Controller service on srv.
+func registerController(srv *grpc.Server, d *Driver) {
+	csi.RegisterControllerServer(srv, &controllerServer{d: d})
 }
 
 // registerRegistration registers the kubelet plugin Registration service.
@@ -29,10 +39,13 @@ func (s *identityServer) GetPluginInfo(context.Context, *csi.GetPluginInfoReques
 	return &csi.GetPluginInfoResponse{Name: s.d.cfg.DriverName, VendorVersion: VendorVersion}, nil
 }
 
-// GetPluginCapabilities reports no capabilities: a node-only plugin without
-// a controller service.
+// GetPluginCapabilities reports the controller service from every socket,
+// as a real driver whose node and controller run the same binary does: the
+// driver has one, wherever it runs.
 func (s *identityServer) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
-	return &csi.GetPluginCapabilitiesResponse{}, nil
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
+		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: csi.PluginCapability_Service_CONTROLLER_SERVICE}},
+	}}}, nil
 }
 
 func (s *identityServer) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {

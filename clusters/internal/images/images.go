@@ -55,9 +55,14 @@ func BuildCSIDriver(ctx context.Context, dir string) (string, error) {
 	})
 }
 
-// build compiles pkg into a static binary, dir/binName, and writes images
-// holding only it (as /binName), one per reference, into one tarball.
-func build(ctx context.Context, dir, pkg, binName, tarName string, entrypoints map[string][]string) (string, error) {
+// BuildCSIDriverBinary compiles the CSI driver's command into dir and
+// returns its path: the local provider runs it as processes of its own.
+func BuildCSIDriverBinary(ctx context.Context, dir string) (string, error) {
+	return compile(ctx, dir, csiDriverPackage, "skewtest-csi-driver")
+}
+
+// compile builds pkg into a static binary, dir/binName.
+func compile(ctx context.Context, dir, pkg, binName string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -66,6 +71,16 @@ func build(ctx context.Context, dir, pkg, binName, tarName string, entrypoints m
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// build compiles pkg into a static binary, dir/binName, and writes images
+// holding only it (as /binName), one per reference, into one tarball.
+func build(ctx context.Context, dir, pkg, binName, tarName string, entrypoints map[string][]string) (string, error) {
+	bin, err := compile(ctx, dir, pkg, binName)
+	if err != nil {
+		return "", err
 	}
 	content, err := os.ReadFile(bin)
 	if err != nil {

@@ -603,7 +603,7 @@ func cgroupRoots(parent string) []string {
 	if parent == "" || parent == "/" {
 		return nil
 	}
-	hs, err := cgroups.Hierarchies("/proc/self/mountinfo")
+	hs, err := cgroups.Mounted("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}

@@ -1,9 +1,10 @@
-// Command skewtest-csi-driver runs skewtest's CSI node plugin as a
-// process of its own: the container of the DaemonSet that the kind
-// provider deploys (the local provider runs the same driver in-process).
-// It registers with the kubelet through the plugin registration socket,
-// as node-driver-registrar would, and serves until SIGTERM; volumes stay
-// mounted when it stops.
+// Command skewtest-csi-driver runs skewtest's CSI driver as a process of
+// its own: its node service (the local provider starts one per node; the
+// kind provider runs it as a DaemonSet's container) and, with
+// --controller-endpoint, its controller service (one per cluster). The
+// node service registers with the kubelet through the plugin registration
+// socket, as node-driver-registrar would. It serves until SIGTERM; volumes
+// stay mounted and attached when it stops.
 package main
 
 import (
@@ -13,24 +14,46 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 )
 
 func main() {
-	driver := flag.String("driver", "csi.skewtest.k8s.io", "CSI driver name")
+	driver := flag.String("driver", csidriver.Name, "CSI driver name")
+	mode := flag.String("mode", string(csidriver.ModeTmpfs), "how volumes are backed: tmpfs or ebs")
+	nodeService := flag.Bool("node-service", true, "serve the node service (and register with the kubelet)")
 	nodeID := flag.String("node-id", os.Getenv("NODE_NAME"), "node name (default $NODE_NAME)")
 	root := flag.String("kubelet-root", "/var/lib/kubelet", "the kubelet's --root-dir")
+	controller := flag.String("controller-endpoint", "", "unix socket to serve the controller service on; empty: no controller service")
+	stateDir := flag.String("state-dir", "", "the controller's state: volumes' backing files and attachment records")
+	nodes := flag.String("nodes", "", "comma-separated node IDs the controller may attach to (empty: any)")
+	stallDir := flag.String("stall-dir", "", "while <stall-dir>/<CSI method> exists, calls of that method wait")
+	callsFile := flag.String("calls-file", "", "append one JSON line per CSI call served to this file")
 	flag.Parse()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	m, err := csidriver.ParseMode(*mode)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "skewtest-csi-driver: --mode:", err)
+		os.Exit(2)
+	}
+	cfg := csidriver.Config{DriverName: *driver, Mode: m, NodeID: *nodeID, ControllerEndpoint: *controller, StateDir: *stateDir,
+		StallDir: *stallDir, CallsFile: *callsFile, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+	if *nodeService {
+		cfg.KubeletRoot = *root
+	}
+	if *nodes != "" {
+		cfg.Nodes = strings.Split(*nodes, ",")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	d, err := csidriver.New(csidriver.Config{DriverName: *driver, NodeID: *nodeID, KubeletRoot: *root, Logger: logger})
-	if err == nil {
-		err = d.Start(ctx)
-	}
+	d, err := csidriver.New(cfg)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "skewtest-csi-driver:", err)
+		os.Exit(2)
+	}
+	if err := d.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "skewtest-csi-driver:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,160 @@
+// Package loopdev lists, attaches and detaches loop devices: the one place
+// skewtest touches them, for the CSI driver's EBS mode (a volume is a loop
+// device over a sparse file), for the kubelet's own block-volume loop
+// devices seen in evidence, and for teardown.
+package loopdev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/mountinfo"
+)
+
+// Device is one attached loop device.
+type Device struct {
+	// Path is the device node, e.g. /dev/loop3.
+	Path string `json:"path"`
+	// BackingFile is the file the kernel says backs it, without the
+	// " (deleted)" suffix it adds when the file was removed.
+	BackingFile string `json:"backingFile"`
+	// Deleted tells whether the backing file was removed.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// sysBlock is where the kernel lists block devices.
+const sysBlock = "/sys/block"
+
+// List returns the attached loop devices, by device number.
+func List() ([]Device, error) { return ListIn(sysBlock) }
+
+// ListIn is List over the block devices listed in dir (/sys/block, or a
+// test's copy of it).
+func ListIn(dir string) ([]Device, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list loop devices: %w", err)
+	}
+	var out []Device
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "loop") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "loop", "backing_file"))
+		if err != nil {
+			// Not attached: the loop directory exists only while bound.
+			continue
+		}
+		d := Device{Path: "/dev/" + e.Name(), BackingFile: strings.TrimSpace(string(b))}
+		if f, ok := strings.CutSuffix(d.BackingFile, " (deleted)"); ok {
+			d.BackingFile, d.Deleted = f, true
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return devNum(out[i].Path) < devNum(out[j].Path) })
+	return out, nil
+}
+
+func devNum(p string) int {
+	n := 0
+	fmt.Sscanf(strings.TrimPrefix(p, "/dev/loop"), "%d", &n)
+	return n
+}
+
+// BackedUnder returns the loop devices whose backing file is at or below
+// dir.
+func BackedUnder(dir string) ([]Device, error) {
+	all, err := List()
+	if err != nil {
+		return nil, err
+	}
+	var out []Device
+	for _, d := range all {
+		if mountinfo.IsUnder(d.BackingFile, dir) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// BackingFile is the file backing dev, or "" if dev is not an attached
+// loop device.
+func BackingFile(dev string) string {
+	b, err := os.ReadFile(filepath.Join(sysBlock, filepath.Base(dev), "loop", "backing_file"))
+	if err != nil {
+		return ""
+	}
+	f, _ := strings.CutSuffix(strings.TrimSpace(string(b)), " (deleted)")
+	return f
+}
+
+// Attach binds a free loop device to file and returns the device.
+func Attach(ctx context.Context, file string) (string, error) {
+	out, err := exec.CommandContext(ctx, "losetup", "--find", "--show", file).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("losetup --find --show %s: %w: %s", file, err, strings.TrimSpace(string(out)))
+	}
+	dev := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(dev, "/dev/loop") {
+		return "", fmt.Errorf("losetup --find --show %s printed %q, not a loop device", file, dev)
+	}
+	return dev, nil
+}
+
+// Detach unbinds dev. A device still open (mounted, or backing another loop
+// device) is only marked to detach when last closed, as losetup -d does;
+// a device already detached is not an error.
+func Detach(ctx context.Context, dev string) error {
+	if BackingFile(dev) == "" {
+		return nil
+	}
+	out, err := exec.CommandContext(ctx, "losetup", "--detach", dev).CombinedOutput()
+	if err != nil && BackingFile(dev) != "" {
+		return fmt.Errorf("losetup --detach %s: %w: %s", dev, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// DetachUnder detaches every loop device backed by a file at or below dir,
+// and waits up to timeout for them to go: teardown, after the mounts under
+// dir are gone. The kubelet's block-volume loop devices are backed by files
+// under its root and hold the driver's devices open, so several rounds may
+// be needed.
+func DetachUnder(ctx context.Context, dir string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		devs, err := BackedUnder(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(devs) == 0 {
+			return nil
+		}
+		// Newest first: a kubelet's loop device over a driver's.
+		var errs []error
+		for i := len(devs) - 1; i >= 0; i-- {
+			if err := Detach(ctx, devs[i].Path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, d := range devs {
+				names = append(names, d.Path+" ("+d.BackingFile+")")
+			}
+			return fmt.Errorf("loop devices still attached to files under %s after %s: %s: %w", dir, timeout, strings.Join(names, ", "), errors.Join(errs...))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

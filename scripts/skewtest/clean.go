@@ -9,26 +9,31 @@ import (
 	"path/filepath"
 
 	"sigs.k8s.io/skewtest/clusters"
-	"sigs.k8s.io/skewtest/clusters/local"
 )
 
-// clean removes what local runs left behind when the harness itself was
-// killed (SIGKILL, a lost machine): every run directory under the run
-// root, or the ones given.
+// clean undoes what runs left behind when the harness itself was killed
+// (SIGKILL, a lost machine): it removes local and kind runs, and puts back
+// the own kubelet of each node an existing-cluster run changed. It cleans
+// every run directory under the run roots, or the ones given.
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	if len(dirs) == 0 {
-		entries, err := os.ReadDir(local.DefaultRunRoot)
-		if errors.Is(err, os.ErrNotExist) {
+		for _, root := range clusters.RunRoots() {
+			entries, err := os.ReadDir(root)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				if e.IsDir() {
+					dirs = append(dirs, filepath.Join(root, e.Name()))
+				}
+			}
+		}
+		if len(dirs) == 0 {
 			fmt.Println("nothing to clean")
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				dirs = append(dirs, filepath.Join(local.DefaultRunRoot, e.Name()))
-			}
 		}
 	}
 	var errs []error

@@ -413,4 +413,3 @@ func sha(t *testing.T, path string) string {
 	}
 	return s
 }
-

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	skexec "sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 )
 
 // TestSystemdDriverOnKindNode drives the shared systemd kubelet driver
@@ -139,4 +141,86 @@ func TestSystemdDriverOnKindNode(t *testing.T) {
 	if got, err := d.Original(ctx); err != nil || got.SHA256 != orig.SHA256 || got.Kept {
 		t.Errorf("/usr/bin/kubelet after the restore: %+v (%v), want the node's own, sha256 %s", got, err, orig.SHA256)
 	}
+
+	// The same node laid out as kops lays out its nodes: the binary in
+	// /usr/local/bin, the flags in /etc/sysconfig/kubelet through
+	// EnvironmentFile, the config in /var/lib/kubelet/kubelet.conf,
+	// Restart=always, KillMode=process.
+	if res, err := skexec.Output(ctx, n, "sh", "-c", kopsLayoutScript); err != nil {
+		t.Fatalf("lay the node out as kops does: %v\n%s", err, res.Stdout)
+	}
+	readyAt(own.Version)
+	kops := &systemdkubelet.Driver{Node: n, Layout: systemdkubelet.Layout{
+		Unit: "kubelet", Binary: "/usr/local/bin/kubelet", EnvironmentFile: "/etc/sysconfig/kubelet",
+		Config: "/var/lib/kubelet/kubelet.conf", RootDir: "/var/lib/kubelet",
+	}, PollInterval: 100 * time.Millisecond, Timeout: 2 * time.Minute}
+	unit, err := skexec.Output(ctx, n, "systemctl", "cat", "kubelet")
+	if err != nil || !strings.Contains(unit.Stdout, "EnvironmentFile=/etc/sysconfig/kubelet") || !strings.Contains(unit.Stdout, "Restart=always") || strings.Contains(unit.Stdout, "10-kubeadm") {
+		t.Fatalf("the kops-layout unit: %v\n%s", err, unit.Stdout)
+	}
+	kopsOrig, err := kops.Original(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envBefore, err := skexec.Output(ctx, n, "cat", "/etc/sysconfig/kubelet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The older kubelet gets flags of its own: one more, to see that the
+	// swapped EnvironmentFile is what the unit started.
+	oldArgs := strings.Replace(envBefore.Stdout, `DAEMON_ARGS="`, `DAEMON_ARGS="--v=3 `, 1)
+	timed("kops layout: stop", func() error { return kops.Stop(ctx) })
+	timed("kops layout: swap to "+old.Version+" with its own flags", func() error {
+		return kops.Swap(ctx, old, systemdkubelet.File{Path: "/etc/sysconfig/kubelet", Content: []byte(oldArgs)})
+	})
+	timed("kops layout: start "+old.Version, func() error { return kops.Start(ctx) })
+	timed("kops layout: Ready at "+old.Version, func() error { readyAt(old.Version); return nil })
+	st, err := kops.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdline, err := skexec.Output(ctx, n, "sh", "-c", `tr '\0' ' ' < /proc/$1/cmdline`, "sh", strconv.Itoa(st.MainPID))
+	if err != nil || !strings.HasPrefix(cmdline.Stdout, "/usr/local/bin/kubelet --v=3 ") {
+		t.Errorf("the unit's kubelet runs %q (%v), want /usr/local/bin/kubelet with the swapped flags", cmdline.Stdout, err)
+	}
+	timed("kops layout: restore", func() error { return kops.Restore(ctx, kopsOrig.SHA256) })
+	timed("kops layout: Ready at "+own.Version+" after the restore", func() error { readyAt(own.Version); return nil })
+	envAfter, err := skexec.Output(ctx, n, "cat", "/etc/sysconfig/kubelet")
+	if err != nil || envAfter.Stdout != envBefore.Stdout {
+		t.Errorf("/etc/sysconfig/kubelet after the restore: %q (%v), want %q", envAfter.Stdout, err, envBefore.Stdout)
+	}
+	if out, _ := skexec.Output(ctx, n, "sh", "-c", "ls /usr/local/bin/kubelet* /etc/sysconfig/kubelet*"); len(strings.Fields(out.Stdout)) != 2 {
+		t.Errorf("files left beside the kops layout's: %q", out.Stdout)
+	}
 }
+
+// kopsLayoutScript turns kind's kubelet unit into kops's layout
+// (nodeup/pkg/model/kubelet.go), keeping the flags kubeadm gave it.
+// systemd splits an unquoted $DAEMON_ARGS into words, so each flag is
+// one argument.
+const kopsLayoutScript = `set -eu
+cp -p /usr/bin/kubelet /usr/local/bin/kubelet
+. /var/lib/kubelet/kubeadm-flags.env
+mkdir -p /etc/sysconfig
+printf 'DAEMON_ARGS="%s"\n' "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/kubelet.conf $KUBELET_KUBEADM_ARGS" > /etc/sysconfig/kubelet
+cp -p /var/lib/kubelet/config.yaml /var/lib/kubelet/kubelet.conf
+rm -f /etc/systemd/system/kubelet.service.d/10-kubeadm.conf
+cat > /etc/systemd/system/kubelet.service <<'UNIT'
+[Unit]
+Description=Kubernetes Kubelet Server, laid out as kops does
+[Service]
+EnvironmentFile=/etc/sysconfig/kubelet
+ExecStart=/usr/local/bin/kubelet $DAEMON_ARGS
+Restart=always
+RestartSec=2s
+StartLimitInterval=0
+KillMode=process
+Slice=kubelet.slice
+CPUAccounting=true
+MemoryAccounting=true
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl restart kubelet
+`

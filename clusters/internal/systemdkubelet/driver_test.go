@@ -116,6 +116,16 @@ func (h *harness) binary(name, content string) binaries.Binary {
 
 const show = "systemctl show --property=ActiveState,SubState,MainPID,NRestarts kubelet"
 
+// startCommands is what Start runs when the kubelet answers its health
+// endpoint at the probes-th probe.
+func startCommands(probes int) []string {
+	out := []string{"systemctl reset-failed kubelet", show, "systemctl start kubelet"}
+	for range probes {
+		out = append(out, show, "sh -c PROBE http://127.0.0.1:10248/healthz")
+	}
+	return out
+}
+
 func TestSwapRestoreCommands(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
@@ -157,17 +167,7 @@ func TestSwapRestoreCommands(t *testing.T) {
 	if err := h.d.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("Start",
-		"systemctl reset-failed kubelet",
-		show,
-		"systemctl start kubelet",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-	)
+	h.expect("Start", startCommands(3)...)
 
 	// A second swap keeps the first original, and Original says so.
 	if err := h.d.Stop(ctx); err != nil {
@@ -192,22 +192,13 @@ func TestSwapRestoreCommands(t *testing.T) {
 	if err := h.d.Restore(ctx, orig.SHA256); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("Restore",
+	h.expect("Restore", append([]string{
 		"sh -c KEPT $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
 		"systemctl stop kubelet",
 		show,
 		"sh -c PUTBACK $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
 		"sha256sum $D/usr/local/bin/kubelet",
-		"systemctl reset-failed kubelet",
-		show,
-		"systemctl start kubelet",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-	)
+	}, startCommands(3)...)...)
 	assertFile(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
 	assertMissing(t, h.d.Layout.Binary+OrigSuffix)
 	if !h.fake.active {
@@ -219,15 +210,10 @@ func TestSwapRestoreCommands(t *testing.T) {
 	if err := h.d.Restore(ctx, orig.SHA256); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("Restore with nothing kept",
+	h.expect("Restore with nothing kept", append([]string{
 		"sh -c KEPT $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
 		"sha256sum $D/usr/local/bin/kubelet",
-		"systemctl reset-failed kubelet",
-		show,
-		"systemctl start kubelet",
-		show,
-		"sh -c PROBE http://127.0.0.1:10248/healthz",
-	)
+	}, startCommands(1)...)...)
 }
 
 // A run killed between Stop and Swap leaves the unit stopped and nothing

@@ -415,12 +415,21 @@ func TestUnreachablePort(t *testing.T) {
 }
 
 func TestSwapRestoreKubelet(t *testing.T) {
-	srv := sshdtest.Start(t)
-	fn := newFakeNode(t, srv, "kubelet v1.37.2")
-	dir := t.TempDir()
-	p := newProvider(t, srv, func(c *existing.Config) { c.KubeletBinary = fn.Binary })
-	n := p.Node("node-a", srv.Addr)
-	ctx := testContext(t)
+	r := newRestoreRig(t)
+	ctx := r.context(t)
+	fn, dir := r.fn, r.cache
+	p, err := existing.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := p.TestNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ns[0]
 
 	v1 := newBinary(t, dir, "v1.35.0", "kubelet v1.35.0")
 	v2 := newBinary(t, dir, "v1.36.0", "kubelet v1.36.0\n"+strings.Repeat("x", 2<<20))
@@ -451,8 +460,8 @@ func TestSwapRestoreKubelet(t *testing.T) {
 
 	bad := v1
 	bad.SHA256 = strings.Repeat("0", 64)
-	err := n.SwapKubelet(ctx, bad)
-	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "node-a") {
+	err = n.SwapKubelet(ctx, bad)
+	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "w1") {
 		t.Errorf("swap with wrong sha256 = %v", err)
 	}
 	assertMissing(t, fn.Binary+existing.NewSuffix)
@@ -467,14 +476,10 @@ func TestSwapRestoreKubelet(t *testing.T) {
 		t.Errorf("start of a crashing kubelet = %v", err)
 	}
 
-	if err := n.RestoreKubelet(ctx, binSHA(t, fn.Binary+existing.OrigSuffix)); err != nil {
+	if err := p.Down(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, fn.Binary, "kubelet v1.37.2", 0o755)
-	assertMissing(t, fn.Binary+existing.OrigSuffix)
-	if fn.running() != "v1.37.2" {
-		t.Errorf("running %q after the restore, want v1.37.2", fn.running())
-	}
+	r.assertRestored(t)
 }
 
 func newBinary(t *testing.T, dir, version, content string) binaries.Binary {

@@ -19,7 +19,7 @@ const (
 	// NewSuffix names the upload in progress.
 	NewSuffix = systemdkubelet.NewSuffix
 	// OrigSuffix names the node's own kubelet, kept by the first swap and
-	// put back by RestoreKubelet and Down.
+	// put back by Down or `skewtest clean`.
 	OrigSuffix = systemdkubelet.OrigSuffix
 )
 
@@ -92,14 +92,6 @@ func (n *Node) SwapKubelet(ctx context.Context, bin binaries.Binary) error {
 // answers its health endpoint on the node; a kubelet that exits instead is
 // an error carrying the unit's last journal lines.
 func (n *Node) StartKubelet(ctx context.Context) error { return n.driver.Start(ctx) }
-
-// RestoreKubelet puts the node's own kubelet back (the binary the first
-// SwapKubelet kept), starts it and waits until it is healthy; want is the
-// original's sha256, checked before the start when not empty. Down calls
-// it for every node the run changed.
-func (n *Node) RestoreKubelet(ctx context.Context, want string) error {
-	return n.driver.Restore(ctx, want)
-}
 
 // checkReachable runs true on the node, explaining the usual failures.
 func (n *Node) checkReachable(ctx context.Context) error {

@@ -55,6 +55,15 @@ func newRestoreRig(t *testing.T) *restoreRig {
 	return r
 }
 
+// context bounds a test on the rig: a safety net sized for the SSH
+// sessions of a whole hop and restore on a loaded machine (4 s each at
+// load 25), not a speed check.
+func (r *restoreRig) context(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // assertRestored checks that w1 runs its own kubelet again, Ready through
 // the API server, with nothing of the run left.
 func (r *restoreRig) assertRestored(t *testing.T) {
@@ -77,7 +86,7 @@ func TestDownRestoresAfterAFailedHop(t *testing.T) {
 	}{{"stopped and swapped", true}, {"stopped only", false}} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRestoreRig(t)
-			ctx := testContext(t)
+			ctx := r.context(t)
 			p, err := existing.New(r.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -120,7 +129,7 @@ func TestDownRestoresAfterAFailedHop(t *testing.T) {
 // error naming it and the state directory, which stays for a clean.
 func TestDownReportsAFailedRestore(t *testing.T) {
 	r := newRestoreRig(t)
-	ctx := testContext(t)
+	ctx := r.context(t)
 	p, err := existing.New(r.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +163,7 @@ const helperEnv = "SKEWTEST_EXISTING_KILL_HELPER"
 // and Ready through the API server.
 func TestKilledMidHopThenClean(t *testing.T) {
 	r := newRestoreRig(t)
-	ctx := testContext(t)
+	ctx := r.context(t)
 	bin := newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")
 	c := r.cfg
 	hc := helperConfig{Kubeconfig: c.Kubeconfig, KubeletBinary: c.KubeletBinary, RunID: c.RunID, StateDir: c.StateDir,

@@ -121,7 +121,7 @@ const show = "systemctl show --property=ActiveState,SubState,MainPID,NRestarts k
 func startCommands(probes int) []string {
 	out := []string{"systemctl reset-failed kubelet", show, "systemctl start kubelet"}
 	for range probes {
-		out = append(out, show, "sh -c PROBE http://127.0.0.1:10248/healthz")
+		out = append(out, show, "sh -c PROBE http://127.0.0.1:10248/healthz 127.0.0.1 10248 /healthz")
 	}
 	return out
 }
@@ -298,8 +298,8 @@ func TestStartWithoutProber(t *testing.T) {
 	h := newHarness(t)
 	h.fake.noProber = true
 	err := h.d.Start(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "neither curl nor wget") {
-		t.Errorf("Start on a node without curl or wget = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "neither curl, wget nor bash") {
+		t.Errorf("Start on a node without curl, wget or bash = %v", err)
 	}
 }
 

@@ -31,7 +31,7 @@ type fakeSystemd struct {
 	stopLag      int // state reads that still show the process after stop
 	healthyAfter int // probes that fail after each start
 	probes       int
-	noProber     bool // neither curl nor wget on the node
+	noProber     bool // neither curl, wget nor bash on the node
 	startErr     string
 	journal      string
 	nextPID      int
@@ -144,7 +144,7 @@ func (f *fakeSystemd) simulate(argv []string) (stdout, stderr string, code int, 
 		return f.journal + "\n", "", 0, false
 	case argv[0] == "sh" && len(argv) > 2 && strings.Contains(argv[2], "command -v curl"):
 		if f.noProber {
-			return "", "neither curl nor wget on the node\n", 127, false
+			return "", "neither curl, wget nor bash on the node\n", 127, false
 		}
 		f.probes++
 		if f.active && !f.crashes() && f.probes > f.healthyAfter {

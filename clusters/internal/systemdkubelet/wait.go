@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -53,13 +54,24 @@ func (d *Driver) waitUnit(ctx context.Context, want string, done func(context.Co
 	}
 }
 
-// healthy asks the kubelet's health endpoint on the node, with curl or,
-// where there is none, wget. exitNotFound tells that the node has neither.
+// healthy asks the kubelet's health endpoint on the node with curl, or
+// wget, or, on a minimal node with neither (Debian's minbase), bash's
+// /dev/tcp with a plain HTTP/1.0 GET. Exit code 127 says the node has
+// none of them.
 func (d *Driver) healthy(ctx context.Context) (bool, error) {
 	const probe = `if command -v curl >/dev/null 2>&1; then exec curl -sf --max-time 2 -o /dev/null "$1"; fi
 if command -v wget >/dev/null 2>&1; then exec wget -q -T 2 -O /dev/null "$1"; fi
-echo "neither curl nor wget on the node" >&2; exit 127`
-	res, err := d.sh(ctx, probe, d.healthzURL())
+if command -v bash >/dev/null 2>&1 && [ -n "$2" ]; then exec timeout 2 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$3" "$1" >&3 && read -r l <&3 && case "$l" in *" 200 "*) exit 0 ;; esac; exit 1' bash "$2" "$3" "$4"; fi
+echo "neither curl, wget nor bash on the node" >&2; exit 127`
+	args := []string{d.healthzURL(), "", "", ""}
+	if u, err := url.Parse(d.healthzURL()); err == nil && u.Scheme == "http" {
+		port := u.Port()
+		if port == "" {
+			port = "80"
+		}
+		args = []string{d.healthzURL(), u.Hostname(), port, u.RequestURI()}
+	}
+	res, err := d.sh(ctx, probe, args...)
 	switch {
 	case err == nil:
 		return true, nil

@@ -47,7 +47,13 @@ func TestSystemdDriverOnKindNode(t *testing.T) {
 	}
 	own, old := build(newest), build(older)
 
-	p, err := New(Config{RunID: "sysd-" + time.Now().Format("150405"), RunRoot: t.TempDir(), CacheDir: binaries.DefaultCacheDir(),
+	// A short run root: the private dockerd's unix sockets live under it.
+	runRoot, err := os.MkdirTemp("/tmp", "sd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(runRoot)
+	p, err := New(Config{RunID: "sysd-" + time.Now().Format("150405"), RunRoot: runRoot, CacheDir: binaries.DefaultCacheDir(),
 		APIServerVersion: newest, Kubelet: own, NodeImage: "offline"})
 	if err != nil {
 		t.Fatal(err)

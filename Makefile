@@ -19,7 +19,7 @@ UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
 # the images build tag so that make test stays fast. ci/ checks that every
 # package with a `//go:build images` test file is listed here.
 IMAGES_TAG = images
-IMAGES_PKGS = ./clusters/kind/internal/nodeimage
+IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind
 GINKGO_ARGS ?=
 
 # The nightly jobs (.github/workflows/nightly.yaml, ci/prow/): what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -126,6 +127,12 @@ func New(name string, o Options) (Provider, error) {
 		if cfg.Logger == nil {
 			cfg.Logger = o.Logger
 		}
+		if cfg.RunID == "" {
+			cfg.RunID = o.RunID
+		}
+		if cfg.StateDir == "" && o.RunID != "" {
+			cfg.StateDir = filepath.Join(existingRunRoot(o.LocalRunRoot), existingDirPrefix+o.RunID)
+		}
 		return existing.New(cfg)
 	}
 	panic("unreachable: Check accepted " + name)
@@ -157,12 +164,46 @@ func (o Options) checkNodeCount(name string) error {
 	return nil
 }
 
-// Clean removes what a run of a provider that creates clusters left on this
-// host when the harness itself was killed, given its run directory: kind
-// runs live in kind-<run-id>, local runs in <run-id>.
+// existingDirPrefix names an existing-provider run's state directory,
+// existing-<run-id>, beside the local and kind run directories.
+const existingDirPrefix = "existing-"
+
+// existingRunRoot is where existing-provider runs keep their state: the
+// run root (/var/lib/skewtest) for root, and ~/.local/state/skewtest for
+// anyone else, who reaches the nodes over SSH and needs no root here.
+func existingRunRoot(runRoot string) string {
+	if runRoot != "" {
+		return runRoot
+	}
+	if os.Geteuid() != 0 {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, ".local", "state", "skewtest")
+		}
+	}
+	return local.DefaultRunRoot
+}
+
+// RunRoots are the directories `skewtest clean` looks in for what killed
+// runs left: the run root, and the existing provider's own for non-root
+// users.
+func RunRoots() []string {
+	roots := []string{local.DefaultRunRoot}
+	if r := existingRunRoot(""); r != local.DefaultRunRoot {
+		roots = append(roots, r)
+	}
+	return roots
+}
+
+// Clean undoes what a run left when the harness itself was killed, given
+// its run directory: kind runs live in kind-<run-id>, local runs in
+// <run-id>, and an existing cluster's run keeps in existing-<run-id> the
+// state from which its nodes' own kubelets are put back.
 func Clean(ctx context.Context, runDir string) error {
-	if strings.HasPrefix(filepath.Base(runDir), "kind-") {
+	switch base := filepath.Base(runDir); {
+	case strings.HasPrefix(base, "kind-"):
 		return kind.Clean(ctx, runDir)
+	case strings.HasPrefix(base, existingDirPrefix):
+		return existing.Clean(ctx, runDir)
 	}
 	return local.Clean(ctx, runDir)
 }

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/existing"
 )
 
@@ -227,6 +228,28 @@ current-context: test
 		}
 		if p.KubeconfigPath() != kubeconfig {
 			t.Errorf("KubeconfigPath() = %s, want %s", p.KubeconfigPath(), kubeconfig)
+		}
+	})
+	t.Run("state directory beside the other runs", func(t *testing.T) {
+		root := t.TempDir()
+		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-7", LocalRunRoot: root, Existing: cfg})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		rd, ok := p.(capabilities.WithRunDir)
+		if !ok || rd.RunDir() != filepath.Join(root, "existing-run-7") {
+			t.Fatalf("run dir of the existing provider = %v, want %s", rd, filepath.Join(root, "existing-run-7"))
+		}
+		// A run killed before it recorded anything left an empty
+		// directory: clean removes it without reaching any node.
+		if err := os.MkdirAll(rd.RunDir(), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := clusters.Clean(t.Context(), rd.RunDir()); err != nil {
+			t.Fatalf("Clean: %v", err)
+		}
+		if _, err := os.Stat(rd.RunDir()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after Clean: %v", rd.RunDir(), err)
 		}
 	})
 	t.Run("no kubeconfig", func(t *testing.T) {

@@ -32,12 +32,16 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
 // Name is the provider's name.
 const Name = "existing"
+
+var _ capabilities.WithRunDir = &Provider{}
 
 // Defaults.
 const (
@@ -74,9 +78,14 @@ type Config struct {
 	// KubeletBinary is the path the unit runs, which SwapKubelet replaces;
 	// default /usr/bin/kubelet.
 	KubeletBinary string
-	// ServiceManager drives the unit; default systemctl and journalctl.
-	ServiceManager ServiceManager
-	Logger         *slog.Logger
+	// RunID names the run in the state.
+	RunID string
+	// StateDir is where the run records each node's own kubelet before it
+	// first changes the node (StateFile), for Down and `skewtest clean`.
+	// Empty keeps the record in memory only: Down still restores, but a
+	// killed run cannot be cleaned.
+	StateDir string
+	Logger   *slog.Logger
 }
 
 // SSHConfig is how nodes are reached.
@@ -100,71 +109,15 @@ type SSHConfig struct {
 	Timeout time.Duration
 }
 
-// ServiceManager holds the argv templates that drive the kubelet's unit; in
-// each, "{unit}" is replaced by Config.KubeletUnit. They run on the node
-// through Node.Command, so under sudo -n for a non-root user. Empty fields
-// take the systemd defaults.
-type ServiceManager struct {
-	// Stop stops the unit and should return once it is stopped; default
-	// systemctl stop {unit}.
-	Stop []string
-	// Start starts the unit; default systemctl start {unit}.
-	Start []string
-	// IsActive prints the unit's state (active, activating, inactive,
-	// failed, ...) as its first line; its exit status is ignored when it
-	// prints one. Default systemctl is-active {unit}.
-	IsActive []string
-	// Logs prints the unit's log; default journalctl -u {unit} --no-pager.
-	Logs []string
-	// RunLogs prints the log of the unit's current (or last) run only;
-	// default journalctl on the unit's InvocationID
-	// (nodes.SystemdKubeletLogArgv).
-	RunLogs []string
-}
-
-// SystemdServiceManager is the default ServiceManager.
-var SystemdServiceManager = ServiceManager{
-	Stop:     []string{"systemctl", "stop", "{unit}"},
-	Start:    []string{"systemctl", "start", "{unit}"},
-	IsActive: []string{"systemctl", "is-active", "{unit}"},
-	Logs:     []string{"journalctl", "-u", "{unit}", "--no-pager"},
-	RunLogs:  nodes.SystemdKubeletLogArgv("{unit}"),
-}
-
-func (s ServiceManager) withDefaults() ServiceManager {
-	def := SystemdServiceManager
-	if len(s.Stop) == 0 {
-		s.Stop = def.Stop
-	}
-	if len(s.Start) == 0 {
-		s.Start = def.Start
-	}
-	if len(s.IsActive) == 0 {
-		s.IsActive = def.IsActive
-	}
-	if len(s.Logs) == 0 {
-		s.Logs = def.Logs
-	}
-	if len(s.RunLogs) == 0 {
-		s.RunLogs = def.RunLogs
-	}
-	return s
-}
-
-// argv expands a template for unit.
-func (ServiceManager) argv(tmpl []string, unit string) []string {
-	out := make([]string, len(tmpl))
-	for i, a := range tmpl {
-		out[i] = strings.ReplaceAll(a, "{unit}", unit)
-	}
-	return out
-}
-
 // Provider attaches to an existing cluster. It implements clusters.Provider.
 type Provider struct {
 	cfg    Config
 	log    *slog.Logger
 	dialer *dialer
+
+	// stateMu guards state, which records the nodes the run changed.
+	stateMu sync.Mutex
+	state   *State
 
 	mu     sync.Mutex
 	rest   *rest.Config
@@ -210,10 +163,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.KubeletBinary == "" {
 		cfg.KubeletBinary = DefaultKubeletBinary
 	}
-	if !strings.HasPrefix(cfg.KubeletRootDir, "/") || !strings.HasPrefix(cfg.KubeletBinary, "/") {
-		return nil, fmt.Errorf("existing: KubeletRootDir %q and KubeletBinary %q must be absolute paths", cfg.KubeletRootDir, cfg.KubeletBinary)
+	if err := cfg.layout().Validate(); err != nil {
+		return nil, fmt.Errorf("existing: %w", err)
 	}
-	cfg.ServiceManager = cfg.ServiceManager.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -222,8 +174,20 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}}, nil
+	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, SSH: StateSSH{
+		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
+	}}
+	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st}, nil
 }
+
+// layout is where every test node keeps its kubelet.
+func (c *Config) layout() systemdkubelet.Layout {
+	return systemdkubelet.Layout{Unit: c.KubeletUnit, Binary: c.KubeletBinary, RootDir: c.KubeletRootDir}
+}
+
+// RunDir is Config.StateDir: `skewtest clean` given it puts back the
+// kubelets of a run that was killed or kept after a failure.
+func (p *Provider) RunDir() string { return p.cfg.StateDir }
 
 // newDialer fills in s's defaults and loads its key and known_hosts.
 func newDialer(s *SSHConfig, log *slog.Logger) (*dialer, error) {
@@ -379,6 +343,9 @@ func (p *Provider) Up(ctx context.Context) error {
 		return err
 	}
 	p.log.Info("attached to cluster", "kubeconfig", p.cfg.Kubeconfig, "context", p.cfg.Context, "version", v.String())
+	if err := p.initState(); err != nil {
+		return err
+	}
 	ns, err := p.resolve(ctx, true)
 	if err != nil {
 		return err
@@ -400,13 +367,16 @@ func (p *Provider) Up(ctx context.Context) error {
 	return nil
 }
 
-// Down closes the SSH connections. It leaves the cluster and the nodes as
-// they are: in particular it does not restore swapped kubelets (see
-// Node.RestoreKubelet).
+// Down puts back the own kubelet of every node the run changed (stopped
+// or swapped), after a pass, a failure or an interrupt alike, waits until
+// each is Ready through the API server at its own kubelet's version,
+// removes the state directory once all are, and closes the SSH
+// connections. The cluster itself is left as it is. A node that cannot be
+// restored is an error naming it and the state directory to clean.
 func (p *Provider) Down(ctx context.Context) error {
+	errs := []error{p.restoreAll(ctx)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var errs []error
 	for _, n := range p.byName {
 		if err := n.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close ssh to %s: %w", n, err))
@@ -443,16 +413,14 @@ func (p *Provider) nodeLocked(name, address string) *Node {
 		return n
 	}
 	n := &Node{
-		name:    name,
-		addr:    addr,
-		sudo:    p.dialer.user != "root",
-		conn:    newConn(p.dialer, name, addr),
-		rootDir: p.cfg.KubeletRootDir,
-		unit:    p.cfg.KubeletUnit,
-		binary:  p.cfg.KubeletBinary,
-		svc:     p.cfg.ServiceManager,
-		log:     p.log,
+		name: name,
+		addr: addr,
+		sudo: p.dialer.user != "root",
+		conn: newConn(p.dialer, name, addr),
+		p:    p,
+		log:  p.log,
 	}
+	n.driver = &systemdkubelet.Driver{Node: n, Layout: p.cfg.layout(), Log: p.log}
 	if old, ok := p.byName[name]; ok {
 		old.Close()
 	}
@@ -514,7 +482,9 @@ func (p *Provider) resolve(ctx context.Context, checkReady bool) ([]*Node, error
 			errs = append(errs, fmt.Errorf("node %s has no InternalIP address; set SSH.Address for it", n.Name))
 			continue
 		}
-		out = append(out, p.nodeLocked(n.Name, addr))
+		node := p.nodeLocked(n.Name, addr)
+		node.kubeletVersion = n.Status.NodeInfo.KubeletVersion
+		out = append(out, node)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("existing: %w", err)
@@ -598,8 +568,8 @@ func internalIP(n *corev1.Node) string {
 	return ""
 }
 
-// DumpClusterLogs writes each test node's kubelet log (ServiceManager.Logs,
-// journalctl by default) to dir/<node>/kubelet.log. It is best effort: it
+// DumpClusterLogs writes each test node's kubelet log (journalctl -u
+// <unit>) to dir/<node>/kubelet.log. It is best effort: it
 // tries every node, keeps what each wrote, and returns the failures joined.
 func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
 	ns, err := p.resolve(ctx, false)
@@ -626,7 +596,7 @@ func (n *Node) dumpKubeletLog(ctx context.Context, dir string) error {
 		return fmt.Errorf("dump kubelet log of %s: %w", n, err)
 	}
 	var stderr strings.Builder
-	argv := n.svc.argv(n.svc.Logs, n.unit)
+	argv := n.driver.LogsArgv()
 	err = n.Command(ctx, argv[0], argv[1:]...).SetStdout(f).SetStderr(&stderr).Run()
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = cerr

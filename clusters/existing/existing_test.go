@@ -5,18 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -419,164 +415,87 @@ func TestUnreachablePort(t *testing.T) {
 }
 
 func TestSwapRestoreKubelet(t *testing.T) {
-	srv := sshdtest.Start(t)
-	dir := t.TempDir()
-	kubelet := filepath.Join(dir, "bin", "kubelet")
-	if err := os.MkdirAll(filepath.Dir(kubelet), 0o755); err != nil {
+	r := newRestoreRig(t)
+	ctx := r.context(t)
+	fn, dir := r.fn, r.cache
+	p, err := existing.New(r.cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, kubelet, "original kubelet", 0o755)
-	p := newProvider(t, srv, func(c *existing.Config) { c.KubeletBinary = kubelet })
-	n := p.Node("node-a", srv.Addr)
-	ctx := testContext(t)
-
-	newBin := func(name, content string) binaries.Binary {
-		path := filepath.Join(dir, name)
-		writeFile(t, path, content, 0o644)
-		sum, err := binaries.FileSHA256(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return binaries.Binary{Component: "kubelet", Version: name, Path: path, SHA256: sum}
+	if err := p.Up(ctx); err != nil {
+		t.Fatal(err)
 	}
-	v1 := newBin("v1.35.0", "kubelet 1.35")
-	v2 := newBin("v1.36.0", strings.Repeat("kubelet 1.36\n", 200000))
+	ns, err := p.TestNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ns[0]
 
+	v1 := newBinary(t, dir, "v1.35.0", "kubelet v1.35.0")
+	v2 := newBinary(t, dir, "v1.36.0", "kubelet v1.36.0\n"+strings.Repeat("x", 2<<20))
+
+	if err := n.StopKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.SwapKubelet(ctx, v1); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, kubelet, "kubelet 1.35", 0o755)
-	assertFile(t, kubelet+existing.OrigSuffix, "original kubelet", 0o755)
-	assertMissing(t, kubelet+existing.NewSuffix)
-
-	if err := n.SwapKubelet(ctx, v2); err != nil {
+	assertFile(t, fn.Binary, "kubelet v1.35.0", 0o755)
+	assertFile(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	assertMissing(t, fn.Binary+existing.NewSuffix)
+	if err := n.StartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, kubelet, strings.Repeat("kubelet 1.36\n", 200000), 0o755)
-	assertFile(t, kubelet+existing.OrigSuffix, "original kubelet", 0o755)
-
-	bad := v1
-	bad.SHA256 = strings.Repeat("0", 64)
-	err := n.SwapKubelet(ctx, bad)
-	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "node-a") {
-		t.Errorf("swap with wrong sha256 = %v", err)
-	}
-	assertFile(t, kubelet, strings.Repeat("kubelet 1.36\n", 200000), 0o755)
-	assertMissing(t, kubelet+existing.NewSuffix)
-
-	missing := v1
-	missing.Path = filepath.Join(dir, "nope")
-	if err := n.SwapKubelet(ctx, missing); err == nil || !strings.Contains(err.Error(), missing.Path) {
-		t.Errorf("swap with missing file = %v", err)
-	}
-
-	if err := n.RestoreKubelet(ctx); err != nil {
-		t.Fatal(err)
-	}
-	assertFile(t, kubelet, "original kubelet", 0o755)
-	assertMissing(t, kubelet+existing.OrigSuffix)
-	// Nothing to restore is fine.
-	if err := n.RestoreKubelet(ctx); err != nil {
-		t.Fatal(err)
-	}
-	assertFile(t, kubelet, "original kubelet", 0o755)
-}
-
-// fakeServiceManager writes a script standing in for systemctl: it records
-// its arguments in dir/calls and keeps the unit's state in dir/state;
-// start sets the state to dir/after-start's content (default active).
-func fakeServiceManager(t *testing.T) (existing.ServiceManager, string) {
-	dir := t.TempDir()
-	script := filepath.Join(dir, "svc")
-	writeFile(t, script, `#!/bin/sh
-d=$(dirname "$0")
-echo "$*" >> "$d/calls"
-case "$1" in
-stop) echo inactive > "$d/state" ;;
-start) if [ -f "$d/after-start" ]; then cat "$d/after-start" > "$d/state"; else echo active > "$d/state"; fi ;;
-is-active) s=$(cat "$d/state"); echo "$s"; [ "$s" = active ] ;;
-logs) echo "log of $2"; echo "more log" ;;
-runlogs) echo "last run of $2" ;;
-noop) ;;
-esac
-`, 0o755)
-	writeFile(t, filepath.Join(dir, "state"), "active\n", 0o644)
-	return existing.ServiceManager{
-		Stop:     []string{script, "stop", "{unit}"},
-		Start:    []string{script, "start", "{unit}"},
-		IsActive: []string{script, "is-active", "{unit}"},
-		Logs:     []string{script, "logs", "{unit}"},
-		RunLogs:  []string{script, "runlogs", "{unit}"},
-	}, dir
-}
-
-func TestStopStartKubelet(t *testing.T) {
-	srv := sshdtest.Start(t)
-	svc, dir := fakeServiceManager(t)
-	p := newProvider(t, srv, func(c *existing.Config) {
-		c.ServiceManager = svc
-		c.KubeletUnit = "kubelet-test"
-	})
-	n := p.Node("node-a", srv.Addr)
-	ctx := testContext(t)
-	calls := func() string {
-		b, _ := os.ReadFile(filepath.Join(dir, "calls"))
-		os.Remove(filepath.Join(dir, "calls"))
-		return string(b)
+	if fn.running() != "v1.35.0" {
+		t.Errorf("running %q after the start, want v1.35.0", fn.running())
 	}
 
 	if err := n.StopKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := calls(), "stop kubelet-test\nis-active kubelet-test\n"; got != want {
-		t.Errorf("stop calls %q, want %q", got, want)
-	}
-	if err := n.StartKubelet(ctx); err != nil {
+	if err := n.SwapKubelet(ctx, v2); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := calls(), "start kubelet-test\nis-active kubelet-test\n"; got != want {
-		t.Errorf("start calls %q, want %q", got, want)
-	}
-	if s, err := n.KubeletState(ctx); s != "active" || err != nil {
-		t.Errorf("KubeletState = %q, %v", s, err)
-	}
-	if log, err := n.KubeletLog(ctx); log != "last run of kubelet-test\n" || err != nil {
-		t.Errorf("KubeletLog = %q, %v; want the RunLogs command's output", log, err)
-	}
-	calls()
+	assertFile(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
 
-	// A unit that fails to start.
-	writeFile(t, filepath.Join(dir, "after-start"), "failed\n", 0o644)
-	err := n.StartKubelet(ctx)
-	if err == nil || !strings.Contains(err.Error(), "start kubelet on node-a") || !strings.Contains(err.Error(), "failed") {
-		t.Errorf("StartKubelet of a failing unit = %v", err)
+	bad := v1
+	bad.SHA256 = strings.Repeat("0", 64)
+	err = n.SwapKubelet(ctx, bad)
+	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "w1") {
+		t.Errorf("swap with wrong sha256 = %v", err)
 	}
+	assertMissing(t, fn.Binary+existing.NewSuffix)
 
-	// A unit that does not stop: the wait ends with ctx.
-	writeFile(t, filepath.Join(dir, "state"), "active\n", 0o644)
-	p2 := newProvider(t, srv, func(c *existing.Config) {
-		c.ServiceManager = svc
-		c.ServiceManager.Stop = []string{svc.Stop[0], "noop", "{unit}"}
-	})
-	// Long enough for several polls even on a loaded machine (each is an
-	// SSH session: at load 15, 5 s did not see one finish); the unit never
-	// stops, so the wait always ends here.
-	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	err = p2.Node("node-a", srv.Addr).StopKubelet(sctx)
-	if err == nil || !strings.Contains(err.Error(), "stop kubelet on node-a") || !strings.Contains(err.Error(), `still "active"`) {
-		t.Errorf("StopKubelet of a unit that stays active = %v", err)
+	// A kubelet that exits at once is reported with its journal.
+	crash := newBinary(t, dir, "v1.34.0", "kubelet v1.34.0 crash")
+	if err := n.SwapKubelet(ctx, crash); err != nil {
+		t.Fatal(err)
+	}
+	err = n.StartKubelet(ctx)
+	if err == nil || !strings.Contains(err.Error(), "systemd restarted it") || !strings.Contains(err.Error(), "flag provided but not defined") {
+		t.Errorf("start of a crashing kubelet = %v", err)
 	}
 
-	// A failing stop command.
-	p3 := newProvider(t, srv, func(c *existing.Config) {
-		c.ServiceManager = svc
-		c.ServiceManager.Stop = []string{"sh", "-c", "echo no such unit >&2; exit 5"}
-	})
-	err = p3.Node("node-a", srv.Addr).StopKubelet(ctx)
-	if err == nil || exec.ExitCode(err) != 5 || !strings.Contains(err.Error(), "no such unit") {
-		t.Errorf("StopKubelet with a failing stop = %v", err)
+	if err := p.Down(ctx); err != nil {
+		t.Fatal(err)
 	}
+	r.assertRestored(t)
+}
+
+func newBinary(t *testing.T, dir, version, content string) binaries.Binary {
+	t.Helper()
+	path := filepath.Join(dir, version)
+	writeFile(t, path, content, 0o644)
+	return binaries.Binary{Component: "kubelet", Version: version, Path: path, SHA256: binSHA(t, path)}
+}
+
+func binSHA(t *testing.T, path string) string {
+	t.Helper()
+	sum, err := binaries.FileSHA256(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
@@ -671,37 +590,6 @@ func TestHostKeyTypeNotOffered(t *testing.T) {
 	connectFails(t, p.Node("node-a", srv.Addr), "connected although known_hosts has only an RSA key the node lacks", "node-a", kh, "ssh-keygen", "rsa")
 }
 
-// fakeAPIServer serves /version and the node list a test sets.
-type fakeAPIServer struct {
-	mu    sync.Mutex
-	nodes []corev1.Node
-}
-
-func (f *fakeAPIServer) setNodes(ns ...corev1.Node) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nodes = ns
-}
-
-func (f *fakeAPIServer) start(t *testing.T) string {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		switch r.URL.Path {
-		case "/version":
-			_ = json.NewEncoder(w).Encode(map[string]string{"major": "1", "minor": "36", "gitVersion": "v1.36.3"})
-		case "/api/v1/nodes":
-			f.mu.Lock()
-			list := corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: f.nodes}
-			f.mu.Unlock()
-			_ = json.NewEncoder(w).Encode(list)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func apiNode(name string, ready bool, ip string, labels map[string]string) corev1.Node {
 	status := corev1.ConditionTrue
 	if !ready {
@@ -728,11 +616,10 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, _ := fakeServiceManager(t)
+	newFakeNode(t, srv, "kubelet v1.36.3")
 	newP := func(mutate func(*existing.Config)) *existing.Provider {
 		return newProvider(t, srv, func(c *existing.Config) {
 			c.Kubeconfig = kc
-			c.ServiceManager = svc
 			if mutate != nil {
 				mutate(c)
 			}
@@ -768,7 +655,7 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 		if err := p.DumpClusterLogs(ctx, out); err != nil {
 			t.Errorf("DumpClusterLogs: %v", err)
 		}
-		if b, err := os.ReadFile(filepath.Join(out, "w1", "kubelet.log")); err != nil || !strings.Contains(string(b), "log of kubelet") {
+		if b, err := os.ReadFile(filepath.Join(out, "w1", "kubelet.log")); err != nil || !strings.Contains(string(b), "journal of kubelet") {
 			t.Errorf("w1 kubelet.log = %q, %v", b, err)
 		}
 	})

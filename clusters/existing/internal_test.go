@@ -116,14 +116,16 @@ func TestDumpClusterLogs(t *testing.T) {
 		Kubeconfig:  kc,
 		KubeletUnit: "kubelet-x",
 		SSH:         SSHConfig{User: srv.User, Port: srv.Port, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile},
-		ServiceManager: ServiceManager{
-			Logs: []string{"sh", "-c", `echo "journal of $1"; echo line2`, "sh", "{unit}"},
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Down(context.Background())
+	// A stand-in for journalctl, first in the sshd's PATH.
+	journalctl := "#!/bin/sh\necho \"journal of $2\"\necho line2\n"
+	if err := os.WriteFile(filepath.Join(srv.BinDir, "journalctl"), []byte(journalctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	good := p.Node("node-a", srv.Addr)
 	closed, err := sshdtest.ClosedPort()
 	if err != nil {

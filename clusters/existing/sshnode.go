@@ -17,7 +17,7 @@ func SSHNode(name, address string, cfg SSHConfig, log *slog.Logger) (*Node, erro
 	}
 	p := &Provider{
 		cfg: Config{SSH: cfg, KubeletRootDir: DefaultKubeletRootDir, KubeletUnit: DefaultKubeletUnit,
-			KubeletBinary: DefaultKubeletBinary, ServiceManager: SystemdServiceManager, Logger: log},
+			KubeletBinary: DefaultKubeletBinary, Logger: log},
 		log: log, dialer: d, byName: map[string]*Node{},
 	}
 	return p.Node(name, address), nil

@@ -45,15 +45,6 @@ type WithKubeletLog interface {
 	KubeletLog(ctx context.Context) (string, error)
 }
 
-// SystemdKubeletLogArgv prints the log of a systemd unit's current (or
-// last) invocation only: journalctl filtered on the unit's InvocationID,
-// which systemd renews at every start, so a restarted kubelet's lines are
-// not mixed with its predecessor's. -o cat: klog's own header already
-// carries the time.
-func SystemdKubeletLogArgv(unit string) []string {
-	return []string{"sh", "-c", `id=$(systemctl show -p InvocationID --value "$1") && [ -n "$id" ] && exec journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID="$id"`, "sh", unit}
-}
-
 // WithCSIDriver is a node whose CSI driver's node service the harness runs
 // as a process of its own and can control: for scenarios where the driver
 // registers after the kubelet starts, or stalls in a call.

@@ -15,10 +15,12 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
-// clean removes what local runs left behind when the harness itself was
-// killed (SIGKILL, a lost machine): every run directory under the run
-// root, or the ones given; and the state of VM guests whose qemu is gone
-// (running guests are left to skewtest vm down).
+// clean undoes what runs left behind when the harness itself was killed
+// (SIGKILL, a lost machine): it removes local and kind runs, puts back the
+// own kubelet of each node an existing-cluster run changed, and removes the
+// state of VM guests whose qemu is gone (running guests are left to
+// skewtest vm down). It cleans every run directory under the run roots, or
+// the ones given.
 //
 // It refuses, at once, while a run holds the host: that run's directory is
 // live, and cleaning it would kill the run.
@@ -38,13 +40,18 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 		}
 	}
 	if len(dirs) == 0 {
-		entries, err := os.ReadDir(local.DefaultRunRoot)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				dirs = append(dirs, filepath.Join(local.DefaultRunRoot, e.Name()))
+		for _, root := range clusters.RunRoots() {
+			entries, err := os.ReadDir(root)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, e := range entries {
+				if e.IsDir() {
+					dirs = append(dirs, filepath.Join(root, e.Name()))
+				}
 			}
 		}
 	}

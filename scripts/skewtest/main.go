@@ -9,7 +9,9 @@
 //	skewtest build VERSION C,..  build Kubernetes components from the Go module
 //	skewtest build-containerd    build containerd v2 from its Go module
 //	skewtest kind-node-image V   build the offline kind node image of version V
-//	skewtest clean [RUNDIR...]   remove what killed local runs left behind
+//	skewtest clean [RUNDIR...]   undo what killed runs left behind (local and
+//	                             kind runs; an existing cluster's nodes get their
+//	                             own kubelet back)
 //	skewtest footprint save|compare FILE
 //	                             record the host's footprint; compare the
 //	                             host with it, naming every difference

@@ -40,6 +40,9 @@ type Server struct {
 	ClientKey      ssh.Signer
 	KnownHostsFile string // holds the host key for [127.0.0.1]:Port
 	HostKey        ssh.PublicKey
+	// BinDir comes first in the PATH of every session, so a test can put
+	// stand-ins for node tools (systemctl) there.
+	BinDir string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -78,6 +81,10 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 
+	s.BinDir = filepath.Join(dir, "bin")
+	if err := os.MkdirAll(s.BinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err := freePort()
@@ -100,7 +107,8 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 LogLevel VERBOSE
-`, port, hostKeyFile, authorizedKeys, filepath.Join(dir, "sshd.pid"))
+SetEnv PATH=%s:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+`, port, hostKeyFile, authorizedKeys, filepath.Join(dir, "sshd.pid"), s.BinDir)
 		if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

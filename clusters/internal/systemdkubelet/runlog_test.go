@@ -1,4 +1,4 @@
-package nodes
+package systemdkubelet
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 // The argv runs for real against stand-ins for systemctl and journalctl
 // (this host has no systemd): it must ask journalctl for the unit's
 // current invocation only, and fail when the unit has none.
-func TestSystemdKubeletLogArgv(t *testing.T) {
+func TestRunLogScript(t *testing.T) {
 	for _, tc := range []struct {
 		name, invocation, want string
 		fail                   bool
@@ -27,7 +27,7 @@ func TestSystemdKubeletLogArgv(t *testing.T) {
 			}
 			write("systemctl", `[ "$*" = "show -p InvocationID --value kubelet" ] || { echo "unexpected: $*" >&2; exit 9; }; echo "`+tc.invocation+`"`+"\n")
 			write("journalctl", `echo "$*"`+"\n")
-			argv := SystemdKubeletLogArgv("kubelet")
+			argv := []string{"sh", "-c", runLogScript, "sh", "kubelet"}
 			cmd := osexec.Command(argv[0], argv[1:]...)
 			cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
 			out, err := cmd.Output()

@@ -1,0 +1,130 @@
+package existing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
+
+	"sigs.k8s.io/skewtest/clusters/conditions"
+)
+
+// readyTimeout bounds the wait for a restored node to report Ready through
+// the API server, after its kubelet already answers /healthz.
+const readyTimeout = 3 * time.Minute
+
+// readyPoll is how often the node is read while waiting for Ready.
+const readyPoll = 500 * time.Millisecond
+
+// restoreAll puts back the own kubelet of every node the state records, in
+// parallel, and drops each node from the state once it runs and its node
+// is Ready through the API server. With every node back, the state
+// directory goes.
+func (p *Provider) restoreAll(ctx context.Context) error {
+	p.stateMu.Lock()
+	recs := slices.Clone(p.state.Nodes)
+	p.stateMu.Unlock()
+	errs := make([]error, len(recs))
+	var wg sync.WaitGroup
+	for i, rec := range recs {
+		wg.Go(func() { errs[i] = p.restoreNode(ctx, rec) })
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err != nil && p.cfg.StateDir != "" {
+		err = fmt.Errorf("%w\nthe state is kept in %s: fix the node, then run `skewtest clean %s` to put its kubelet back", err, p.cfg.StateDir, p.cfg.StateDir)
+	}
+	if err == nil && p.cfg.StateDir != "" {
+		if rerr := os.RemoveAll(p.cfg.StateDir); rerr != nil {
+			err = fmt.Errorf("existing: remove the state directory: %w", rerr)
+		}
+	}
+	return err
+}
+
+// restoreNode puts rec's node's own kubelet back and waits until the node
+// is Ready, at its own kubelet's version, through the API server.
+func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
+	n := p.Node(rec.Name, rec.Address)
+	d := *n.driver
+	d.Layout = rec.layout()
+	if err := d.Restore(ctx, rec.OriginalSHA256); err != nil {
+		return err
+	}
+	if err := p.waitReady(ctx, rec.Name, rec.OriginalVersion); err != nil {
+		return fmt.Errorf("restore kubelet on %s: its own kubelet runs again, but: %w", rec.Name, err)
+	}
+	p.log.Info("node's own kubelet restored, node Ready", "node", rec.Name, "binary", rec.Binary, "sha256", rec.OriginalSHA256, "version", rec.OriginalVersion)
+	if err := p.forget(rec.Name); err != nil {
+		return fmt.Errorf("restore kubelet on %s: update the state in %s: %w", rec.Name, p.cfg.StateDir, err)
+	}
+	return nil
+}
+
+// waitReady waits until the API server reports node Ready, at
+// kubeletVersion when it is known (a Ready condition left from before the
+// restore carries the swapped kubelet's version, so it does not count).
+func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) error {
+	_, core, err := p.clients()
+	if err != nil {
+		return err
+	}
+	last := "not read yet"
+	err = apimachinerywait.PollUntilContextTimeout(ctx, readyPoll, readyTimeout, true, func(ctx context.Context) (bool, error) {
+		n, err := core.Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = conditions.NodeStatus(n)
+		if kubeletVersion != "" && n.Status.NodeInfo.KubeletVersion != kubeletVersion {
+			return false, nil
+		}
+		return nodeReady(n) == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for node %s Ready at kubelet %s: %w (last seen: %s)", node, kubeletVersion, err, last)
+	}
+	return nil
+}
+
+// Clean puts back the own kubelet of every node a killed run of the
+// existing provider changed, from the state it left in dir (see
+// StateFile), and removes dir once every node is Ready again. It reaches
+// the nodes with the run's SSH settings, so the key file, or the agent
+// holding the key, must still be there.
+func Clean(ctx context.Context, dir string) error {
+	st, err := ReadState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		// Killed before Up wrote anything: nothing was touched.
+		return os.RemoveAll(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("existing: clean %s: %w", dir, err)
+	}
+	if len(st.Nodes) == 0 {
+		return os.RemoveAll(dir)
+	}
+	p, err := New(Config{
+		Kubeconfig: st.Kubeconfig,
+		Context:    st.Context,
+		RunID:      st.RunID,
+		StateDir:   dir,
+		Logger:     slog.Default(),
+		SSH: SSHConfig{
+			User: st.SSH.User, Port: st.SSH.Port, KeyFile: st.SSH.KeyFile, KnownHostsFile: st.SSH.KnownHostsFile,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("existing: clean %s: %w", dir, err)
+	}
+	p.state.Nodes = st.Nodes
+	return p.Down(ctx)
+}

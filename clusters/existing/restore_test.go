@@ -1,0 +1,282 @@
+package existing_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+)
+
+// restoreRig is a test sshd whose PATH has a fake systemd node, a fake API
+// server whose node w1 follows that node's unit, and a provider config
+// with a state directory.
+type restoreRig struct {
+	srv   *sshdtest.Server
+	fn    *fakeNode
+	api   *fakeAPIServer
+	cfg   existing.Config
+	cache string
+}
+
+func newRestoreRig(t *testing.T) *restoreRig {
+	t.Helper()
+	r := &restoreRig{srv: sshdtest.Start(t), api: &fakeAPIServer{}, cache: t.TempDir()}
+	r.fn = newFakeNode(t, r.srv, "kubelet v1.37.2")
+	url := r.api.start(t)
+	r.api.setNodes(apiNode("w1", true, "127.0.0.1", nil))
+	r.api.backBy("w1", r.fn)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := sshdtest.WriteKubeconfig(kc, url); err != nil {
+		t.Fatal(err)
+	}
+	r.cfg = existing.Config{
+		Kubeconfig:    kc,
+		KubeletBinary: r.fn.Binary,
+		RunID:         "run-1",
+		StateDir:      filepath.Join(t.TempDir(), "existing-run-1"),
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		SSH: existing.SSHConfig{
+			User: r.srv.User, Port: r.srv.Port, KeyFile: r.srv.ClientKeyFile, KnownHostsFile: r.srv.KnownHostsFile, Timeout: 5 * time.Second,
+		},
+	}
+	return r
+}
+
+// context bounds a test on the rig: a safety net sized for the SSH
+// sessions of a whole hop and restore on a loaded machine (4 s each at
+// load 25), not a speed check.
+func (r *restoreRig) context(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// assertRestored checks that w1 runs its own kubelet again, Ready through
+// the API server, with nothing of the run left.
+func (r *restoreRig) assertRestored(t *testing.T) {
+	t.Helper()
+	assertFile(t, r.fn.Binary, "kubelet v1.37.2", 0o755)
+	assertMissing(t, r.fn.Binary+existing.OrigSuffix)
+	assertMissing(t, r.fn.Binary+existing.NewSuffix)
+	if v := r.fn.running(); v != "v1.37.2" {
+		t.Errorf("the node runs kubelet %q, want its own v1.37.2", v)
+	}
+	assertMissing(t, r.cfg.StateDir)
+}
+
+// A hop that fails after the swap (here: the run just stops there) is
+// undone by Down: the node's own kubelet runs again and the node is Ready.
+func TestDownRestoresAfterAFailedHop(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		swap bool
+	}{{"stopped and swapped", true}, {"stopped only", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRestoreRig(t)
+			ctx := r.context(t)
+			p, err := existing.New(r.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Up(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ns, err := p.TestNodes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := ns[0]
+			if err := n.StopKubelet(ctx); err != nil {
+				t.Fatal(err)
+			}
+			st, err := existing.ReadState(r.cfg.StateDir)
+			if err != nil {
+				t.Fatalf("no state after the first stop: %v", err)
+			}
+			if len(st.Nodes) != 1 || st.Nodes[0].Name != "w1" || st.Nodes[0].OriginalSHA256 != binSHA(t, r.fn.Binary) || st.Nodes[0].OriginalVersion != "v1.37.2" {
+				t.Errorf("state before the swap = %+v", st.Nodes)
+			}
+			if tt.swap {
+				if err := n.SwapKubelet(ctx, newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r.fn.running() != "" {
+				t.Fatalf("the unit runs %q mid-hop", r.fn.running())
+			}
+			if err := p.Down(ctx); err != nil {
+				t.Fatalf("Down: %v", err)
+			}
+			r.assertRestored(t)
+		})
+	}
+}
+
+// Down does not pretend: a node whose own kubelet cannot be put back is an
+// error naming it and the state directory, which stays for a clean.
+func TestDownReportsAFailedRestore(t *testing.T) {
+	r := newRestoreRig(t)
+	ctx := r.context(t)
+	p, err := existing.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := p.TestNodes(ctx)
+	if err := ns[0].StopKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].SwapKubelet(ctx, newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")); err != nil {
+		t.Fatal(err)
+	}
+	// Someone replaces the kept original.
+	writeFile(t, r.fn.Binary+existing.OrigSuffix, "kubelet v9.9.9 tampered", 0o755)
+	err = p.Down(ctx)
+	if err == nil || !strings.Contains(err.Error(), "w1") || !strings.Contains(err.Error(), "skewtest clean "+r.cfg.StateDir) {
+		t.Fatalf("Down = %v", err)
+	}
+	if _, err := existing.ReadState(r.cfg.StateDir); err != nil {
+		t.Errorf("the state is gone after a failed restore: %v", err)
+	}
+}
+
+const helperEnv = "SKEWTEST_EXISTING_KILL_HELPER"
+
+// TestKilledMidHopThenClean kills a harness with SIGKILL between the swap
+// and the start of a hop, then runs `skewtest clean`'s code on the state
+// directory it left, which must put the node's own kubelet back, running
+// and Ready through the API server.
+func TestKilledMidHopThenClean(t *testing.T) {
+	r := newRestoreRig(t)
+	ctx := r.context(t)
+	bin := newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")
+	c := r.cfg
+	hc := helperConfig{Kubeconfig: c.Kubeconfig, KubeletBinary: c.KubeletBinary, RunID: c.RunID, StateDir: c.StateDir,
+		User: c.SSH.User, Port: c.SSH.Port, KeyFile: c.SSH.KeyFile, KnownHostsFile: c.SSH.KnownHostsFile,
+		Binary: bin.Path, SHA256: bin.SHA256}
+	cfg, err := json.Marshal(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestKillHelper$", "-test.v")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(cfg))
+	cmd.Stderr = t.Output()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	swapped := false
+	for sc.Scan() {
+		t.Logf("helper: %s", sc.Text())
+		if sc.Text() == "SWAPPED" {
+			swapped = true
+			break
+		}
+	}
+	if !swapped {
+		cmd.Wait()
+		t.Fatal("the helper never swapped")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	var ee *osexec.ExitError
+	if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper ended with %v, want SIGKILL", werr)
+	}
+
+	// What the killed run left: the swapped binary, the unit stopped, the
+	// original kept, and the state naming it.
+	assertFile(t, r.fn.Binary, "kubelet v1.36.3", 0o755)
+	assertFile(t, r.fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	if r.fn.running() != "" {
+		t.Errorf("the unit runs %q after the kill", r.fn.running())
+	}
+	st, err := existing.ReadState(r.cfg.StateDir)
+	if err != nil || len(st.Nodes) != 1 || st.Nodes[0].OriginalVersion != "v1.37.2" {
+		t.Fatalf("state after the kill = %+v, %v", st, err)
+	}
+
+	r.fn.calls()
+	if err := clusters.Clean(ctx, r.cfg.StateDir); err != nil {
+		t.Fatalf("clean: %v", err)
+	}
+	r.assertRestored(t)
+	if calls := r.fn.calls(); !strings.Contains(calls, "stop kubelet") || !strings.Contains(calls, "start kubelet") {
+		t.Errorf("clean's systemctl calls:\n%s", calls)
+	}
+	// A second clean finds nothing to do.
+	if err := clusters.Clean(ctx, r.cfg.StateDir); err != nil {
+		t.Errorf("second clean: %v", err)
+	}
+}
+
+// helperConfig is what the killed harness is told: the provider's
+// settings and the kubelet to swap in.
+type helperConfig struct {
+	Kubeconfig, KubeletBinary, RunID, StateDir string
+	User, KeyFile, KnownHostsFile              string
+	Port                                       int
+	Binary, SHA256                             string
+}
+
+// TestKillHelper is the harness TestKilledMidHopThenClean kills; it does
+// nothing unless that test runs it.
+func TestKillHelper(t *testing.T) {
+	raw := os.Getenv(helperEnv)
+	if raw == "" {
+		return
+	}
+	var hc helperConfig
+	if err := json.Unmarshal([]byte(raw), &hc); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := existing.New(existing.Config{
+		Kubeconfig: hc.Kubeconfig, KubeletBinary: hc.KubeletBinary, RunID: hc.RunID, StateDir: hc.StateDir,
+		SSH:    existing.SSHConfig{User: hc.User, Port: hc.Port, KeyFile: hc.KeyFile, KnownHostsFile: hc.KnownHostsFile},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := p.TestNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].StopKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns[0].SwapKubelet(ctx, newBinaryAt(hc.Binary, hc.SHA256)); err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("SWAPPED\n")
+	time.Sleep(time.Hour) // until killed
+}
+
+func newBinaryAt(path, sum string) binaries.Binary {
+	return binaries.Binary{Component: "kubelet", Version: "v1.36.3", Path: path, SHA256: sum}
+}

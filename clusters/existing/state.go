@@ -1,0 +1,165 @@
+package existing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
+)
+
+// StateFile is the file in Config.StateDir that records what a run
+// changed on which node, so that Down, or `skewtest clean` after the
+// harness was killed, can put each node's own kubelet back.
+const StateFile = "state.json"
+
+// State is what StateFile holds: enough to reach each node again (the
+// kubeconfig and SSH settings; never a secret, only the key file's path)
+// and what to put back.
+type State struct {
+	RunID      string      `json:"runID"`
+	Kubeconfig string      `json:"kubeconfig"`
+	Context    string      `json:"context,omitempty"`
+	SSH        StateSSH    `json:"ssh"`
+	Nodes      []NodeState `json:"nodes"`
+}
+
+// StateSSH is the SSH settings of the run.
+type StateSSH struct {
+	User           string `json:"user"`
+	Port           int    `json:"port"`
+	KeyFile        string `json:"keyFile,omitempty"` // empty: the ssh-agent
+	KnownHostsFile string `json:"knownHostsFile"`
+}
+
+// NodeState is one node the run touched, recorded before its kubelet was
+// first stopped.
+type NodeState struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Unit    string `json:"unit"`
+	Binary  string `json:"binary"`
+	RootDir string `json:"rootDir"`
+	// OriginalSHA256 is the sha256 of the node's own kubelet binary.
+	OriginalSHA256 string `json:"originalSHA256"`
+	// OriginalVersion is the kubelet version the API server reported for
+	// the node before the run touched it; empty if unknown.
+	OriginalVersion string    `json:"originalVersion,omitempty"`
+	Recorded        time.Time `json:"recorded"`
+}
+
+func (s NodeState) layout() systemdkubelet.Layout {
+	return systemdkubelet.Layout{Unit: s.Unit, Binary: s.Binary, RootDir: s.RootDir}
+}
+
+// ReadState reads dir's StateFile.
+func ReadState(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &s, nil
+}
+
+// write replaces dir's StateFile in one rename, so a kill leaves the old
+// state or the new, never half of one.
+func (s *State) write(dir string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, StateFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, StateFile))
+	}
+	return err
+}
+
+// initState writes the run's state, with no node yet, before any node is
+// touched: a state directory that cannot be written fails Up, not a hop.
+func (p *Provider) initState() error {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if p.cfg.StateDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(p.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("existing: state directory %s (it records each node's own kubelet so that `skewtest clean` can put it back): %w", p.cfg.StateDir, err)
+	}
+	if err := p.state.write(p.cfg.StateDir); err != nil {
+		return fmt.Errorf("existing: state directory %s: %w", p.cfg.StateDir, err)
+	}
+	return nil
+}
+
+// record notes n's own kubelet in the state, and writes it to the state
+// directory, before the run first changes n. Later calls for n do nothing.
+func (p *Provider) record(ctx context.Context, n *Node) error {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	if slices.ContainsFunc(p.state.Nodes, func(s NodeState) bool { return s.Name == n.name }) {
+		return nil
+	}
+	orig, err := n.driver.Original(ctx)
+	if err != nil {
+		return err
+	}
+	if orig.Kept {
+		p.log.Warn("an earlier run kept this node's kubelet and did not put it back; the kept copy is taken as the original",
+			"node", n.name, "kept", orig.Binary+OrigSuffix, "sha256", orig.SHA256)
+	}
+	st := NodeState{
+		Name: n.name, Address: n.addr,
+		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir,
+		OriginalSHA256: orig.SHA256, OriginalVersion: n.kubeletVersion, Recorded: time.Now().UTC(),
+	}
+	next := *p.state
+	next.Nodes = append(slices.Clone(p.state.Nodes), st)
+	if p.cfg.StateDir != "" {
+		if err := next.write(p.cfg.StateDir); err != nil {
+			return fmt.Errorf("record the node's own kubelet in %s: %w", p.cfg.StateDir, err)
+		}
+	}
+	*p.state = next
+	p.log.Info("recorded the node's own kubelet", "node", n.name, "binary", orig.Binary, "sha256", orig.SHA256, "version", n.kubeletVersion, "state", p.cfg.StateDir)
+	return nil
+}
+
+// forget drops name from the state once its kubelet is back; with no node
+// left, the state directory goes.
+func (p *Provider) forget(name string) error {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	p.state.Nodes = slices.DeleteFunc(p.state.Nodes, func(s NodeState) bool { return s.Name == name })
+	if p.cfg.StateDir == "" {
+		return nil
+	}
+	if len(p.state.Nodes) > 0 {
+		return p.state.write(p.cfg.StateDir)
+	}
+	err := os.RemoveAll(p.cfg.StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}

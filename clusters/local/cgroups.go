@@ -155,7 +155,7 @@ func (p *Provider) startScope(ctx context.Context, rc *runCgroup) error {
 	}
 	// Down stops it last, after every daemon it keeps company.
 	p.keep(keeper)
-	wctx, cancel := context.WithTimeout(ctx, scopeTimeout)
+	wctx, cancel := context.WithTimeout(ctx, p.timeout(scopeTimeout))
 	defer cancel()
 	err = keeper.WaitReady(wctx, 20*time.Millisecond, func(context.Context) error {
 		got, err := cgroups.CgroupOf(keeper.PID())

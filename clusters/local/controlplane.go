@@ -23,7 +23,7 @@ func (p *Provider) startDaemon(ctx context.Context, name string, argv []string, 
 	if ready == nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, p.timeout(timeout))
 	defer cancel()
 	if err := proc.WaitReady(wctx, 100*time.Millisecond, ready); err != nil {
 		return fmt.Errorf("local provider: start %s: %w", name, err)

@@ -232,7 +232,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 	n.proc, n.log = proc, logFile
 	n.mu.Unlock()
 
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, n.p.timeout(60*time.Second))
 	defer cancel()
 	healthy := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil)
 	ready := healthy

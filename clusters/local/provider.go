@@ -23,7 +23,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
@@ -90,13 +92,35 @@ type Provider struct {
 	// both set by Up before any daemon starts.
 	host         cgroups.Host
 	daemonCgroup string
-	ports        ports
-	binaries     []binaries.Binary
-	csiBin       string // the CSI driver's command, built by Up
+	// slow multiplies start timeouts (TimeoutFactorEnv); 0 counts as 1.
+	slow     time.Duration
+	ports    ports
+	binaries []binaries.Binary
+	csiBin   string // the CSI driver's command, built by Up
 	// stopRecording ends the VolumeAttachment record (ModeEBS).
 	stopRecording context.CancelFunc
 	restCfg       *rest.Config
 	clientset     kubernetes.Interface
+}
+
+// TimeoutFactorEnv names the environment variable that multiplies the
+// local provider's start timeouts (daemons ready, kubelet healthy, node
+// Ready, systemd scope made): an integer from 1 (the default) to 100. An
+// emulated guest (qemu TCG, as make test-hosts boots on hosts without
+// KVM) runs the same programs 10-45 times slower.
+const TimeoutFactorEnv = "SKEWTEST_TIMEOUT_FACTOR"
+
+// timeoutFactor reads TimeoutFactorEnv.
+func timeoutFactor() (time.Duration, error) {
+	v := os.Getenv(TimeoutFactorEnv)
+	if v == "" {
+		return 1, nil
+	}
+	f, err := strconv.Atoi(v)
+	if err != nil || f < 1 || f > 100 {
+		return 0, fmt.Errorf("local provider: %s=%q: want an integer from 1 to 100", TimeoutFactorEnv, v)
+	}
+	return time.Duration(f), nil
 }
 
 // New validates cfg; nothing is created until Up.
@@ -131,11 +155,15 @@ func New(cfg Config) (*Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
 	}
+	factor, err := timeoutFactor()
+	if err != nil {
+		return nil, err
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger, csiMode: mode}, nil
+	return &Provider{cfg: cfg, dir: filepath.Join(cfg.RunRoot, cfg.RunID), logger: logger, csiMode: mode, slow: factor}, nil
 }
 
 // Name implements clusters.Provider.
@@ -259,4 +287,9 @@ func (p *Provider) resources() (*resources.Resources, error) {
 		return nil, err
 	}
 	return resources.New(cfg)
+}
+
+// timeout is d scaled by TimeoutFactorEnv.
+func (p *Provider) timeout(d time.Duration) time.Duration {
+	return d * max(p.slow, 1)
 }

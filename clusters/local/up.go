@@ -186,7 +186,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		if err := n.StartKubelet(ctx); err != nil {
 			return err
 		}
-		if err := conditions.WaitNodeReady(ctx, res, n.String(), n.initial.Version, 2*time.Minute); err != nil {
+		if err := conditions.WaitNodeReady(ctx, res, n.String(), n.initial.Version, p.timeout(2*time.Minute)); err != nil {
 			return fmt.Errorf("local provider: %w; kubelet log: %s", err, n.LogFile())
 		}
 		p.logger.Info("node ready", "node", n.String(), "kubelet", n.initial.Version, "elapsed", time.Since(start).Round(100*time.Millisecond))

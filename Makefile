@@ -27,8 +27,10 @@ GINKGO_ARGS ?=
 NIGHTLY_COMMAND ?= matrix
 SIGNOFF_DIR ?= $(ARTIFACTS)
 ACTIONLINT_VERSION = v1.7.12
+# Where .ci/run keeps the host's footprint from before its first test.
+FOOTPRINT ?= $(ARTIFACTS)/footprint-before.json
 
-.PHONY: test test-images test-skew test-hosts test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
+.PHONY: footprint-save footprint-compare test test-images test-skew test-hosts test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
@@ -44,6 +46,7 @@ help:
 	@echo "make lint        gofmt, go vet, actionlint, shellcheck"
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
+	@echo "make footprint-save / footprint-compare  record the host's footprint in FOOTPRINT; name every difference from it"
 
 # -vet=off: make lint runs go vet. go test's own vet pass would compute
 # vet facts for every dependency again, about a fifth of a cold make test.
@@ -136,3 +139,12 @@ deps:
 
 clean:
 	go run ./scripts/skewtest clean
+
+# The host's footprint (processes, mounts, loop devices, cgroups, iptables,
+# links, kernel settings, files): .ci/run saves it before its first test
+# and compares after its last, so a leak of any test fails CI, named.
+footprint-save:
+	go run ./scripts/skewtest footprint save $(FOOTPRINT)
+
+footprint-compare:
+	go run ./scripts/skewtest footprint compare $(FOOTPRINT)

@@ -9,7 +9,7 @@
 # not installed here.
 set -euo pipefail
 
-packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux findutils procps docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs chromium shellcheck)
+packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs chromium shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -216,6 +217,17 @@ func TestDownKillsProcessGroupAndRemovesDir(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	// Start returns once the child is forked, maybe before it has exec'd
+	// sh: until then its command line is this test binary's.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if strings.Contains(string(b), overlay) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stand-in's command line never named the overlay: %q", b)
+		}
+	}
 	inst := &Instance{Name: "t", Dir: dir, PID: cmd.Process.Pid, Overlay: overlay}
 	if err := inst.save(); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +38,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 // The optional capabilities the local provider has.
@@ -92,7 +92,7 @@ type Provider struct {
 	// both set by Up before any daemon starts.
 	host         cgroups.Host
 	daemonCgroup string
-	// slow multiplies start timeouts (TimeoutFactorEnv); 0 counts as 1.
+	// slow multiplies start timeouts (timeouts.FactorEnv); 0 counts as 1.
 	slow     time.Duration
 	ports    ports
 	binaries []binaries.Binary
@@ -101,26 +101,6 @@ type Provider struct {
 	stopRecording context.CancelFunc
 	restCfg       *rest.Config
 	clientset     kubernetes.Interface
-}
-
-// TimeoutFactorEnv names the environment variable that multiplies the
-// local provider's start timeouts (daemons ready, kubelet healthy, node
-// Ready, systemd scope made): an integer from 1 (the default) to 100. An
-// emulated guest (qemu TCG, as make test-hosts boots on hosts without
-// KVM) runs the same programs 10-45 times slower.
-const TimeoutFactorEnv = "SKEWTEST_TIMEOUT_FACTOR"
-
-// timeoutFactor reads TimeoutFactorEnv.
-func timeoutFactor() (time.Duration, error) {
-	v := os.Getenv(TimeoutFactorEnv)
-	if v == "" {
-		return 1, nil
-	}
-	f, err := strconv.Atoi(v)
-	if err != nil || f < 1 || f > 100 {
-		return 0, fmt.Errorf("local provider: %s=%q: want an integer from 1 to 100", TimeoutFactorEnv, v)
-	}
-	return time.Duration(f), nil
 }
 
 // New validates cfg; nothing is created until Up.
@@ -155,9 +135,9 @@ func New(cfg Config) (*Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
 	}
-	factor, err := timeoutFactor()
+	factor, err := timeouts.Parse(os.Getenv(timeouts.FactorEnv))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("local provider: %w", err)
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -289,7 +269,5 @@ func (p *Provider) resources() (*resources.Resources, error) {
 	return resources.New(cfg)
 }
 
-// timeout is d scaled by TimeoutFactorEnv.
-func (p *Provider) timeout(d time.Duration) time.Duration {
-	return d * max(p.slow, 1)
-}
+// timeout is d scaled by timeouts.FactorEnv.
+func (p *Provider) timeout(d time.Duration) time.Duration { return timeouts.Scale(d, p.slow) }

@@ -104,22 +104,9 @@ func TestParallel(t *testing.T) {
 	}
 }
 
-func TestTimeoutFactor(t *testing.T) {
-	for v, want := range map[string]time.Duration{"": 1, "1": 1, "10": 10, "100": 100, "0": 0, "-3": 0, "101": 0, "x": 0, "1.5": 0} {
-		t.Setenv(TimeoutFactorEnv, v)
-		got, err := timeoutFactor()
-		if want == 0 {
-			if err == nil || !strings.Contains(err.Error(), TimeoutFactorEnv) {
-				t.Errorf("%s=%q: got %d, %v; want an error naming the variable", TimeoutFactorEnv, v, got, err)
-			}
-			continue
-		}
-		if err != nil || got != want {
-			t.Errorf("%s=%q: got %d, %v; want %d", TimeoutFactorEnv, v, got, err, want)
-		}
-		if p := (&Provider{slow: got}); p.timeout(time.Minute) != want*time.Minute {
-			t.Errorf("%s=%q: timeout(1m) = %s", TimeoutFactorEnv, v, p.timeout(time.Minute))
-		}
+func TestTimeoutScalesByTheFactor(t *testing.T) {
+	if p := (&Provider{slow: 10}); p.timeout(time.Minute) != 10*time.Minute {
+		t.Errorf("timeout(1m) with factor 10 = %s", p.timeout(time.Minute))
 	}
 	if (&Provider{}).timeout(time.Second) != time.Second {
 		t.Errorf("a Provider made without New does not keep timeouts as they are")

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
@@ -61,6 +62,9 @@ type Config struct {
 	PollInterval time.Duration
 	// CleanupTimeout bounds each wait for the kubelet to clean up.
 	CleanupTimeout time.Duration
+	// TimeoutFactor stretches every wait of the scenario (timeouts.FactorEnv);
+	// 0 counts as 1.
+	TimeoutFactor time.Duration
 	// FirstHop is the number of the plan's first hop (default 1), for a
 	// plan that continues a longer one, such as a matrix tour's trail.
 	FirstHop int
@@ -68,6 +72,19 @@ type Config struct {
 	// the baseline force-delete alone.
 	Fault  *Fault
 	Logger *slog.Logger
+}
+
+// The scenario's waits, before timeouts.Scale.
+const (
+	defaultCleanupTimeout = 3 * time.Minute
+	podsRunningTimeout    = 3 * time.Minute
+	nodeReadyTimeout      = 2 * time.Minute
+	podsGoneTimeout       = time.Minute
+)
+
+// scaled is d stretched by the configured timeout factor.
+func (s *Scenario) scaled(d time.Duration) time.Duration {
+	return timeouts.Scale(d, s.cfg.TimeoutFactor)
 }
 
 func (c *Config) defaults() {
@@ -90,7 +107,7 @@ func (c *Config) defaults() {
 		c.PollInterval = 250 * time.Millisecond
 	}
 	if c.CleanupTimeout == 0 {
-		c.CleanupTimeout = 3 * time.Minute
+		c.CleanupTimeout = timeouts.Scale(defaultCleanupTimeout, c.TimeoutFactor)
 	}
 	if c.FirstHop == 0 {
 		c.FirstHop = 1
@@ -255,7 +272,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
 	}
 	start := time.Now()
-	pods, err := s.waitPodsRunning(ctx, nil, 3*time.Minute)
+	pods, err := s.waitPodsRunning(ctx, nil, s.scaled(podsRunningTimeout))
 	if err != nil {
 		return err
 	}
@@ -501,7 +518,7 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 		}
 		return true, nil
 	}
-	if err := wait.For(gone, wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(100*time.Millisecond), wait.WithImmediate()); err != nil {
+	if err := wait.For(gone, wait.WithContext(ctx), wait.WithTimeout(s.scaled(podsGoneTimeout)), wait.WithInterval(100*time.Millisecond), wait.WithImmediate()); err != nil {
 		return fmt.Errorf("force-deleted pods still in the API: %w", err)
 	}
 	s.timing("force delete", time.Since(start))
@@ -539,7 +556,7 @@ func (s *Scenario) startKubelet(ctx context.Context, sc *scenarios.StepContext) 
 
 func (s *Scenario) waitReady(version string) func(context.Context, *scenarios.StepContext) error {
 	return func(ctx context.Context, sc *scenarios.StepContext) error {
-		if err := conditions.WaitNodeReady(ctx, s.res, s.node.String(), version, 2*time.Minute); err != nil {
+		if err := conditions.WaitNodeReady(ctx, s.res, s.node.String(), version, s.scaled(nodeReadyTimeout)); err != nil {
 			return err
 		}
 		d := time.Since(s.kubeletUp)
@@ -618,7 +635,7 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 	for _, u := range s.oldUIDs {
 		exclude[types.UID(u)] = true
 	}
-	pods, err := s.waitPodsRunning(ctx, exclude, 3*time.Minute)
+	pods, err := s.waitPodsRunning(ctx, exclude, s.scaled(podsRunningTimeout))
 	if err != nil {
 		return err
 	}

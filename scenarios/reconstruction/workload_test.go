@@ -1,6 +1,8 @@
 package reconstruction
 
 import (
+	"time"
+
 	"reflect"
 	"testing"
 
@@ -61,5 +63,18 @@ func TestPodVolumeDir(t *testing.T) {
 		if got := podVolumeDir(tt.kind, "u1", "pv1"); got != tt.want {
 			t.Errorf("podVolumeDir(%s) = %q, want %q", tt.kind, got, tt.want)
 		}
+	}
+}
+
+func TestTimeoutFactorStretchesTheCleanupWait(t *testing.T) {
+	c := Config{TimeoutFactor: 10}
+	c.defaults()
+	if c.CleanupTimeout != 10*defaultCleanupTimeout {
+		t.Errorf("CleanupTimeout with factor 10 = %s, want %s", c.CleanupTimeout, 10*defaultCleanupTimeout)
+	}
+	c = Config{TimeoutFactor: 10, CleanupTimeout: time.Minute}
+	c.defaults()
+	if c.CleanupTimeout != time.Minute {
+		t.Errorf("an explicit CLEANUP_TIMEOUT was stretched to %s", c.CleanupTimeout)
 	}
 }

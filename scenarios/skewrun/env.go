@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 )
 
@@ -32,6 +33,7 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"SKEWTEST_CACHE", "$HOME/.cache/skewtest", "binary cache (never in the repository)"},
 	{"POLL_INTERVAL", "250ms", "how often node state is read while waiting"},
 	{"CLEANUP_TIMEOUT", "3m", "how long the kubelet gets to clean up after each hop"},
+	{"SKEWTEST_TIMEOUT_FACTOR", "1", "multiplies the local provider's start timeouts and the scenario's waits (1 to 100), for emulated guests such as make test-hosts under TCG"},
 	{"KUBECONFIG", "", "existing: the cluster's kubeconfig"},
 	{"NODES", "", "existing: comma-separated test nodes (default: every worker)"},
 	{"SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", "$USER / agent / ~/.ssh/known_hosts", "existing: how to reach nodes (host keys are always checked)"},
@@ -89,6 +91,9 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 				return o, fmt.Errorf("%w: %s=%q: want a duration such as 250ms or 3m", ErrInvalid, d.name, v)
 			}
 		}
+	}
+	if o.TimeoutFactor, err = timeouts.Parse(getenv(timeouts.FactorEnv)); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	o.Existing = existing.Config{
 		Kubeconfig:    getenv("KUBECONFIG"),

@@ -162,7 +162,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 				bins[i] = byVersion[raw]
 			}
 			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.Kind,
-				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout,
+				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
 				FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
 		},
 	}

@@ -69,6 +69,9 @@ type Options struct {
 	LocalRunRoot         string
 	PollInterval         time.Duration
 	CleanupTimeout       time.Duration
+	// TimeoutFactor stretches the scenario's waits (SKEWTEST_TIMEOUT_FACTOR,
+	// timeouts.FactorEnv); 0 counts as 1.
+	TimeoutFactor time.Duration
 	// KindNodeImage overrides the kind provider's offline node image.
 	KindNodeImage string
 	// KindCSI chooses the kind provider's CSI driver.

@@ -251,6 +251,7 @@ func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
 		{"POLL_INTERVAL", "0s", []string{`POLL_INTERVAL="0s"`, "want a duration"}},
 		{"POLL_INTERVAL", "250", []string{`POLL_INTERVAL="250"`, "want a duration"}},
 		{"CLEANUP_TIMEOUT", "-1m", []string{`CLEANUP_TIMEOUT="-1m"`, "want a duration"}},
+		{"SKEWTEST_TIMEOUT_FACTOR", "0", []string{`SKEWTEST_TIMEOUT_FACTOR="0"`, "from 1 to 100"}},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Parallel()
@@ -304,6 +305,11 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 			if o.Replicas != 5 || !o.KeepClusterOnFailure || o.PollInterval != 100*time.Millisecond || o.CleanupTimeout != 2*time.Minute {
 				t.Errorf("got Replicas=%d KeepClusterOnFailure=%v PollInterval=%v CleanupTimeout=%v, want 5 true 100ms 2m",
 					o.Replicas, o.KeepClusterOnFailure, o.PollInterval, o.CleanupTimeout)
+			}
+		}},
+		{"timeout factor", map[string]string{"SKEWTEST_TIMEOUT_FACTOR": "10"}, func(t *testing.T, o skewrun.Options) {
+			if o.TimeoutFactor != 10 {
+				t.Errorf("TimeoutFactor = %d, want 10", o.TimeoutFactor)
 			}
 		}},
 		{"replica bounds", map[string]string{"REPLICAS": "50", "KEEP_CLUSTER_ON_FAILURE": "0"}, func(t *testing.T, o skewrun.Options) {

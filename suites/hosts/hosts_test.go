@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/clusters/vm"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -141,7 +142,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		start := time.Now()
 		w := GinkgoWriter
 		cmd := inst.Command(ctx, "sh", "-c", "cd "+exec.ShellQuote(src)+" && exec "+exec.ShellQuote(bin)+" run").
-			SetEnv("ARTIFACTS="+out, "PROVIDER=local", "PLAN="+skewrun.DefaultPlan).
+			SetEnv("ARTIFACTS="+out, "PROVIDER=local", "PLAN="+skewrun.DefaultPlan, guestTimeoutFactor(inst.Accel)).
 			SetStdout(w).SetStderr(w)
 		err := cmd.Run()
 		took := time.Since(start).Round(time.Second)
@@ -219,4 +220,18 @@ func moduleRoot() string {
 	wd, err := os.Getwd()
 	Expect(err).NotTo(HaveOccurred())
 	return filepath.Dir(filepath.Dir(wd))
+}
+
+// tcgTimeoutFactor stretches the run's waits in an emulated guest, where
+// the same programs run 10-45 times slower (README, make test-hosts); under
+// KVM they run at about the host's speed and keep their timeouts.
+const tcgTimeoutFactor = 10
+
+// guestTimeoutFactor is the timeouts.FactorEnv setting for a guest run
+// under accel.
+func guestTimeoutFactor(accel vm.Accel) string {
+	if accel == vm.AccelTCG {
+		return fmt.Sprintf("%s=%d", timeouts.FactorEnv, tcgTimeoutFactor)
+	}
+	return timeouts.FactorEnv + "=1"
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
@@ -440,9 +441,9 @@ func TestSwapRestoreKubelet(t *testing.T) {
 	if err := n.SwapKubelet(ctx, v1); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, fn.Binary, "kubelet v1.35.0", 0o755)
-	assertFile(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
-	assertMissing(t, fn.Binary+existing.NewSuffix)
+	filetest.AssertContent(t, fn.Binary, "kubelet v1.35.0", 0o755)
+	filetest.AssertContent(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	filetest.AssertMissing(t, fn.Binary+existing.NewSuffix)
 	if err := n.StartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +457,7 @@ func TestSwapRestoreKubelet(t *testing.T) {
 	if err := n.SwapKubelet(ctx, v2); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	filetest.AssertContent(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
 
 	bad := v1
 	bad.SHA256 = strings.Repeat("0", 64)
@@ -464,7 +465,7 @@ func TestSwapRestoreKubelet(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "w1") {
 		t.Errorf("swap with wrong sha256 = %v", err)
 	}
-	assertMissing(t, fn.Binary+existing.NewSuffix)
+	filetest.AssertMissing(t, fn.Binary+existing.NewSuffix)
 
 	// A kubelet that exits at once is reported with its journal.
 	crash := newBinary(t, dir, "v1.34.0", "kubelet v1.34.0 crash")
@@ -485,7 +486,7 @@ func TestSwapRestoreKubelet(t *testing.T) {
 func newBinary(t *testing.T, dir, version, content string) binaries.Binary {
 	t.Helper()
 	path := filepath.Join(dir, version)
-	writeFile(t, path, content, 0o644)
+	filetest.Write(t, path, content, 0o644)
 	return binaries.Binary{Component: "kubelet", Version: version, Path: path, SHA256: binSHA(t, path)}
 }
 
@@ -496,38 +497,6 @@ func binSHA(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return sum
-}
-
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func assertFile(t *testing.T, path, content string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	if string(b) != content {
-		t.Errorf("%s holds %.40q..., want %.40q...", path, b, content)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
-		t.Errorf("%s mode %v, want %v", path, fi.Mode().Perm(), mode)
-	}
-}
-
-func assertMissing(t *testing.T, path string) {
-	t.Helper()
-	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s exists (%v)", path, err)
-	}
 }
 
 // connectFails runs `true` on n, which must fail (why says why it should)

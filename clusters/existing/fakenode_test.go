@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 )
 
 // fakeNode is a fake systemd node, named as one: this host has no systemd.
@@ -36,10 +37,10 @@ func newFakeNode(t *testing.T, srv *sshdtest.Server, own string) *fakeNode {
 	if err := os.MkdirAll(filepath.Dir(f.Binary), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, f.Binary, own, 0o755)
-	writeFile(t, filepath.Join(f.dir, "state"), "active\n", 0o644)
-	writeFile(t, filepath.Join(f.dir, "pid"), "100\n", 0o644)
-	writeFile(t, filepath.Join(f.dir, "restarts"), "0\n", 0o644)
+	filetest.Write(t, f.Binary, own, 0o755)
+	filetest.Write(t, filepath.Join(f.dir, "state"), "active\n", 0o644)
+	filetest.Write(t, filepath.Join(f.dir, "pid"), "100\n", 0o644)
+	filetest.Write(t, filepath.Join(f.dir, "restarts"), "0\n", 0o644)
 	systemctl := `#!/bin/sh
 d=` + f.dir + `
 b=` + f.Binary + `
@@ -56,12 +57,12 @@ show)
 *) echo "fake systemctl: $*" >&2; exit 1 ;;
 esac
 `
-	writeFile(t, filepath.Join(srv.BinDir, "systemctl"), systemctl, 0o755)
-	writeFile(t, filepath.Join(srv.BinDir, "journalctl"), "#!/bin/sh\necho \"journal of $2\"\necho \"E0101 flag provided but not defined: --foo\"\n", 0o755)
+	filetest.Write(t, filepath.Join(srv.BinDir, "systemctl"), systemctl, 0o755)
+	filetest.Write(t, filepath.Join(srv.BinDir, "journalctl"), "#!/bin/sh\necho \"journal of $2\"\necho \"E0101 flag provided but not defined: --foo\"\n", 0o755)
 	curl := `#!/bin/sh
 [ "$(cat ` + f.dir + `/state)" = active ] && ! grep -q crash ` + f.Binary + `
 `
-	writeFile(t, filepath.Join(srv.BinDir, "curl"), curl, 0o755)
+	filetest.Write(t, filepath.Join(srv.BinDir, "curl"), curl, 0o755)
 	return f
 }
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 )
 
 // restoreRig is a test sshd whose PATH has a fake systemd node, a fake API
@@ -68,13 +69,13 @@ func (r *restoreRig) context(t *testing.T) context.Context {
 // the API server, with nothing of the run left.
 func (r *restoreRig) assertRestored(t *testing.T) {
 	t.Helper()
-	assertFile(t, r.fn.Binary, "kubelet v1.37.2", 0o755)
-	assertMissing(t, r.fn.Binary+existing.OrigSuffix)
-	assertMissing(t, r.fn.Binary+existing.NewSuffix)
+	filetest.AssertContent(t, r.fn.Binary, "kubelet v1.37.2", 0o755)
+	filetest.AssertMissing(t, r.fn.Binary+existing.OrigSuffix)
+	filetest.AssertMissing(t, r.fn.Binary+existing.NewSuffix)
 	if v := r.fn.running(); v != "v1.37.2" {
 		t.Errorf("the node runs kubelet %q, want its own v1.37.2", v)
 	}
-	assertMissing(t, r.cfg.StateDir)
+	filetest.AssertMissing(t, r.cfg.StateDir)
 }
 
 // A hop that fails after the swap (here: the run just stops there) is
@@ -145,7 +146,7 @@ func TestDownReportsAFailedRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone replaces the kept original.
-	writeFile(t, r.fn.Binary+existing.OrigSuffix, "kubelet v9.9.9 tampered", 0o755)
+	filetest.Write(t, r.fn.Binary+existing.OrigSuffix, "kubelet v9.9.9 tampered", 0o755)
 	err = p.Down(ctx)
 	if err == nil || !strings.Contains(err.Error(), "w1") || !strings.Contains(err.Error(), "skewtest clean "+r.cfg.StateDir) {
 		t.Fatalf("Down = %v", err)
@@ -207,8 +208,8 @@ func TestKilledMidHopThenClean(t *testing.T) {
 
 	// What the killed run left: the swapped binary, the unit stopped, the
 	// original kept, and the state naming it.
-	assertFile(t, r.fn.Binary, "kubelet v1.36.3", 0o755)
-	assertFile(t, r.fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	filetest.AssertContent(t, r.fn.Binary, "kubelet v1.36.3", 0o755)
+	filetest.AssertContent(t, r.fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
 	if r.fn.running() != "" {
 		t.Errorf("the unit runs %q after the kill", r.fn.running())
 	}

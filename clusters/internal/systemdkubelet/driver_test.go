@@ -2,7 +2,6 @@ package systemdkubelet
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 )
 
 // harness is a Driver on a fakeSystemd node whose commands go through an
@@ -35,7 +35,7 @@ func newHarness(t *testing.T) *harness {
 		{filepath.Join(dir, "etc/sysconfig/kubelet"), "DAEMON_ARGS=\"--config=/var/lib/kubelet/kubelet.conf\"\n"},
 		{filepath.Join(dir, "var/lib/kubelet/kubelet.conf"), "kind: KubeletConfiguration\n"},
 	} {
-		writeFile(t, f.path, f.content, 0o755)
+		filetest.Write(t, f.path, f.content, 0o755)
 	}
 	h.fake = newFakeSystemd(bin)
 	rec := exec.NewRecorder(h.fake, func(r exec.Result) {
@@ -106,7 +106,7 @@ func (h *harness) expect(step string, want ...string) {
 func (h *harness) binary(name, content string) binaries.Binary {
 	h.t.Helper()
 	path := filepath.Join(h.dir, "cache", name)
-	writeFile(h.t, path, content, 0o644)
+	filetest.Write(h.t, path, content, 0o644)
 	sum, err := binaries.FileSHA256(path)
 	if err != nil {
 		h.t.Fatal(err)
@@ -159,9 +159,9 @@ func TestSwapRestoreCommands(t *testing.T) {
 		"mv -f $D/usr/local/bin/kubelet.skewtest-new $D/usr/local/bin/kubelet",
 		"sha256sum $D/usr/local/bin/kubelet",
 	)
-	assertFile(t, h.d.Layout.Binary, "kubelet v1.36.3", 0o755)
-	assertFile(t, h.d.Layout.Binary+OrigSuffix, "kops kubelet v1.37.2", 0o755)
-	assertMissing(t, h.d.Layout.Binary+NewSuffix)
+	filetest.AssertContent(t, h.d.Layout.Binary, "kubelet v1.36.3", 0o755)
+	filetest.AssertContent(t, h.d.Layout.Binary+OrigSuffix, "kops kubelet v1.37.2", 0o755)
+	filetest.AssertMissing(t, h.d.Layout.Binary+NewSuffix)
 
 	h.fake.healthyAfter = 2
 	if err := h.d.Start(ctx); err != nil {
@@ -176,7 +176,7 @@ func TestSwapRestoreCommands(t *testing.T) {
 	if err := h.d.Swap(ctx, h.binary("v1.35.4", "kubelet v1.35.4")); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, h.d.Layout.Binary+OrigSuffix, "kops kubelet v1.37.2", 0o755)
+	filetest.AssertContent(t, h.d.Layout.Binary+OrigSuffix, "kops kubelet v1.37.2", 0o755)
 	again, err := h.d.Original(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -199,8 +199,8 @@ func TestSwapRestoreCommands(t *testing.T) {
 		"sh -c PUTBACK $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
 		"sha256sum $D/usr/local/bin/kubelet",
 	}, startCommands(3)...)...)
-	assertFile(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
-	assertMissing(t, h.d.Layout.Binary+OrigSuffix)
+	filetest.AssertContent(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
+	filetest.AssertMissing(t, h.d.Layout.Binary+OrigSuffix)
 	if !h.fake.active {
 		t.Error("Restore left the unit stopped")
 	}
@@ -255,9 +255,9 @@ func TestSwapRefusesBadChecksum(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "want "+bad.SHA256) || !strings.Contains(err.Error(), "node-a") {
 		t.Errorf("swap with the wrong sha256 = %v", err)
 	}
-	assertFile(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
-	assertMissing(t, h.d.Layout.Binary+NewSuffix)
-	assertMissing(t, h.d.Layout.Binary+OrigSuffix)
+	filetest.AssertContent(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
+	filetest.AssertMissing(t, h.d.Layout.Binary+NewSuffix)
+	filetest.AssertMissing(t, h.d.Layout.Binary+OrigSuffix)
 
 	missing := bad
 	missing.Path = filepath.Join(h.dir, "nope")
@@ -326,17 +326,17 @@ func TestSwapFiles(t *testing.T) {
 	if err := h.d.Swap(ctx, v, File{Path: env, Content: []byte("DAEMON_ARGS=\"--old-flags\"\n")}); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, env, "DAEMON_ARGS=\"--old-flags\"\n", 0o755)
-	assertFile(t, env+OrigSuffix, "DAEMON_ARGS=\"--config=/var/lib/kubelet/kubelet.conf\"\n", 0o755)
-	assertMissing(t, h.d.Layout.Config+OrigSuffix)
+	filetest.AssertContent(t, env, "DAEMON_ARGS=\"--old-flags\"\n", 0o755)
+	filetest.AssertContent(t, env+OrigSuffix, "DAEMON_ARGS=\"--config=/var/lib/kubelet/kubelet.conf\"\n", 0o755)
+	filetest.AssertMissing(t, h.d.Layout.Config+OrigSuffix)
 	if err := h.d.Swap(ctx, v, File{Path: "/etc/passwd", Content: []byte("x")}); err == nil || !strings.Contains(err.Error(), "not the layout's") {
 		t.Errorf("swap of a file outside the layout = %v", err)
 	}
 	if err := h.d.Restore(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	assertFile(t, env, "DAEMON_ARGS=\"--config=/var/lib/kubelet/kubelet.conf\"\n", 0o755)
-	assertMissing(t, env+OrigSuffix)
+	filetest.AssertContent(t, env, "DAEMON_ARGS=\"--config=/var/lib/kubelet/kubelet.conf\"\n", 0o755)
+	filetest.AssertMissing(t, env+OrigSuffix)
 }
 
 func TestLayoutValidate(t *testing.T) {
@@ -353,41 +353,6 @@ func TestLayoutValidate(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) accepted it", bad)
 		}
-	}
-}
-
-func writeFile(t *testing.T, path, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func assertFile(t *testing.T, path, content string, mode os.FileMode) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	if string(b) != content {
-		t.Errorf("%s holds %q, want %q", path, b, content)
-	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
-		t.Errorf("%s mode %v, want %v", path, fi.Mode().Perm(), mode)
-	}
-}
-
-func assertMissing(t *testing.T, path string) {
-	t.Helper()
-	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s exists (%v)", path, err)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // namedLocal is a Local with a name, as a node would have.
@@ -262,11 +264,11 @@ func TestLocalCancelKillsProcessGroup(t *testing.T) {
 	}
 	// Whatever happens, do not leave the sleep behind.
 	t.Cleanup(func() {
-		if alive(sleepPID) {
+		if procfs.Alive(sleepPID) {
 			_ = syscall.Kill(sleepPID, syscall.SIGKILL)
 		}
 	})
-	if !alive(sleepPID) {
+	if !procfs.Alive(sleepPID) {
 		t.Fatalf("sleep (pid %d) is not running before cancel", sleepPID)
 	}
 
@@ -307,22 +309,10 @@ func TestLocalCancelledBeforeStart(t *testing.T) {
 	}
 }
 
-// alive reports whether pid exists and is not a zombie (an orphaned zombie
-// waits for init to reap it, but it is dead).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 func waitGone(t *testing.T, pid int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for alive(pid) {
+	for procfs.Alive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pid %d still alive %v after cancel", pid, timeout)
 		}

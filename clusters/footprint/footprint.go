@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
@@ -108,8 +110,8 @@ func Take(ctx context.Context) Footprint {
 			continue
 		}
 		// Zombies are dead: their parent has yet to reap them.
-		if stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat")); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		if pid, err := strconv.Atoi(p.Name()); err == nil {
+			if st, err := procfs.ReadStat(pid); err == nil && st.Dead() {
 				continue
 			}
 		}

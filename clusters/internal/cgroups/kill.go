@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // KillTimeout bounds Kill: SIGKILL cannot be caught, so only a process in
@@ -76,27 +78,13 @@ func Procs(dir string) []int {
 		}
 		b, _ := os.ReadFile(path)
 		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && alive(pid) && !slices.Contains(pids, pid) {
+			if pid, err := strconv.Atoi(f); err == nil && procfs.Alive(pid) && !slices.Contains(pids, pid) {
 				pids = append(pids, pid)
 			}
 		}
 		return nil
 	})
 	return pids
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state is the field after the parenthesised command name.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }
 
 // removeTries bounds the rmdir of one cgroup: one whose last process just

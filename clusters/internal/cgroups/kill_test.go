@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -42,7 +43,7 @@ func TestKillByPIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []*exec.Cmd{a, b} {
-		if alive(c.Process.Pid) {
+		if procfs.Alive(c.Process.Pid) {
 			t.Errorf("pid %d still alive after Kill", c.Process.Pid)
 		}
 	}
@@ -60,7 +61,7 @@ func TestKillWritesCgroupKill(t *testing.T) {
 	if got := read(t, filepath.Join(root, "cgroup.kill")); got != "1" {
 		t.Errorf("cgroup.kill = %q, want 1", got)
 	}
-	if alive(a.Process.Pid) {
+	if procfs.Alive(a.Process.Pid) {
 		t.Errorf("pid %d still alive after Kill", a.Process.Pid)
 	}
 }
@@ -74,7 +75,7 @@ func TestKillRefusesItsOwnCgroup(t *testing.T) {
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "holds this process") {
 		t.Fatalf("Kill = %v, want a refusal", err)
 	}
-	if !alive(other.Process.Pid) {
+	if !procfs.Alive(other.Process.Pid) {
 		t.Errorf("Kill killed pid %d although it refused", other.Process.Pid)
 	}
 }

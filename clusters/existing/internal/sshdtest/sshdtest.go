@@ -24,6 +24,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // SSHD is the sshd binary the tests run.
@@ -278,31 +280,14 @@ func descendants(pid int) map[int]bool {
 	return out
 }
 
-// stat returns the fields of /proc/pid/stat after the command name.
-func stat(pid int) []string {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return nil
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
-}
-
 func ppid(pid int) (int, bool) {
-	f := stat(pid)
-	if len(f) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
+	st, err := procfs.ReadStat(pid)
+	return st.PPID, err == nil
 }
 
 func zombie(pid int) bool {
-	f := stat(pid)
-	return len(f) > 0 && f[0] == "Z"
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Dead()
 }
 
 // WriteKey writes a new unencrypted ed25519 private key to path (0600) and

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // proc is one process as /proc shows it.
@@ -26,22 +28,11 @@ func (p proc) String() string {
 
 // readProc reads /proc/<pid>; ok is false when the process is gone.
 func readProc(pid int) (proc, bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return proc{}, false
 	}
-	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-	lp, rp := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-	if lp < 0 || rp < lp {
-		return proc{}, false
-	}
-	f := strings.Fields(string(stat[rp+1:]))
-	if len(f) < 20 {
-		return proc{}, false
-	}
-	p := proc{pid: pid, comm: string(stat[lp+1 : rp]), state: f[0][0]}
-	p.ppid, _ = strconv.Atoi(f[1])
-	p.start, _ = strconv.ParseUint(f[19], 10, 64)
+	p := proc{pid: pid, ppid: st.PPID, start: st.StartTime, state: st.State, comm: st.Comm}
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		cmdline = bytes.TrimRight(cmdline, "\x00")
 		if len(cmdline) > 0 {

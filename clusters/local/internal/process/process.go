@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // startMarker begins the line Start writes into a log before each start.
@@ -78,8 +80,8 @@ func StartIn(cgroupDir, name, logFile, pidFile string, argv []string, env []stri
 		// With its start time and the boot's ID, so that KillPIDFile never
 		// kills a process that got the pid after a reboot or a wrap-around.
 		rec := strconv.Itoa(cmd.Process.Pid)
-		if start, err := StartTime(cmd.Process.Pid); err == nil {
-			rec += " " + strconv.FormatUint(start, 10) + " " + bootID()
+		if st, err := procfs.ReadStat(cmd.Process.Pid); err == nil {
+			rec += " " + strconv.FormatUint(st.StartTime, 10) + " " + bootID()
 		}
 		if err := os.WriteFile(pidFile, []byte(rec+"\n"), 0o644); err != nil {
 			_ = p.Stop(time.Second)
@@ -207,33 +209,12 @@ func KillPIDFile(pidFile string) error {
 // given fields after the pid (start time, boot ID) describes.
 func sameProcess(pidFile string, pid int, rec []string) bool {
 	if len(rec) >= 2 {
-		start, err := StartTime(pid)
-		return err == nil && strconv.FormatUint(start, 10) == rec[0] && rec[1] == bootID()
+		st, err := procfs.ReadStat(pid)
+		return err == nil && strconv.FormatUint(st.StartTime, 10) == rec[0] && rec[1] == bootID()
 	}
 	fi, err := os.Stat(pidFile)
 	boot, berr := bootTime()
 	return err == nil && berr == nil && !fi.ModTime().Before(boot)
-}
-
-// StartTime is the process's start time in clock ticks since boot, field
-// 22 of /proc/PID/stat.
-func StartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name (which may hold spaces)
-	// start with field 3, the state.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // bootID identifies this boot of the kernel.
@@ -267,26 +248,12 @@ func KillAndWait(pid int, timeout time.Duration) error {
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if !Alive(pid) {
+		if !procfs.Alive(pid) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("pid %d still alive %s after SIGKILL", pid, timeout)
-}
-
-// Alive reports whether pid exists and is not a zombie.
-func Alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// State is the field after the parenthesised command name.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }
 
 // startIn starts the command newCmd makes in the cgroup v2 directory dir,

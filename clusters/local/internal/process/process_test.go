@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // Scripts print "ready" once their trap is set, so a test signals them only
@@ -109,18 +110,19 @@ func TestStartWritesLogAndPIDFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pid file: %v", err)
 	}
-	start, err := StartTime(p.PID())
+	st, err := procfs.ReadStat(p.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := st.StartTime
 	if got, want := strings.TrimSpace(string(b)), fmt.Sprintf("%d %d %s", p.PID(), start, bootID()); got != want {
 		t.Errorf("pid file holds %q, want %q (pid, start time, boot ID)", got, want)
 	}
 	if filepath.Dir(p.PIDFile) != filepath.Join(dir, "pids") || filepath.Dir(p.LogFile) != filepath.Join(dir, "logs") {
 		t.Errorf("files %s, %s not where asked", p.PIDFile, p.LogFile)
 	}
-	if !Alive(p.PID()) {
-		t.Errorf("Alive(%d) = false for a running process", p.PID())
+	if !procfs.Alive(p.PID()) {
+		t.Errorf("procfs.Alive(%d) = false for a running process", p.PID())
 	}
 	if exited, err := p.Exited(); exited {
 		t.Errorf("Exited() = true, %v for a running process", err)
@@ -245,7 +247,7 @@ func TestStop(t *testing.T) {
 					t.Errorf("exit status %v, want killed by %v", ws, tc.wantSignal)
 				}
 			}
-			if Alive(pid) {
+			if procfs.Alive(pid) {
 				t.Errorf("pid %d alive after Stop", pid)
 			}
 			// The sleeps the shell started are in its group and must be gone
@@ -382,7 +384,7 @@ func TestKillPIDFile(t *testing.T) {
 		if err := KillPIDFile(p.PIDFile); err != nil {
 			t.Fatalf("KillPIDFile: %v", err)
 		}
-		if Alive(pid) {
+		if procfs.Alive(pid) {
 			t.Errorf("pid %d alive after KillPIDFile", pid)
 		}
 		if _, err := os.Stat(p.PIDFile); !errors.Is(err, os.ErrNotExist) {
@@ -431,7 +433,7 @@ func TestKillPIDFile(t *testing.T) {
 			if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("pid file left behind: %v", err)
 			}
-			if !Alive(1) {
+			if !procfs.Alive(1) {
 				t.Errorf("pid 1 is gone")
 			}
 		})
@@ -483,8 +485,8 @@ func TestAlive(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Alive(tc.pid); got != tc.want {
-				t.Errorf("Alive(%d) = %v, want %v", tc.pid, got, tc.want)
+			if got := procfs.Alive(tc.pid); got != tc.want {
+				t.Errorf("procfs.Alive(%d) = %v, want %v", tc.pid, got, tc.want)
 			}
 		})
 	}
@@ -551,10 +553,11 @@ func TestKillPIDFileChecksStartTime(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
 	pid := victim.Process.Pid
-	start, err := StartTime(pid)
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := st.StartTime
 	write := func(content string, mtime time.Time) string {
 		t.Helper()
 		f := filepath.Join(dir, "p.pid")
@@ -578,7 +581,7 @@ func TestKillPIDFileChecksStartTime(t *testing.T) {
 		if err := KillPIDFile(f); err != nil {
 			t.Errorf("%s: KillPIDFile: %v", tc.name, err)
 		}
-		if !Alive(pid) {
+		if !procfs.Alive(pid) {
 			t.Fatalf("%s: KillPIDFile killed pid %d, which is not the process the file describes", tc.name, pid)
 		}
 		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
@@ -588,8 +591,8 @@ func TestKillPIDFileChecksStartTime(t *testing.T) {
 	// A pid file from before start times were recorded, written before this
 	// boot: not ours either.
 	f := write(fmt.Sprintf("%d\n", pid), boot.Add(-time.Hour))
-	if err := KillPIDFile(f); err != nil || !Alive(pid) {
-		t.Fatalf("a pid file from before the boot: KillPIDFile = %v, alive %v", err, Alive(pid))
+	if err := KillPIDFile(f); err != nil || !procfs.Alive(pid) {
+		t.Fatalf("a pid file from before the boot: KillPIDFile = %v, alive %v", err, procfs.Alive(pid))
 	}
 	// The right start time and boot: killed.
 	f = write(fmt.Sprintf("%d %d %s\n", pid, start, bootID()), time.Now())
@@ -597,7 +600,7 @@ func TestKillPIDFileChecksStartTime(t *testing.T) {
 		t.Fatalf("KillPIDFile: %v", err)
 	}
 	_ = victim.Wait()
-	if Alive(pid) {
+	if procfs.Alive(pid) {
 		t.Errorf("pid %d survived KillPIDFile with its own start time", pid)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	nodeexec "sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -53,11 +54,37 @@ func ListIn(dir string) ([]Device, error) {
 			// Not attached: the loop directory exists only while bound.
 			continue
 		}
-		d := Device{Path: "/dev/" + e.Name(), BackingFile: strings.TrimSpace(string(b))}
-		if f, ok := strings.CutSuffix(d.BackingFile, " (deleted)"); ok {
-			d.BackingFile, d.Deleted = f, true
-		}
-		out = append(out, d)
+		out = append(out, device(e.Name(), string(b)))
+	}
+	sort.Slice(out, func(i, j int) bool { return devNum(out[i].Path) < devNum(out[j].Path) })
+	return out, nil
+}
+
+// device is loop device name (loop3) with the kernel's backing_file text.
+func device(name, backing string) Device {
+	d := Device{Path: "/dev/" + name, BackingFile: strings.TrimSpace(backing)}
+	if f, ok := strings.CutSuffix(d.BackingFile, " (deleted)"); ok {
+		d.BackingFile, d.Deleted = f, true
+	}
+	return d
+}
+
+// listScript prints every attached loop device of the node as
+// "<name>\0<backing_file>\0", as List reads them.
+const listScript = `for d in ` + sysBlock + `/loop*; do f=$d/loop/backing_file; [ -r "$f" ] || continue; printf '%s\0' "${d##*/}"; tr -d '\n' <"$f"; printf '\0'; done; exit 0`
+
+// ListOn is List on a node reached through node (a kind node container,
+// an SSH session, this host): the scenario's evidence of block volumes'
+// loop devices, whatever the provider.
+func ListOn(ctx context.Context, node nodeexec.Cmder) ([]Device, error) {
+	res, err := nodeexec.Output(ctx, node, "sh", "-c", listScript)
+	if err != nil {
+		return nil, fmt.Errorf("list loop devices on the node: %w", err)
+	}
+	f := strings.Split(res.Stdout, "\x00")
+	var out []Device
+	for i := 0; i+1 < len(f); i += 2 {
+		out = append(out, device(f[i], f[i+1]))
 	}
 	sort.Slice(out, func(i, j int) bool { return devNum(out[i].Path) < devNum(out[j].Path) })
 	return out, nil

@@ -1,9 +1,14 @@
 package loopdev
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
 )
@@ -65,5 +70,58 @@ func TestListInParsesBackingFiles(t *testing.T) {
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("ListIn = %+v, want %+v", got, want)
+	}
+}
+
+// A kubelet maps a raw block volume by opening the device through a bind
+// mount and attaching a loop device over it; once teardown has unmounted
+// that bind, the kernel shows the loop device's backing file as "/", not
+// under the run directory. DetachUnder must still find and detach it, or
+// the volume's own loop device stays busy and leaks.
+func TestDetachUnderFindsLoopDevicesOverLoopDevices(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root (loop devices and mounts); CI runs as root")
+		}
+		t.Skip("SKIPPED LOUDLY: needs root to attach loop devices; run as root (make test does in CI)")
+	}
+	ctx := t.Context()
+	dir := t.TempDir()
+	img := filepath.Join(dir, "vol.img")
+	if err := os.WriteFile(img, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lower, err := Attach(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Detach(context.Background(), lower) })
+	link := filepath.Join(dir, "dev-link")
+	if err := os.WriteFile(link, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(lower, link, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	upper, err := Attach(ctx, link)
+	if err != nil {
+		_ = unix.Unmount(link, 0)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Detach(context.Background(), upper) })
+	// As teardown does: lazily, since the loop device holds the file open.
+	if err := unix.Unmount(link, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if b := BackingFile(upper); strings.HasPrefix(b, dir) {
+		t.Logf("the kernel still shows %s's backing file under the dir (%s); the test proves less", upper, b)
+	}
+	if err := DetachUnder(ctx, dir, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{upper, lower} {
+		if b := BackingFile(d); b != "" {
+			t.Errorf("%s still attached to %s", d, b)
+		}
 	}
 }

@@ -572,6 +572,9 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 	if len(left) == 0 {
 		return fmt.Errorf("nothing of the old pods %v is on the node while the kubelet is down: the scenario would prove nothing", s.oldUIDs)
 	}
+	if s.shapes != nil {
+		return s.recordShapesDown(ctx, sc)
+	}
 	return nil
 }
 

@@ -70,6 +70,7 @@ const (
 	memVolume     = "mem"
 	genVolume     = "gen"
 	inlineVolume  = "inline"
+	hostVolume    = "host"
 	subDir        = "sub"
 	containerName = "workload"
 	// rawMarkerMagic starts the marker podbin writes on a raw device
@@ -146,8 +147,10 @@ type shapeRun struct {
 	markers map[string]string
 	// genPV is the PV each pod's ephemeral claim was bound to, by pod name.
 	genPV map[string]string
-	// loops is how many loop devices back the block volumes at deploy.
-	loops int
+	// loops is how many loop devices back the block volumes at deploy;
+	// loopsDown, which did while the kubelet was down (this hop).
+	loops     int
+	loopsDown []loopdev.Device
 	// attaching: the driver attaches volumes (VolumeAttachments exist).
 	attaching bool
 }
@@ -243,6 +246,14 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 	return nil
 }
 
+// hostPathDir is the subpath shape's hostPath volume on the node: beside
+// the kubelet root (under the local provider's run directory, in a kind
+// node's container), so it goes with the cluster. #135698 was reported
+// with a hostPath subPath.
+func (s *Scenario) hostPathDir() string {
+	return path.Clean(s.node.KubeletRootDir()) + "-" + shapeObjects + "-" + s.cfg.Name
+}
+
 func pvNames(v storage.Volumes) string {
 	var n []string
 	for _, pv := range v.PVs {
@@ -286,10 +297,13 @@ func (s *Scenario) addShapes(sts *appsv1.StatefulSet, sc string) {
 	}
 	if sh.has[ShapeSubpath] {
 		addCfg()
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: hostVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: s.hostPathDir(), Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}})
 		c.VolumeMounts = append(c.VolumeMounts,
 			corev1.VolumeMount{Name: volumeName, MountPath: "/" + subDir, SubPath: subDir},
-			corev1.VolumeMount{Name: cfgVolume, MountPath: "/etc/skewtest/" + cfgKey, SubPath: cfgKey, ReadOnly: true})
-		markers = append(markers, "/"+subDir)
+			corev1.VolumeMount{Name: cfgVolume, MountPath: "/etc/skewtest/" + cfgKey, SubPath: cfgKey, ReadOnly: true},
+			corev1.VolumeMount{Name: hostVolume, MountPath: "/" + hostVolume + subDir, SubPath: subDir})
+		markers = append(markers, "/"+subDir, "/"+hostVolume+subDir)
 	}
 	if sh.has[ShapeEmptyDirMemory] {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: memVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}})
@@ -366,6 +380,12 @@ func (s *Scenario) recordShapes(ctx context.Context, sc *scenarios.StepContext) 
 			}
 			sh.markers[ShapeSubpath+"/"+pv] = m
 			sc.Note("pod %s uid %s wrote marker %q through subPath %s of PV %s", p.Name, uid, m, subDir, pv)
+			hm, err := s.readFileMarker(ctx, sc, path.Join(s.hostPathDir(), subDir, "marker"))
+			if err != nil {
+				return err
+			}
+			sh.markers[ShapeSubpath+"/"+hostVolume+"/"+p.Name] = hm
+			sc.Note("pod %s uid %s wrote marker %q through subPath %s of hostPath %s", p.Name, uid, hm, subDir, s.hostPathDir())
 		}
 		if sh.has[ShapeGenericEphemeral] {
 			pv, err := s.boundPV(ctx, p.Name+"-"+genVolume)
@@ -567,6 +587,24 @@ func describeVAs(vas []storagev1.VolumeAttachment) string {
 	return b.String()
 }
 
+// recordShapesDown records, with the kubelet down and the pods
+// force-deleted, what the shapes' checks compare with after the hop: the
+// block volumes' loop devices, the old pod's among them.
+func (s *Scenario) recordShapesDown(ctx context.Context, sc *scenarios.StepContext) error {
+	if !s.hasShape(ShapeBlock) {
+		return nil
+	}
+	loops, err := s.blockLoops(ctx, sc, s.down)
+	if err != nil {
+		return err
+	}
+	s.shapes.loopsDown = loops
+	sc.Evidence(reports.Evidence{Name: "block volumes: loop devices while the kubelet is down", Kind: "losetup", Text: describeLoops(loops) + "\n"})
+	return nil
+}
+
+func (s *Scenario) hasShape(name string) bool { return s.shapes != nil && s.shapes.has[name] }
+
 // shapesMayLeave: a shape expects a known bug on kubelet to that leaves
 // old pods' state behind, so the cleanup wait is bounded and what is left
 // is judged by the shapes.
@@ -620,15 +658,21 @@ func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Contex
 		// the state the kubelet had to reconstruct and clean.
 		var had []string
 		for _, u := range s.oldUIDs {
-			for _, m := range s.down.Pod(u).Mounts {
+			ps := s.down.Pod(u)
+			for _, m := range append(ps.Mounts, ps.PluginMounts...) {
 				if shapeOwns(sh, nodestate.Leftover{Path: m.MountPoint}) {
 					had = append(had, "mount "+m.FSType+" "+m.MountPoint)
 				}
 			}
-			for _, e := range append(s.down.Pod(u).Entries, s.down.Pod(u).PluginEntries...) {
+			for _, e := range append(ps.Entries, ps.PluginEntries...) {
 				if shapeOwns(sh, nodestate.Leftover{Path: e}) && s.down.MountCount(e) == 0 {
 					had = append(had, "entry "+e)
 				}
+			}
+		}
+		if sh.Block {
+			for _, d := range s.shapes.loopsDown {
+				had = append(had, "loop device "+d.Path+" backed by "+d.BackingFile)
 			}
 		}
 		if len(had) == 0 {
@@ -781,11 +825,20 @@ func checkSubpath(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _
 				binds[strings.Split(rel, "/")[0]] = m.MountPoint
 			}
 		}
-		dirBind, fileBind := binds[volumeName], binds[cfgVolume]
-		if dirBind == "" || fileBind == "" {
-			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): subPath bind mounts under %s: %v, want one of volume %s and one of volume %s", p.Name, uid, snap.Abs("pods/"+uid+"/volume-subpaths"), binds, volumeName, cfgVolume)
-		}
+		// The kubelet names a PVC's subpath dir after its PV, other
+		// volumes' after the pod volume.
 		pv := s.pvOf[claimOf(p)]
+		dirBind, fileBind, hostBind := binds[pv], binds[cfgVolume], binds[hostVolume]
+		if dirBind == "" || fileBind == "" || hostBind == "" {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): subPath bind mounts under %s: %v, want one of PV %s (volume %s), one of volume %s and one of volume %s", p.Name, uid, snap.Abs("pods/"+uid+"/volume-subpaths"), binds, pv, volumeName, cfgVolume, hostVolume)
+		}
+		hm, err := s.readFileMarker(ctx, sc, hostBind+"/marker")
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		if want := s.shapes.markers[ShapeSubpath+"/"+hostVolume+"/"+p.Name]; hm != want {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): the marker under subPath %s of hostPath %s reads %q, want %q (written before the first hop)", p.Name, uid, subDir, s.hostPathDir(), hm, want)
+		}
 		m, err := s.readFileMarker(ctx, sc, dirBind+"/marker")
 		if err != nil {
 			return catalogue.Observation{}, err
@@ -800,7 +853,7 @@ func checkSubpath(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _
 		if res.Stdout != cfg[cfgKey] {
 			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): file subPath %s of configMap %s holds %q, want %q", p.Name, uid, fileBind, shapeObjects, res.Stdout, cfg[cfgKey])
 		}
-		fine = append(fine, fmt.Sprintf("pod %s uid %s: subPath binds %s (marker intact) and %s (configMap key %s)", p.Name, uid, dirBind, fileBind, cfgKey))
+		fine = append(fine, fmt.Sprintf("pod %s uid %s: subPath binds %s (PVC directory, marker intact), %s (hostPath directory, marker intact) and %s (configMap key %s)", p.Name, uid, dirBind, hostBind, fileBind, cfgKey))
 	}
 	for _, u := range s.oldUIDs {
 		for _, m := range snap.Pod(u).Mounts {

@@ -746,6 +746,7 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 	if s.cfg.Fault != nil && s.cfg.Fault.Metrics != nil {
 		exps = s.cfg.Fault.Metrics(s.volsAtStart)
 	}
+	exps = s.shapeMetrics(exps, version.MustParseGeneric(s.hop.To))
 	results := kubeletmetrics.Evaluate(scrape, exps)
 	if kubeletmetrics.NeedsKubeletLog(results) {
 		results = s.explainRace(ctx, sc, results)

@@ -722,10 +722,10 @@ func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Contex
 			return fmt.Errorf("shape %s: the old pods %v had nothing of the shape on the node while the kubelet was down: the hop would prove nothing", sh.Entry.Name, s.oldUIDs)
 		}
 		sc.Evidence(reports.Evidence{Name: fmt.Sprintf("what the old pods had of shape %s while the kubelet was down", sh.Entry.Name), Kind: "snapshot", Text: strings.Join(had, "\n") + "\n"})
-		var left []string
+		var left []nodestate.Leftover
 		for _, l := range s.left {
 			if ownsLeftover(sh, l, s.left) {
-				left = append(left, l.String())
+				left = append(left, l)
 			}
 		}
 		o, err := sh.check(ctx, s, sc, to)
@@ -734,7 +734,9 @@ func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Contex
 		}
 		if len(left) > 0 {
 			o.Seen = true
-			o.Detail = fmt.Sprintf("left by the old pods %s after the kubelet's start: %s; %s", mayLeaveBound, strings.Join(left, "; "), o.Detail)
+			// The headline names what the kubelet could not remove and
+			// quotes its own error line for the UID.
+			o.Detail = fmt.Sprintf("left by the old pods %s after the kubelet's start: %s; %s", mayLeaveBound, s.leftoverHeadline(ctx, left), o.Detail)
 		} else {
 			o.Detail = fmt.Sprintf("the old pods' %d mounts and entries of the shape are gone; %s", len(had), o.Detail)
 		}

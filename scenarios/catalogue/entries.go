@@ -44,10 +44,10 @@ func All() []Entry {
 		},
 		{
 			Name: "subpath", Kind: Shape,
-			Plants: "a directory subPath of the pod's CSI PVC (the pod writes a marker through it) and a file subPath of a configMap; the pod force-deleted while the kubelet is down",
-			Checks: "the old UID's volume-subpaths bind mounts gone and pods/<uid> removed; the new pod's two subPath binds there, the marker read back through the directory bind, the configMap key through the file bind",
+			Plants: "directory subPaths of the pod's CSI PVC and of a hostPath directory (as #135698 was reported), and a file subPath of a configMap, the pod writing a marker through each directory; the pod force-deleted while the kubelet is down",
+			Checks: "the old UID's volume-subpaths bind mounts gone and pods/<uid> removed; the new pod's three subPath binds there, the markers read back through the directory binds, the configMap key through the file bind",
 			Expect: []Expectation{{From: "1.31", Outcome: KnownBug, Bug: "subpath rmdir busy leak",
-				Says:    "orphaned pod cleanup fails to rmdir() volume-subpaths (device or resource busy) every 2 s; reported with hostPath on 1.31.1",
+				Says:    "orphaned pod cleanup fails to remove the hostPath subPath bind (device or resource busy) every 2 s and the pod dir stays; reported with hostPath on 1.31.1, seen here on 1.36.3 and 1.37.2 (the PVC's and configMap's subPath binds are cleaned)",
 				Refs:    []Ref{issue(135698), pr(135696)},
 				FixedIn: ""}},
 			Status: Runs, Providers: shapeProviders,

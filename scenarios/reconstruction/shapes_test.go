@@ -7,7 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -133,4 +135,48 @@ func TestAddShapes(t *testing.T) {
 	if _, ok := catalogue.Lookup(ShapeSubpath); !ok {
 		t.Fatal("no subpath entry")
 	}
+}
+
+// Shapes add a judged step per shape to every hop, and a last step that
+// checks their volumes were released; a provider whose pods run a stock
+// image (podbin cannot write the markers) is refused before anything runs.
+func TestShapeSteps(t *testing.T) {
+	p, err := plan.Parse("v1.37.2,v1.36.3,v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes, err := LookupShapes([]string{ShapeBlock, ShapeSubpath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 3), Shapes: shapes}, fakeCluster{}, fakeNode{}, &reports.Run{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judged := map[int][]string{}
+	var last string
+	for _, st := range s.Steps() {
+		if strings.Contains(st.Name, ": catalogue shape ") {
+			judged[st.Hop] = append(judged[st.Hop], strings.SplitN(st.Name, ": ", 2)[1])
+		}
+		last = st.Name
+	}
+	if got := strings.Join(judged[2], "|"); got != "catalogue shape block on kubelet v1.37.2|catalogue shape subpath on kubelet v1.37.2" || len(judged[1]) != 2 {
+		t.Errorf("judged steps %v", judged)
+	}
+	if !strings.Contains(last, "shapes' volumes") {
+		t.Errorf("last step %q, want the shapes' volumes released", last)
+	}
+	if _, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 3), Shapes: shapes}, busyboxCluster{}, fakeNode{}, &reports.Run{}); err == nil || !strings.Contains(err.Error(), "workload image") {
+		t.Errorf("shapes on a stock image: %v", err)
+	}
+	if _, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 3), Shapes: shapes, Kind: storage.Local}, fakeCluster{}, fakeNode{}, &reports.Run{}); err == nil || !strings.Contains(err.Error(), "CSI volumes") {
+		t.Errorf("shapes on local volumes: %v", err)
+	}
+}
+
+type busyboxCluster struct{ fakeCluster }
+
+func (busyboxCluster) Workload() storage.Workload {
+	return storage.Workload{Image: "busybox", Command: storage.BusyboxCommand}
 }

@@ -24,6 +24,14 @@ const (
 	Kind     = "kind"
 )
 
+// The modes of skewtest's own CSI driver (Options.CSIMode), for callers
+// outside clusters/: CSIModeEBS serves raw block volumes, CSIModeTmpfs does
+// not.
+const (
+	CSIModeTmpfs = string(csidriver.ModeTmpfs)
+	CSIModeEBS   = string(csidriver.ModeEBS)
+)
+
 // planned are providers with an issue but no code yet, so the error can
 // say so instead of "unknown".
 var planned = map[string]string{

@@ -16,6 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	nodeexec "sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -53,11 +56,37 @@ func ListIn(dir string) ([]Device, error) {
 			// Not attached: the loop directory exists only while bound.
 			continue
 		}
-		d := Device{Path: "/dev/" + e.Name(), BackingFile: strings.TrimSpace(string(b))}
-		if f, ok := strings.CutSuffix(d.BackingFile, " (deleted)"); ok {
-			d.BackingFile, d.Deleted = f, true
-		}
-		out = append(out, d)
+		out = append(out, device(e.Name(), string(b)))
+	}
+	sort.Slice(out, func(i, j int) bool { return devNum(out[i].Path) < devNum(out[j].Path) })
+	return out, nil
+}
+
+// device is loop device name (loop3) with the kernel's backing_file text.
+func device(name, backing string) Device {
+	d := Device{Path: "/dev/" + name, BackingFile: strings.TrimSpace(backing)}
+	if f, ok := strings.CutSuffix(d.BackingFile, " (deleted)"); ok {
+		d.BackingFile, d.Deleted = f, true
+	}
+	return d
+}
+
+// listScript prints every attached loop device of the node as
+// "<name>\0<backing_file>\0", as List reads them.
+const listScript = `for d in ` + sysBlock + `/loop*; do f=$d/loop/backing_file; [ -r "$f" ] || continue; printf '%s\0' "${d##*/}"; tr -d '\n' <"$f"; printf '\0'; done; exit 0`
+
+// ListOn is List on a node reached through node (a kind node container,
+// an SSH session, this host): the scenario's evidence of block volumes'
+// loop devices, whatever the provider.
+func ListOn(ctx context.Context, node nodeexec.Cmder) ([]Device, error) {
+	res, err := nodeexec.Output(ctx, node, "sh", "-c", listScript)
+	if err != nil {
+		return nil, fmt.Errorf("list loop devices on the node: %w", err)
+	}
+	f := strings.Split(res.Stdout, "\x00")
+	var out []Device
+	for i := 0; i+1 < len(f); i += 2 {
+		out = append(out, device(f[i], f[i+1]))
 	}
 	sort.Slice(out, func(i, j int) bool { return devNum(out[i].Path) < devNum(out[j].Path) })
 	return out, nil
@@ -124,10 +153,12 @@ func Detach(ctx context.Context, dev string) error {
 }
 
 // DetachUnder detaches every loop device backed by a file at or below dir,
-// and waits up to timeout for them to go: teardown, after the mounts under
-// dir are gone. The kubelet's block-volume loop devices are backed by files
-// under its root and hold the driver's devices open, so several rounds may
-// be needed.
+// and every loop device over one of those (the kubelet's own loop device
+// over a block volume, whose backing path the kernel shows as "/" once the
+// bind mount it was opened through is gone), and waits up to timeout for
+// them to go: teardown, after the mounts under dir are gone. A loop device
+// over another holds it open, so the ones on top go first and several
+// rounds may be needed.
 func DetachUnder(ctx context.Context, dir string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -138,12 +169,18 @@ func DetachUnder(ctx context.Context, dir string, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
+		all, err := List()
+		if err != nil {
+			return err
+		}
+		devs = append(loopsOver(all, devs), devs...)
 		if len(devs) == 0 {
 			return nil
 		}
-		// Newest first: a kubelet's loop device over a driver's.
+		// Loop devices on top first, then newest first: a kubelet's loop
+		// device over a driver's.
 		var errs []error
-		for i := len(devs) - 1; i >= 0; i-- {
+		for i := range devs {
 			if err := Detach(ctx, devs[i].Path); err != nil {
 				errs = append(errs, err)
 			}
@@ -153,8 +190,57 @@ func DetachUnder(ctx context.Context, dir string, timeout time.Duration) error {
 			for _, d := range devs {
 				names = append(names, d.Path+" ("+d.BackingFile+")")
 			}
-			return fmt.Errorf("loop devices still attached to files under %s after %s: %s: %w", dir, timeout, strings.Join(names, ", "), errors.Join(errs...))
+			err := fmt.Errorf("loop devices still attached to files under %s after %s: %s", dir, timeout, strings.Join(names, ", "))
+			if len(errs) > 0 {
+				err = fmt.Errorf("%w: %w", err, errors.Join(errs...))
+			}
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// loopsOver returns the devices among all whose backing file is the
+// device node of one of devs, at any depth, those on top first: a loop
+// device over a loop device, however it was opened (the kernel reports the
+// backing file's device and inode, LOOP_GET_STATUS64, whatever its path).
+func loopsOver(all, devs []Device) []Device {
+	var out []Device
+	seen := map[string]bool{}
+	for _, d := range devs {
+		seen[d.Path] = true
+	}
+	for base := devs; len(base) > 0; {
+		ids := map[[2]uint64]bool{}
+		for _, d := range base {
+			var st unix.Stat_t
+			if unix.Stat(d.Path, &st) == nil {
+				ids[[2]uint64{st.Dev, st.Ino}] = true
+			}
+		}
+		var next []Device
+		for _, a := range all {
+			if id, ok := backingID(a.Path); ok && ids[id] && !seen[a.Path] {
+				seen[a.Path] = true
+				next = append(next, a)
+			}
+		}
+		out = append(next, out...)
+		base = next
+	}
+	return out
+}
+
+// backingID is the device and inode of dev's backing file.
+func backingID(dev string) ([2]uint64, bool) {
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlLoopGetStatus64(fd)
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{info.Device, info.Inode}, true
 }

@@ -55,6 +55,9 @@ func ProvisionPrebound(ctx context.Context, cs kubernetes.Interface, req Request
 	out := Volumes{StorageClass: scName, DeleteStorageClass: true}
 	for i, claim := range req.Claims {
 		pvName := fmt.Sprintf("%s-%d", b.NamePrefix, i)
+		if req.Group != "" {
+			pvName = fmt.Sprintf("%s-%s-%d", b.NamePrefix, req.Group, i)
+		}
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: pvName},
 			Spec: corev1.PersistentVolumeSpec{
@@ -67,6 +70,9 @@ func ProvisionPrebound(ctx context.Context, cs kubernetes.Interface, req Request
 					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{req.Node}}},
 				}}}},
 			},
+		}
+		if req.Block {
+			pv.Spec.VolumeMode = ptr.To(corev1.PersistentVolumeBlock)
 		}
 		rec := PV{Name: pvName, Claim: claim}
 		switch req.Kind {

@@ -35,6 +35,12 @@ type Request struct {
 	Size string
 	// Node is where the volumes must be usable.
 	Node string
+	// Group, when set, names these PVs apart from another request's on
+	// the same node (a scenario's shape volumes beside its StatefulSet's):
+	// <prefix>-<group>-<i> instead of <prefix>-<i>.
+	Group string
+	// Block asks for volumeMode Block PVs (raw block devices).
+	Block bool
 }
 
 // Volumes is what the provider made: at least a StorageClass; PVs when

@@ -5,6 +5,12 @@ package catalogue
 // too; they are proven on local first.
 var localOnly = []string{"local"}
 
+// shapeProviders run the shapes beyond the sign-off's: they go into one
+// workload on one cluster with skewtest's CSI driver in CSI_MODE=ebs (raw
+// block volumes, attach through VolumeAttachments), which only the local
+// provider runs so far.
+var shapeProviders = localOnly
+
 // Local-volume PVs: the kubelets skewtest runs cannot reconstruct them;
 // see kubeletmetrics.LocalVolumeReconstructionReason.
 const localVolumeSays = "reconstructVolume.NewMounter fails (local volume source is nil); the kubelet falls back to force cleanup, which still removes the mounts and dirs; reconstruct_volume_operations_errors_total equals the number of local volumes"
@@ -30,49 +36,49 @@ func All() []Entry {
 		},
 		{
 			Name: "block", Kind: Shape,
-			Plants: "a volumeMode: Block CSI PVC on a loop device; pod force-deleted while the kubelet is down (or the device mapping removed, as after a power-off)",
-			Checks: "pods/<uid>/volumeDevices entries and plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid> links gone; loop device count stable, each backing file right",
-			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "unmapped and cleaned; one loop device per block volume",
+			Plants: "a volumeMode: Block CSI PVC (skewtest's driver in CSI_MODE=ebs: a loop device over a sparse file, attached through a VolumeAttachment) mapped into the pod at /dev/skewtest-block, which writes a marker in its first sector; the pod force-deleted while the kubelet is down",
+			Checks: "the old UID's pods/<uid>/volumeDevices link, plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid> map link and publish/<pv>/<uid> target gone; the new pod's mapped; as many loop devices as at deploy, the kubelet's backed by the new pod's map link, none by an old UID's path or a deleted file; the marker reads back after every hop",
+			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "unmapped and cleaned; one driver loop device and one kubelet loop device per block volume",
 				Refs: []Ref{issue(119608), issue(122960), issue(102408)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
-			Status: NeedsDriver, Waits: "the driver's block (loop device) mode, branch csidrv",
+			Status: Runs, Providers: shapeProviders,
 		},
 		{
 			Name: "subpath", Kind: Shape,
-			Plants: "a directory subPath of a PVC and a file subPath of a configMap; pod force-deleted while the kubelet is down",
-			Checks: "volume-subpaths bind mounts gone and pods/<uid> removed",
+			Plants: "directory subPaths of the pod's CSI PVC and of a hostPath directory (as #135698 was reported), and a file subPath of a configMap, the pod writing a marker through each directory; the pod force-deleted while the kubelet is down",
+			Checks: "the old UID's volume-subpaths bind mounts gone and pods/<uid> removed; the new pod's three subPath binds there, the markers read back through the directory binds, the configMap key through the file bind",
 			Expect: []Expectation{{From: "1.31", Outcome: KnownBug, Bug: "subpath rmdir busy leak",
-				Says:    "orphaned pod cleanup fails to rmdir() volume-subpaths (device or resource busy) every 2 s; reported with hostPath",
+				Says:    "orphaned pod cleanup fails to remove the hostPath subPath bind (device or resource busy) every 2 s and the pod dir stays; reported with hostPath on 1.31.1, seen here on 1.36.3 and 1.37.2 (the PVC's and configMap's subPath binds are cleaned)",
 				Refs:    []Ref{issue(135698), pr(135696)},
 				FixedIn: ""}},
-			Status: NotYet,
+			Status: Runs, Providers: shapeProviders,
 		},
 		{
 			Name: "emptydir-memory", Kind: Shape,
-			Plants: "an emptyDir with medium: Memory (a tmpfs per pod)",
-			Checks: "the tmpfs is unmounted and the pod dir removed",
+			Plants: "an emptyDir with medium: Memory (a tmpfs per pod) the pod writes a marker into",
+			Checks: "the old UID's tmpfs unmounted and its dir removed; the new pod has a tmpfs of its own with its own marker (the volume's lifecycle is the pod's, so no data is carried over)",
 			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed and unmounted like any tmpfs volume"}},
-			Status: NotYet,
+			Status: Runs, Providers: shapeProviders,
 		},
 		{
 			Name: "projected-secret-configmap", Kind: Shape,
-			Plants: "projected, secret and configMap volumes",
-			Checks: "their tmpfs mounts (secret, projected) gone, configMap dirs removed",
+			Plants: "a configMap, a secret and a projected (configMap + secret + downward API metadata.uid) volume",
+			Checks: "the old UID's secret and projected tmpfs mounts and configMap dir gone; the new pod's secret and projected volumes are tmpfs mounts, its configMap volume a dir, every file holds the API objects' contents and the projected uid file the new UID",
 			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed and cleaned (every pod's kube-api-access projected volume already is)"}},
-			Status: NotYet,
+			Status: Runs, Providers: shapeProviders,
 		},
 		{
 			Name: "generic-ephemeral", Kind: Shape,
-			Plants: "a generic ephemeral volume (a PVC owned by the pod)",
-			Checks: "the volume unpublished; the PVC deleted with the pod",
-			Expect: []Expectation{{From: "1.23", Outcome: Clean, Says: "reconstructed from vol_data.json like any CSI PVC"}},
-			Status: NotYet,
+			Plants: "a generic ephemeral volume (a PVC the ephemeral controller makes for the pod and the garbage collector deletes with it), each new claim bound to a fresh pre-created PV, as from a provisioner",
+			Checks: "the old pod's volume unpublished, unstaged and (EBS mode) detached: its global mount and VolumeAttachment gone; the new pod's claim is a new PVC owned by it, on a fresh PV staged once, with its own marker",
+			Expect: []Expectation{{From: "1.23", Outcome: Clean, Says: "reconstructed from vol_data.json like any CSI PVC; the old claim's volume is released"}},
+			Status: Runs, Providers: shapeProviders,
 		},
 		{
 			Name: "csi-inline-ephemeral", Kind: Shape,
-			Plants: "a CSI inline ephemeral volume (volumeLifecycleMode Ephemeral; no staging)",
-			Checks: "the pod's mount gone and NodeUnpublish called",
+			Plants: "a CSI inline ephemeral volume of skewtest's driver (volumeLifecycleMode Ephemeral: no staging, no attach; the driver publishes a tmpfs)",
+			Checks: "the old UID's published tmpfs gone (the driver's NodeUnpublishVolume) and its dir removed; the new pod's published, its vol_data.json saying Ephemeral, with its own marker",
 			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed with volumeLifecycleMode Ephemeral from vol_data.json and unpublished"}},
-			Status: NeedsDriver, Waits: "the driver's ephemeral mode, branch csidrv",
+			Status: Runs, Providers: shapeProviders,
 		},
 		{
 			Name: "reboot", Kind: Fault, Item: 1,

@@ -393,7 +393,7 @@ func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *node
 	s.snapshotEvidence(sc, "node state after deleting the StatefulSet", snap)
 	last := s.cfg.Plan.Versions[len(s.cfg.Plan.Versions)-1]
 	o := catalogue.Observation{Seen: true, Detail: fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", strings.Join(leaked, "; "), len(s.leftEver))}
-	d, err := catalogue.Judge(s.cfg.Fault.Entry, last, o)
+	d, err := catalogue.Judge(s.leakEntry(), last, o)
 	if err != nil {
 		return err
 	}

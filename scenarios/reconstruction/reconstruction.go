@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
@@ -70,7 +71,10 @@ type Config struct {
 	FirstHop int
 	// Fault, when set, is the catalogue fault each hop plants instead of
 	// the baseline force-delete alone.
-	Fault  *Fault
+	Fault *Fault
+	// Shapes are catalogue shapes added to the workload's pod, each
+	// checked and judged after every hop (shapes.go).
+	Shapes []Shape
 	Logger *slog.Logger
 }
 
@@ -144,6 +148,8 @@ type Scenario struct {
 	left          []nodestate.Leftover
 	leftEver      []nodestate.Leftover
 	metricResults []kubeletmetrics.Result
+	// shapes, when the workload carries catalogue shapes
+	shapes *shapeRun
 }
 
 // New prepares a scenario; it creates nothing until its steps run.
@@ -164,10 +170,20 @@ func New(cfg Config, cluster Cluster, node nodes.Node, run *reports.Run) (*Scena
 	if err != nil {
 		return nil, err
 	}
-	return &Scenario{
+	s := &Scenario{
 		cfg: cfg, cluster: cluster, node: node, run: run, res: res, cs: cs,
 		pvOf: map[string]string{}, markers: map[string]string{},
-	}, nil
+	}
+	if len(cfg.Shapes) > 0 {
+		s.shapes = &shapeRun{list: cfg.Shapes, has: map[string]bool{}, markers: map[string]string{}, genPV: map[string]string{}}
+		for _, sh := range cfg.Shapes {
+			s.shapes.has[sh.Entry.Name] = true
+		}
+		if err := s.checkShapesPossible(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // Steps returns the scenario's steps in order.
@@ -207,11 +223,17 @@ func (s *Scenario) Steps() []scenarios.Step {
 		if f != nil {
 			step(fmt.Sprintf("hop %d: catalogue %s %s on kubelet %s", n, f.Entry.Kind, f.Entry.Name, to), s.judge(h.To))
 		}
+		for _, sh := range s.cfg.Shapes {
+			step(fmt.Sprintf("hop %d: catalogue %s %s on kubelet %s", n, sh.Entry.Kind, sh.Entry.Name, to), s.judgeShape(sh, h.To))
+		}
 	}
 	steps = append(steps,
 		scenarios.Step{Name: "snapshot node state (after) and compare", Run: s.snapshotAfter},
 		scenarios.Step{Name: "delete the StatefulSet and check its volumes are unmounted", Run: s.deleteWorkload},
 	)
+	if s.shapes != nil {
+		steps = append(steps, scenarios.Step{Name: "the shapes' volumes unstaged, detached and released", Run: s.releaseShapes})
+	}
 	return steps
 }
 
@@ -268,6 +290,16 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	}
 	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.NoStagingMount
 	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, s.cluster.Workload())
+	if s.shapes != nil {
+		if len(vols.PVs) == 0 || vols.PVs[0].Driver == "" {
+			return fmt.Errorf("catalogue shapes need pre-created CSI PVs from the provider (its CSI driver serves the inline volumes)")
+		}
+		s.shapes.driver = vols.PVs[0].Driver
+		if err := s.provisionShapes(ctx, sc); err != nil {
+			return err
+		}
+		s.addShapes(sts, vols.StorageClass)
+	}
 	if err := s.res.Create(ctx, sts); err != nil {
 		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
 	}
@@ -293,6 +325,9 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		}
 		s.markers[pv] = marker
 		sc.Note("pod %s uid %s on PV %s wrote marker %q", p.Name, p.UID, pv, marker)
+	}
+	if s.shapes != nil {
+		return s.recordShapes(ctx, sc)
 	}
 	return nil
 }
@@ -537,6 +572,9 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 	if len(left) == 0 {
 		return fmt.Errorf("nothing of the old pods %v is on the node while the kubelet is down: the scenario would prove nothing", s.oldUIDs)
 	}
+	if s.shapes != nil {
+		return s.recordShapesDown(ctx, sc)
+	}
 	return nil
 }
 
@@ -594,7 +632,8 @@ func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) e
 		return len(left) == 0, nil
 	}
 	timeout := s.cfg.CleanupTimeout
-	mayLeave := s.cfg.Fault != nil && s.cfg.Fault.MayLeave
+	to := version.MustParseGeneric(s.hop.To)
+	mayLeave := s.cfg.Fault != nil && s.cfg.Fault.MayLeave || s.shapesMayLeave(to)
 	if mayLeave && timeout > mayLeaveBound {
 		timeout = mayLeaveBound
 	}
@@ -608,7 +647,12 @@ func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) e
 	if err != nil && mayLeave && last != nil && ctx.Err() == nil {
 		s.left = last.Leftovers(s.oldUIDs)
 		s.leftEver = append(s.leftEver, s.left...)
-		sc.Note("fault %s: %d things of the old pods left %s after the kubelet started (bounded wait); the catalogue judges them", s.cfg.Fault.Entry.Name, len(s.left), timeout)
+		if s.shapes != nil {
+			if un := s.unexplainedLeftovers(s.left, to); len(un) > 0 {
+				return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start, beyond what the shapes' known bugs leave (%d polls): %s", timeout, polls, s.leftoverHeadline(ctx, un))
+			}
+		}
+		sc.Note("%s: %d things of the old pods left %s after the kubelet started (bounded wait); the catalogue judges them", s.leakEntry().Name, len(s.left), timeout)
 		return nil
 	}
 	if err != nil {
@@ -702,6 +746,7 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 	if s.cfg.Fault != nil && s.cfg.Fault.Metrics != nil {
 		exps = s.cfg.Fault.Metrics(s.volsAtStart)
 	}
+	exps = s.shapeMetrics(exps, version.MustParseGeneric(s.hop.To))
 	results := kubeletmetrics.Evaluate(scrape, exps)
 	if kubeletmetrics.NeedsKubeletLog(results) {
 		results = s.explainRace(ctx, sc, results)

@@ -26,6 +26,8 @@ type Scenario struct {
 	Name, Namespace string
 	// Fault is the catalogue fault each hop plants; nil for the baseline.
 	Fault *reconstruction.Fault
+	// Shapes are catalogue shapes added to the workload.
+	Shapes []reconstruction.Shape
 }
 
 // RunScenario runs the reconstruction scenario s on node of c, recording
@@ -44,7 +46,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	}
 	c.describe(ctx, node, run)
 	sc, err := reconstruction.New(reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.Kind,
-		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Logger: o.Logger}, cluster, node, run)
+		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}, cluster, node, run)
 	if err != nil {
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return classify(err, ErrInfrastructure)

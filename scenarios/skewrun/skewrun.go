@@ -84,7 +84,9 @@ type Options struct {
 	Matrix      string
 	MatrixNodes int
 	// Scenario (SCENARIO) names the catalogue fault each hop plants
-	// (reconstruction.Faults); empty for the baseline.
+	// (reconstruction.Faults), or catalogue shapes to add to the workload
+	// (reconstruction.Shapes; several separated by commas); empty for the
+	// baseline.
 	Scenario string
 	// Existing cluster settings.
 	Existing     existing.Config
@@ -144,5 +146,5 @@ func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []bina
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return err
 	}
-	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault}, run)
+	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault, Shapes: c.v.Shapes}, run)
 }

@@ -113,9 +113,27 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		},
 		{
 			name:    "scenario not implemented yet",
-			opts:    skewrun.Options{Scenario: "block", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    skewrun.Options{Scenario: "rejected-feature-gate", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
-			want:    []string{"SCENARIO=block", "not implemented as a fault yet", "skewtest scenarios"},
+			want:    []string{"SCENARIO=rejected-feature-gate", "not implemented as a fault yet", "skewtest scenarios"},
+		},
+		{
+			name:    "block shape with the tmpfs driver",
+			opts:    skewrun.Options{Scenario: "subpath,block", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"SCENARIO=subpath,block", "shape block needs raw block volumes", "CSI_MODE=ebs, not CSI_MODE=tmpfs"},
+		},
+		{
+			name:    "a fault among shapes",
+			opts:    skewrun.Options{Scenario: "subpath,reboot", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"SCENARIO=subpath,reboot", `no catalogue shape "reboot"`},
+		},
+		{
+			name:    "shapes on a provider they do not run on",
+			opts:    skewrun.Options{Scenario: "emptydir-memory", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"shape emptydir-memory runs on local, not PROVIDER=kind"},
 		},
 		{
 			name:    "scenario on a provider it does not run on",
@@ -369,5 +387,28 @@ func TestSettingsDocumentEveryVariable(t *testing.T) {
 		if !documented[k] {
 			t.Errorf("OptionsFromEnv reads %s but Settings does not list it", k)
 		}
+	}
+}
+
+// SCENARIO naming shapes plants them all in one workload; the block shape
+// picks the driver's EBS mode when CSI_MODE is unset, and the run is named
+// after its shapes.
+func TestValidateShapes(t *testing.T) {
+	v, err := skewrun.Validate(skewrun.Options{Scenario: "subpath,block", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := skewrun.ShapeNames(v.Shapes); strings.Join(got, ",") != "block,subpath" {
+		t.Errorf("shapes %v, want block,subpath (catalogue order)", got)
+	}
+	if v.Fault != nil || v.Options.CSIMode != "ebs" {
+		t.Errorf("fault %v, CSI mode %q; want no fault and ebs", v.Fault, v.Options.CSIMode)
+	}
+	if r := v.NewRun(time.Now(), nil); r.CatalogueEntry() != "block,subpath" {
+		t.Errorf("run scenario %q", r.Scenario)
+	}
+	v, err = skewrun.Validate(skewrun.Options{Scenario: "emptydir-memory", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if err != nil || len(v.Shapes) != 1 || v.Options.CSIMode != "" {
+		t.Errorf("one shape without block: %+v, %v; want the driver's default mode", v, err)
 	}
 }

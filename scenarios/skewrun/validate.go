@@ -32,6 +32,9 @@ type Validated struct {
 	// Fault is the catalogue fault of Options.Scenario, nil for the
 	// baseline.
 	Fault *reconstruction.Fault
+	// Shapes are the catalogue shapes of Options.Scenario (a shape, or a
+	// comma-separated list of shapes planted in one workload).
+	Shapes []reconstruction.Shape
 }
 
 // Defaults of Options.
@@ -82,12 +85,16 @@ func Validate(o Options) (*Validated, error) {
 			return nil, fmt.Errorf("%w: plan entry %d: %v", ErrInvalid, i+1, err)
 		}
 	}
+	shapes, err := validateShapes(&o)
+	if err != nil {
+		return nil, err
+	}
 	// Unknown providers fail here, before binaries are built.
 	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI, CSIMode: o.CSIMode}); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault
-	if o.Scenario != "" {
+	if o.Scenario != "" && shapes == nil {
 		f, err := reconstruction.LookupFault(o.Scenario)
 		if err != nil {
 			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
@@ -101,7 +108,41 @@ func Validate(o Options) (*Validated, error) {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs
 	}
-	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault}, nil
+	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
+}
+
+// validateShapes resolves SCENARIO when it names catalogue shapes (one,
+// or several separated by commas, planted in one workload) and picks the
+// CSI driver mode they need: raw block volumes need CSI_MODE=ebs, which
+// is chosen when CSI_MODE is unset. nil when SCENARIO names no shape.
+func validateShapes(o *Options) ([]reconstruction.Shape, error) {
+	if o.Scenario == "" {
+		return nil, nil
+	}
+	names := strings.Split(o.Scenario, ",")
+	if _, ok := reconstruction.Shapes()[names[0]]; !ok && len(names) == 1 {
+		return nil, nil
+	}
+	shapes, err := reconstruction.LookupShapes(names)
+	if err != nil {
+		return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
+	}
+	for _, sh := range shapes {
+		if !sh.Entry.RunsOn(o.Provider) {
+			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(sh.Entry.Providers, ", "), o.Provider)
+		}
+		if !sh.Block {
+			continue
+		}
+		switch o.CSIMode {
+		case "":
+			o.CSIMode = clusters.CSIModeEBS
+		case clusters.CSIModeEBS:
+		default:
+			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", ErrInvalid, o.Scenario, sh.Entry.Name, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
+		}
+	}
+	return shapes, nil
 }
 
 // NewRun starts the report of a run of v's plan that started at start,
@@ -111,6 +152,9 @@ func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports
 	scenario := reports.ReconstructionScenarioPrefix + string(v.Kind)
 	if v.Fault != nil {
 		scenario = reports.CatalogueScenarioPrefix + v.Fault.Entry.Name
+	}
+	if v.Shapes != nil {
+		scenario = reports.CatalogueScenarioPrefix + strings.Join(ShapeNames(v.Shapes), ",")
 	}
 	run := &reports.Run{ID: id, Scenario: scenario, Provider: v.Options.Provider, Plan: v.Plan.Raw,
 		Started: start, ArtifactsDir: filepath.Join(v.ArtifactsRoot, id)}
@@ -174,4 +218,13 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// ShapeNames are the shapes' catalogue names, in order.
+func ShapeNames(shapes []reconstruction.Shape) []string {
+	var out []string
+	for _, sh := range shapes {
+		out = append(out, sh.Entry.Name)
+	}
+	return out
 }

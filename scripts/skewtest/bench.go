@@ -149,7 +149,7 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 		tw.Flush()
 	}
 	if len(res.Catalogue) > 0 {
-		fmt.Fprintf(os.Stdout, "\ncatalogue faults, whole run each (seconds); one round of all: %.1f\n", res.CatalogueTotal)
+		fmt.Fprintf(os.Stdout, "\ncatalogue faults and shapes (one run for all shapes), whole run each (seconds); one round of all: %.1f\n", res.CatalogueTotal)
 		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "fault\tn\tmin\tmedian\tmax\t")
 		for _, p := range res.Catalogue {
@@ -251,24 +251,37 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixSt
 }
 
 // benchCatalogue runs each catalogue fault that runs on o's provider rounds
-// times, as the suite runs it (CatalogueReplicas, the default plan), and
-// returns each one's whole-run time and the sum of their medians: what the
-// catalogue adds to make test-skew.
+// times, and the planted shapes together in one workload, as the suite runs
+// them (CatalogueReplicas, the default plan), and returns each run's
+// whole-run time and the sum of their medians: what the catalogue adds to
+// make test-skew.
 func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]PhaseStats, float64, error) {
 	var out []PhaseStats
 	total := 0.0
+	var scenarios, shapes []string
 	for _, e := range catalogue.All() {
-		if _, ok := reconstruction.Faults()[e.Name]; !ok || !e.RunsOn(defaultProvider(o.Provider)) {
+		if !e.RunsOn(defaultProvider(o.Provider)) {
 			continue
 		}
+		if _, ok := reconstruction.Faults()[e.Name]; ok {
+			scenarios = append(scenarios, e.Name)
+		}
+		if _, ok := reconstruction.Shapes()[e.Name]; ok {
+			shapes = append(shapes, e.Name)
+		}
+	}
+	if len(shapes) > 0 {
+		scenarios = append(scenarios, strings.Join(shapes, ","))
+	}
+	for _, name := range scenarios {
 		fo := o
-		fo.Scenario, fo.Replicas = e.Name, skewrun.CatalogueReplicas
+		fo.Scenario, fo.Replicas = name, skewrun.CatalogueReplicas
 		var whole []float64
 		for i := 1; i <= rounds; i++ {
-			fmt.Fprintf(os.Stderr, "=== bench catalogue %s, round %d/%d\n", e.Name, i, rounds)
+			fmt.Fprintf(os.Stderr, "=== bench catalogue %s, round %d/%d\n", name, i, rounds)
 			r, err := skewrun.Run(ctx, fo)
 			if err != nil {
-				return nil, 0, fmt.Errorf("bench catalogue %s, round %d: %w", e.Name, i, err)
+				return nil, 0, fmt.Errorf("bench catalogue %s, round %d: %w", name, i, err)
 			}
 			for _, t := range r.Run.Timings {
 				if t.Phase == wholeRunPhase {
@@ -276,7 +289,7 @@ func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]Phase
 				}
 			}
 		}
-		st := stats(e.Name, whole)
+		st := stats(name, whole)
 		total += st.Median
 		out = append(out, st)
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -29,6 +30,9 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 	for _, e := range catalogue.All() {
 		if e.Name == baselineEntries["csi"] || e.Name == baselineEntries["local"] {
 			continue
+		}
+		if _, planted := reconstruction.Shapes()[e.Name]; planted {
+			continue // shapes_test.go runs them in one workload
 		}
 		name := fmt.Sprintf("%s %s: %s", e.Kind, e.Name, e.Plants)
 		It(name, Label(e.Label()), func(ctx SpecContext) {

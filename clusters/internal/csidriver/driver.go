@@ -57,13 +57,16 @@ const Name = "csi.skewtest.k8s.io"
 
 // Object is the CSIDriver that tells the API server how the driver in mode
 // behaves: an attach step (VolumeAttachments, the external-attacher) only in
-// ModeEBS, no pod info on mount, persistent and inline ephemeral volumes.
+// ModeEBS, persistent and inline ephemeral volumes, and pod info on mount:
+// the kubelet marks an inline ephemeral volume's NodePublishVolume with
+// EphemeralContextKey only when podInfoOnMount is set, as
+// csi-driver-host-path's deployment sets it.
 func Object(mode Mode) *storagev1.CSIDriver {
 	return &storagev1.CSIDriver{
 		ObjectMeta: metav1.ObjectMeta{Name: Name},
 		Spec: storagev1.CSIDriverSpec{
 			AttachRequired: ptr.To(mode == ModeEBS),
-			PodInfoOnMount: ptr.To(false),
+			PodInfoOnMount: ptr.To(true),
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{
 				storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral,
 			},

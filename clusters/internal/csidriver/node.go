@@ -41,7 +41,8 @@ func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabiliti
 }
 
 // EphemeralContextKey is the volume context key the kubelet sets to "true"
-// on NodePublishVolume of a CSI inline ephemeral volume.
+// on NodePublishVolume of a CSI inline ephemeral volume, when the CSIDriver
+// has podInfoOnMount (Object sets it).
 const EphemeralContextKey = "csi.storage.k8s.io/ephemeral"
 
 // NodeStageVolume stages the volume at the staging path, or does nothing

@@ -158,6 +158,41 @@ func TestWorkloadMarker(t *testing.T) {
 	}
 }
 
+// A raw device (here a zeroed file standing in for one) gets the marker in
+// its first sector once; a second path in the same call gets its own.
+func TestWorkloadRawMarker(t *testing.T) {
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "device")
+	if err := os.WriteFile(dev, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first := start(t, []string{"POD_NAME=writer", "POD_UID=uid-1"}, "workload", dev, dir)
+	l := first.line(t)
+	content, ok := strings.CutPrefix(l, "marker written to "+dev+": ")
+	if !ok || !strings.HasPrefix(content, "written by pod writer uid uid-1 at ") {
+		t.Fatalf("first run printed %q, want the raw marker written to %s", l, dev)
+	}
+	if l := first.line(t); !strings.HasPrefix(l, "marker written: written by pod writer") {
+		t.Errorf("the directory's marker: printed %q", l)
+	}
+	b, err := os.ReadFile(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RawMagic + content + "\x00"; !strings.HasPrefix(string(b), want) {
+		t.Errorf("device starts with %q, want %q", b[:len(want)], want)
+	}
+	if len(b) != 4096 {
+		t.Errorf("device is %d bytes now, want 4096 (written in place)", len(b))
+	}
+	first.terminate(t)
+	second := start(t, []string{"POD_NAME=reader", "POD_UID=uid-2"}, "workload", dev)
+	if l := second.line(t); l != "marker found in "+dev+": "+content {
+		t.Errorf("second run printed %q, want the first marker found", l)
+	}
+	second.terminate(t)
+}
+
 func TestPauseExitsOnSIGTERM(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -223,10 +258,10 @@ func TestBadUsage(t *testing.T) {
 		wantCode   int
 		wantStderr string
 	}{
-		{"no args", nil, 2, "usage: podbin pause | podbin workload DIR"},
+		{"no args", nil, 2, "usage: podbin pause | podbin workload PATH..."},
 		{"unknown mode", []string{"frobnicate"}, 2, `podbin: unknown mode "frobnicate"`},
-		{"workload without dir", []string{"workload"}, 2, "usage: podbin workload DIR"},
-		{"workload with two dirs", []string{"workload", "/a", "/b"}, 2, "usage: podbin workload DIR"},
+		{"workload without dir", []string{"workload"}, 2, "usage: podbin workload PATH..."},
+		{"workload with a path missing", []string{"workload", "/nonexistent/skewtest-podbin", "/nonexistent/b"}, 1, "podbin: "},
 		{"workload dir missing", []string{"workload", "/nonexistent/skewtest-podbin"}, 1, "podbin: "},
 	}
 	for _, tc := range tests {

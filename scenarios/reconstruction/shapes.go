@@ -1,0 +1,1232 @@
+package reconstruction
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/loopdev"
+	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
+)
+
+// Shape is a catalogue shape the scenario adds to its StatefulSet's pod
+// beside the filesystem PVC (the csi-filesystem shape). Several shapes go
+// into one pod, on one cluster: each hop force-deletes that pod, and each
+// shape is then checked and judged on its own step ("hop 1: catalogue
+// shape block on kubelet v1.36.3"), against its own expectation.
+type Shape struct {
+	Entry catalogue.Entry
+	// Block: the shape needs a CSI driver that serves raw block volumes
+	// (skewtest's driver in CSI_MODE=ebs).
+	Block bool
+	// owns are fragments of the node paths that belong to the shape (a
+	// leftover naming one is the shape's); see Scenario.shapeOwns.
+	owns []string
+	// check reads the node after the hop and tells whether the shape's
+	// bug showed; an error is a check that could not be made or data that
+	// did not survive.
+	check func(ctx context.Context, s *Scenario, sc *scenarios.StepContext, to *version.Version) (catalogue.Observation, error)
+}
+
+// The shapes' names in the catalogue.
+const (
+	ShapeBlock            = "block"
+	ShapeSubpath          = "subpath"
+	ShapeEmptyDirMemory   = "emptydir-memory"
+	ShapeProjected        = "projected-secret-configmap"
+	ShapeGenericEphemeral = "generic-ephemeral"
+	ShapeCSIInline        = "csi-inline-ephemeral"
+)
+
+// The shapes' pod volumes, container paths and API objects.
+const (
+	shapeObjects  = "skewtest-shapes" // the ConfigMap and the Secret
+	cfgKey        = "file.txt"
+	secretKey     = "token"
+	uidKey        = "uid"
+	blockVolume   = "block"
+	blockDevice   = "/dev/skewtest-block"
+	cfgVolume     = "cfg"
+	secVolume     = "sec"
+	projVolume    = "proj"
+	memVolume     = "mem"
+	genVolume     = "gen"
+	inlineVolume  = "inline"
+	hostVolume    = "host"
+	subDir        = "sub"
+	containerName = "workload"
+	// rawMarkerMagic starts the marker podbin writes on a raw device
+	// (podbin's RawMagic; podbin is a program of its own and cannot be
+	// imported).
+	rawMarkerMagic = "skewtest-marker:"
+	// markerWait bounds how long a marker may take to appear once the pod
+	// runs: podbin writes its markers one after the other at start.
+	markerWait = 30 * time.Second
+	// releaseWait bounds the wait for a volume no pod uses to be unstaged
+	// and detached (the attach/detach controller acts on the node's
+	// volumesInUse, which the kubelet reports every 10 s).
+	releaseWait = 90 * time.Second
+)
+
+// Shapes are the catalogue shapes the scenario can add, by entry name.
+func Shapes() map[string]Shape {
+	out := map[string]Shape{}
+	add := func(sh Shape, name string) {
+		e, ok := catalogue.Lookup(name)
+		if !ok || e.Kind != catalogue.Shape {
+			panic("reconstruction: no catalogue shape " + name)
+		}
+		sh.Entry = e
+		out[name] = sh
+	}
+	add(Shape{Block: true, owns: []string{"volumeDevices/"}, check: checkBlock}, ShapeBlock)
+	add(Shape{owns: []string{"volume-subpaths/"}, check: checkSubpath}, ShapeSubpath)
+	add(Shape{owns: []string{"kubernetes.io~empty-dir/" + memVolume}, check: checkEmptyDirMemory}, ShapeEmptyDirMemory)
+	add(Shape{owns: []string{"kubernetes.io~secret/" + secVolume, "kubernetes.io~configmap/" + cfgVolume, "kubernetes.io~projected/" + projVolume}, check: checkProjected}, ShapeProjected)
+	add(Shape{owns: []string{"-" + genVolume + "-"}, check: checkGenericEphemeral}, ShapeGenericEphemeral)
+	add(Shape{owns: []string{"kubernetes.io~csi/" + inlineVolume}, check: checkCSIInline}, ShapeCSIInline)
+	return out
+}
+
+// LookupShapes resolves shape names (a catalogue shape each, none twice),
+// in catalogue order.
+func LookupShapes(names []string) ([]Shape, error) {
+	all := Shapes()
+	want := map[string]bool{}
+	for _, n := range names {
+		if _, ok := all[n]; !ok {
+			var known []string
+			for k := range all {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("no catalogue shape %q that the scenario plants; shapes: %s", n, strings.Join(known, ", "))
+		}
+		if want[n] {
+			return nil, fmt.Errorf("shape %q named twice", n)
+		}
+		want[n] = true
+	}
+	var out []Shape
+	for _, e := range catalogue.All() {
+		if want[e.Name] {
+			out = append(out, all[e.Name])
+		}
+	}
+	return out, nil
+}
+
+// shapeRun is what the shapes of a run carry between steps.
+type shapeRun struct {
+	list []Shape
+	has  map[string]bool
+	// block and gen are the shapes' PVs: one block PV per replica;
+	// per replica, one generic ephemeral PV per plan entry (each pod's
+	// claim gets a fresh one, as from a provisioner).
+	block, gen storage.Volumes
+	driver     string
+	// markers written at deploy, by "<shape>/<PV>".
+	markers map[string]string
+	// genPV is the PV each pod's ephemeral claim was bound to, by pod name.
+	genPV map[string]string
+	// loops is how many loop devices back the block volumes at deploy;
+	// loopsDown, which did while the kubelet was down (this hop).
+	loops     int
+	loopsDown []loopdev.Device
+	// attaching: the driver attaches volumes (VolumeAttachments exist).
+	attaching bool
+}
+
+// handle is the volume handle of one of the generic ephemeral PVs.
+func (sh *shapeRun) handle(pv string) string {
+	for _, v := range sh.gen.PVs {
+		if v.Name == pv {
+			return v.VolumeHandle
+		}
+	}
+	return ""
+}
+
+// leakEntry is the catalogue entry whose bug left the old pods' state
+// (s.leftEver): the fault, or the first shape owning a leftover.
+func (s *Scenario) leakEntry() catalogue.Entry {
+	if s.cfg.Fault != nil {
+		return s.cfg.Fault.Entry
+	}
+	for _, sh := range s.shapes.list {
+		for _, l := range s.leftEver {
+			if ownsLeftover(sh, l, s.leftEver) {
+				return sh.Entry
+			}
+		}
+	}
+	return s.shapes.list[0].Entry
+}
+
+// shapeObjectsData are the ConfigMap's and Secret's contents.
+func shapeObjectsData(namespace string) (cfg, sec map[string]string) {
+	return map[string]string{cfgKey: "configMap " + namespace + "/" + shapeObjects + " key " + cfgKey},
+		map[string]string{secretKey: "secret " + namespace + "/" + shapeObjects + " key " + secretKey}
+}
+
+// checkShapesPossible refuses shapes the cluster cannot carry, before
+// anything is made.
+func (s *Scenario) checkShapesPossible() error {
+	if s.shapes == nil {
+		return nil
+	}
+	if s.cfg.Kind != storage.CSI {
+		return fmt.Errorf("catalogue shapes need CSI volumes, not VOLUME_KIND=%s", s.cfg.Kind)
+	}
+	if w := s.cluster.Workload(); len(w.Command) > 0 {
+		return fmt.Errorf("catalogue shapes need skewtest's workload image (podbin writes their markers); this provider runs %s", w.Image)
+	}
+	return nil
+}
+
+// provisionShapes makes the shapes' PVs (pre-bound, as the StatefulSet's)
+// and their ConfigMap and Secret.
+func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContext) error {
+	sh := s.shapes
+	if sh.has[ShapeBlock] {
+		var claims []string
+		for i := range s.cfg.Replicas {
+			claims = append(claims, claimNameOf(blockVolume, s.cfg.Name, i))
+		}
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: blockVolume, Block: true})
+		if err != nil {
+			return fmt.Errorf("provision the block shape's volumes: %w", err)
+		}
+		sh.block = v
+		sc.Note("block shape: %d volumeMode Block PVs pre-bound: %s", len(v.PVs), pvNames(v))
+	}
+	if sh.has[ShapeGenericEphemeral] {
+		var claims []string
+		for i := range s.cfg.Replicas {
+			for range s.cfg.Plan.Versions {
+				claims = append(claims, fmt.Sprintf("%s-%d-%s", s.cfg.Name, i, genVolume))
+			}
+		}
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: genVolume})
+		if err != nil {
+			return fmt.Errorf("provision the generic ephemeral shape's volumes: %w", err)
+		}
+		sh.gen = v
+		sc.Note("generic-ephemeral shape: %d PVs pre-bound to the pods' ephemeral claims by name, one per pod and plan entry, so each new claim binds a fresh volume as from a provisioner: %s", len(v.PVs), pvNames(v))
+	}
+	if sh.has[ShapeSubpath] || sh.has[ShapeProjected] {
+		cfg, sec := shapeObjectsData(s.cfg.Namespace)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace}, Data: cfg}
+		if err := s.res.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create ConfigMap %s/%s: %w", s.cfg.Namespace, shapeObjects, err)
+		}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace}, StringData: sec}
+		if err := s.res.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Secret %s/%s: %w", s.cfg.Namespace, shapeObjects, err)
+		}
+	}
+	return nil
+}
+
+// hostPathDir is the subpath shape's hostPath volume on the node: beside
+// the kubelet root (under the local provider's run directory, in a kind
+// node's container), so it goes with the cluster. #135698 was reported
+// with a hostPath subPath.
+func (s *Scenario) hostPathDir() string {
+	return path.Clean(s.node.KubeletRootDir()) + "-" + shapeObjects + "-" + s.cfg.Name
+}
+
+func pvNames(v storage.Volumes) string {
+	var n []string
+	for _, pv := range v.PVs {
+		n = append(n, pv.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// claimNameOf is the PVC the StatefulSet controller makes for template
+// vol and ordinal i.
+func claimNameOf(vol, sts string, i int) string { return fmt.Sprintf("%s-%s-%d", vol, sts, i) }
+
+// addShapes puts the shapes' volumes into the StatefulSet's pod, and the
+// paths podbin writes markers to into its command.
+func (s *Scenario) addShapes(sts *appsv1.StatefulSet, sc string) {
+	sh := s.shapes
+	spec := &sts.Spec.Template.Spec
+	c := &spec.Containers[0]
+	markers := []string{"/data"}
+	size := resource.MustParse(s.cfg.Size)
+	addCfg := func() {
+		for _, v := range spec.Volumes {
+			if v.Name == cfgVolume {
+				return
+			}
+		}
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: cfgVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: shapeObjects}}}})
+	}
+	if sh.has[ShapeBlock] {
+		sts.Spec.VolumeClaimTemplates = append(sts.Spec.VolumeClaimTemplates, corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: blockVolume},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(sc),
+				VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			},
+		})
+		c.VolumeDevices = append(c.VolumeDevices, corev1.VolumeDevice{Name: blockVolume, DevicePath: blockDevice})
+		markers = append(markers, blockDevice)
+	}
+	if sh.has[ShapeSubpath] {
+		addCfg()
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: hostVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: s.hostPathDir(), Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}})
+		c.VolumeMounts = append(c.VolumeMounts,
+			corev1.VolumeMount{Name: volumeName, MountPath: "/" + subDir, SubPath: subDir},
+			corev1.VolumeMount{Name: cfgVolume, MountPath: "/etc/skewtest/" + cfgKey, SubPath: cfgKey, ReadOnly: true},
+			corev1.VolumeMount{Name: hostVolume, MountPath: "/" + hostVolume + subDir, SubPath: subDir})
+		markers = append(markers, "/"+subDir, "/"+hostVolume+subDir)
+	}
+	if sh.has[ShapeEmptyDirMemory] {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: memVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: memVolume, MountPath: "/" + memVolume})
+		markers = append(markers, "/"+memVolume)
+	}
+	if sh.has[ShapeProjected] {
+		addCfg()
+		spec.Volumes = append(spec.Volumes,
+			corev1.Volume{Name: secVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: shapeObjects}}},
+			corev1.Volume{Name: projVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: shapeObjects}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: shapeObjects}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: uidKey, FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}}},
+			}}}})
+		c.VolumeMounts = append(c.VolumeMounts,
+			corev1.VolumeMount{Name: cfgVolume, MountPath: "/" + cfgVolume, ReadOnly: true},
+			corev1.VolumeMount{Name: secVolume, MountPath: "/" + secVolume, ReadOnly: true},
+			corev1.VolumeMount{Name: projVolume, MountPath: "/" + projVolume, ReadOnly: true})
+	}
+	if sh.has[ShapeGenericEphemeral] {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: genVolume, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(sc),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			}},
+		}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: genVolume, MountPath: "/" + genVolume})
+		markers = append(markers, "/"+genVolume)
+	}
+	if sh.has[ShapeCSIInline] {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: inlineVolume, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+			Driver: sh.driver, VolumeAttributes: map[string]string{"capacity": s.cfg.Size},
+		}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: inlineVolume, MountPath: "/" + inlineVolume})
+		markers = append(markers, "/"+inlineVolume)
+	}
+	c.Command = append([]string{"/podbin", "workload"}, markers...)
+}
+
+// recordShapes reads, once the pods run, what the checks compare against
+// after each hop: the persistent shapes' markers, the generic ephemeral
+// claims' PVs, the block volumes' loop devices, the VolumeAttachments.
+func (s *Scenario) recordShapes(ctx context.Context, sc *scenarios.StepContext) error {
+	sh := s.shapes
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	snap, err := s.snapshot(ctx, sc.QuietNode)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		uid := string(p.UID)
+		if sh.has[ShapeBlock] {
+			pv, err := s.boundPV(ctx, claimNameOf(blockVolume, s.cfg.Name, ordinal(p)))
+			if err != nil {
+				return err
+			}
+			m, err := s.readRawMarker(ctx, sc, snap.Abs(blockLink(uid, pv)))
+			if err != nil {
+				return err
+			}
+			sh.markers[ShapeBlock+"/"+pv] = m
+			sc.Note("pod %s uid %s wrote marker %q on block PV %s (%s)", p.Name, uid, m, pv, blockDevice)
+		}
+		if sh.has[ShapeSubpath] {
+			pv := s.pvOf[claimOf(p)]
+			m, err := s.readFileMarker(ctx, sc, snap.Abs(podVolumeDir(s.cfg.Kind, uid, pv))+"/"+subDir+"/marker")
+			if err != nil {
+				return err
+			}
+			sh.markers[ShapeSubpath+"/"+pv] = m
+			sc.Note("pod %s uid %s wrote marker %q through subPath %s of PV %s", p.Name, uid, m, subDir, pv)
+			hm, err := s.readFileMarker(ctx, sc, path.Join(s.hostPathDir(), subDir, "marker"))
+			if err != nil {
+				return err
+			}
+			sh.markers[ShapeSubpath+"/"+hostVolume+"/"+p.Name] = hm
+			sc.Note("pod %s uid %s wrote marker %q through subPath %s of hostPath %s", p.Name, uid, hm, subDir, s.hostPathDir())
+		}
+		if sh.has[ShapeGenericEphemeral] {
+			pv, err := s.boundPV(ctx, p.Name+"-"+genVolume)
+			if err != nil {
+				return err
+			}
+			sh.genPV[p.Name] = pv
+			sc.Note("pod %s uid %s: ephemeral claim %s-%s bound to PV %s", p.Name, uid, p.Name, genVolume, pv)
+		}
+	}
+	if sh.has[ShapeBlock] {
+		loops, err := s.blockLoops(ctx, sc, snap)
+		if err != nil {
+			return err
+		}
+		sh.loops = len(loops)
+		sc.Note("block shape: %d loop devices back the block volumes: %s", len(loops), describeLoops(loops))
+		if sh.loops == 0 {
+			return fmt.Errorf("block shape: no loop device backs the block volumes %s: the shape would prove nothing", pvNames(sh.block))
+		}
+	}
+	vas, err := s.volumeAttachments(ctx)
+	if err != nil {
+		return err
+	}
+	sh.attaching = len(vas) > 0
+	if sh.attaching {
+		sc.Evidence(reports.Evidence{Name: "VolumeAttachments with the pods running", Kind: "api", Text: describeVAs(vas)})
+	}
+	return nil
+}
+
+func ordinal(p corev1.Pod) int {
+	i := strings.LastIndex(p.Name, "-")
+	n := 0
+	fmt.Sscanf(p.Name[i+1:], "%d", &n)
+	return n
+}
+
+func (s *Scenario) boundPV(ctx context.Context, claim string) (string, error) {
+	var pvc corev1.PersistentVolumeClaim
+	if err := s.res.Get(ctx, claim, s.cfg.Namespace, &pvc); err != nil {
+		return "", fmt.Errorf("get PVC %s/%s: %w", s.cfg.Namespace, claim, err)
+	}
+	if pvc.Spec.VolumeName == "" {
+		return "", fmt.Errorf("PVC %s/%s is not bound", s.cfg.Namespace, claim)
+	}
+	return pvc.Spec.VolumeName, nil
+}
+
+// Node paths of a block volume (kubelet root relative): the pod's
+// volumeDevices symlink, the kubelet's global map link for the pod (a
+// bind mount of the device, which the kubelet's own loop device holds
+// open), the driver's publish target, and the staging dir.
+func blockLink(uid, pv string) string {
+	return fmt.Sprintf("pods/%s/volumeDevices/kubernetes.io~csi/%s", uid, pv)
+}
+func blockMapDir(pv string) string { return "plugins/kubernetes.io/csi/volumeDevices/" + pv + "/dev" }
+func blockPublish(pv, uid string) string {
+	return fmt.Sprintf("plugins/kubernetes.io/csi/volumeDevices/publish/%s/%s", pv, uid)
+}
+func blockStaging(pv string) string { return "plugins/kubernetes.io/csi/volumeDevices/staging/" + pv }
+
+// readFileMarker reads a marker file on the node, waiting for podbin to
+// have written it.
+func (s *Scenario) readFileMarker(ctx context.Context, sc *scenarios.StepContext, file string) (string, error) {
+	var got string
+	var last error
+	cond := func(ctx context.Context) (bool, error) {
+		res, err := exec.Output(ctx, sc.QuietNode, "cat", file)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		got = strings.TrimSpace(res.Stdout)
+		return got != "", nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.scaled(markerWait)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		return "", fmt.Errorf("read marker %s: %w (last: %v)", file, err, last)
+	}
+	return got, nil
+}
+
+// readRawMarker reads the marker podbin wrote in a raw device's first
+// sector, through the pod's volumeDevices path on the node.
+func (s *Scenario) readRawMarker(ctx context.Context, sc *scenarios.StepContext, dev string) (string, error) {
+	var got, last string
+	cond := func(ctx context.Context) (bool, error) {
+		res, err := exec.Output(ctx, sc.QuietNode, "sh", "-c", `head -c 512 -- "$1" | tr '\000' '\n' | head -n 1`, "sh", dev)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		line := strings.TrimSpace(res.Stdout)
+		m, ok := strings.CutPrefix(line, rawMarkerMagic)
+		if !ok {
+			last = fmt.Sprintf("first sector starts %q, not the marker", truncate(line, 40))
+			return false, nil
+		}
+		got = m
+		return true, nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.scaled(markerWait)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		return "", fmt.Errorf("read the raw marker of %s: %w (last: %s)", dev, err, last)
+	}
+	return got, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// blockLoops lists the node's loop devices that belong to the block
+// volumes: the kubelet's (backed by its global map links, under
+// plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/) and the driver's
+// (those the publish targets bind-mount, and any other over the same
+// backing files).
+func (s *Scenario) blockLoops(ctx context.Context, sc *scenarios.StepContext, snap *nodestate.Snapshot) ([]loopdev.Device, error) {
+	all, err := loopdev.ListOn(ctx, sc.QuietNode)
+	if err != nil {
+		return nil, err
+	}
+	driverDevs, backing := map[string]bool{}, map[string]bool{}
+	for _, m := range snap.Mounts() {
+		for _, pv := range s.shapes.block.PVs {
+			if strings.HasPrefix(m.MountPoint, snap.Abs("plugins/kubernetes.io/csi/volumeDevices/publish/"+pv.Name)+"/") && strings.HasPrefix(m.Root, "/loop") {
+				driverDevs["/dev"+m.Root] = true
+			}
+		}
+	}
+	for _, d := range all {
+		if driverDevs[d.Path] {
+			backing[d.BackingFile] = true
+		}
+	}
+	var out []loopdev.Device
+	for _, d := range all {
+		mine := driverDevs[d.Path] || backing[d.BackingFile]
+		for _, pv := range s.shapes.block.PVs {
+			if strings.HasPrefix(d.BackingFile, snap.Abs(blockMapDir(pv.Name))+"/") {
+				mine = true
+			}
+		}
+		if mine {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func describeLoops(ds []loopdev.Device) string {
+	var out []string
+	for _, d := range ds {
+		s := d.Path + " backed by " + d.BackingFile
+		if d.Deleted {
+			s += " (deleted)"
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
+}
+
+func (s *Scenario) volumeAttachments(ctx context.Context) ([]storagev1.VolumeAttachment, error) {
+	var list storagev1.VolumeAttachmentList
+	if err := s.res.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list VolumeAttachments: %w", err)
+	}
+	var out []storagev1.VolumeAttachment
+	for _, va := range list.Items {
+		if va.Spec.NodeName == s.node.String() {
+			out = append(out, va)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return vaPV(out[i]) < vaPV(out[j]) })
+	return out, nil
+}
+
+func vaPV(va storagev1.VolumeAttachment) string {
+	if va.Spec.Source.PersistentVolumeName != nil {
+		return *va.Spec.Source.PersistentVolumeName
+	}
+	return ""
+}
+
+func describeVAs(vas []storagev1.VolumeAttachment) string {
+	var b strings.Builder
+	for _, va := range vas {
+		fmt.Fprintf(&b, "%s pv=%s node=%s attached=%t metadata=%v deleting=%t\n", va.Name, vaPV(va), va.Spec.NodeName, va.Status.Attached, va.Status.AttachmentMetadata, va.DeletionTimestamp != nil)
+	}
+	if b.Len() == 0 {
+		return "none\n"
+	}
+	return b.String()
+}
+
+// recordShapesDown records, with the kubelet down and the pods
+// force-deleted, what the shapes' checks compare with after the hop: the
+// block volumes' loop devices, the old pod's among them.
+func (s *Scenario) recordShapesDown(ctx context.Context, sc *scenarios.StepContext) error {
+	if !s.hasShape(ShapeBlock) {
+		return nil
+	}
+	loops, err := s.blockLoops(ctx, sc, s.down)
+	if err != nil {
+		return err
+	}
+	s.shapes.loopsDown = loops
+	sc.Evidence(reports.Evidence{Name: "block volumes: loop devices while the kubelet is down", Kind: "losetup", Text: describeLoops(loops) + "\n"})
+	return nil
+}
+
+func (s *Scenario) hasShape(name string) bool { return s.shapes != nil && s.shapes.has[name] }
+
+// shapeMetrics allows, on a kubelet where a shape expects a known bug that
+// leaves old pods' state, the orphan cleanup error gauge that bug raises
+// (the kubelet's orphan sweep fails on what it leaves), as an expected
+// deviation citing it.
+func (s *Scenario) shapeMetrics(exps []kubeletmetrics.Expectation, to *version.Version) []kubeletmetrics.Expectation {
+	if s.shapes == nil {
+		return exps
+	}
+	for _, sh := range s.shapes.list {
+		x, ok := sh.Entry.ExpectationFor(to)
+		if !ok || x.Outcome != catalogue.KnownBug {
+			continue
+		}
+		reason := fmt.Sprintf("shape %s: known bug %s (%s) makes the orphan sweep fail on what it leaves", sh.Entry.Name, x.RefIDs(), x.Bug)
+		for i := range exps {
+			if exps[i].Metric == kubeletmetrics.OrphanPodCleanedVolumesErrors {
+				exps[i].Deviation = &kubeletmetrics.Deviation{Check: kubeletmetrics.AtMost(float64(s.volsAtStart)), Reason: reason}
+			}
+		}
+	}
+	return exps
+}
+
+// shapesMayLeave: a shape expects a known bug on kubelet to that leaves
+// old pods' state behind, so the cleanup wait is bounded and what is left
+// is judged by the shapes.
+func (s *Scenario) shapesMayLeave(to *version.Version) bool {
+	if s.shapes == nil {
+		return false
+	}
+	for _, sh := range s.shapes.list {
+		if x, ok := sh.Entry.ExpectationFor(to); ok && x.Outcome == catalogue.KnownBug {
+			return true
+		}
+	}
+	return false
+}
+
+// shapeOwns tells whether a path (a mount point, an entry) belongs to
+// shape sh: it names one of the shape's volumes.
+func shapeOwns(sh Shape, l nodestate.Leftover) bool {
+	for _, f := range sh.owns {
+		if strings.Contains(l.Path, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownsLeftover tells whether an old pod's leftover belongs to shape sh,
+// among all the leftovers: a mount or plugin entry by its path; a pod dir
+// by the shape's mounts it still holds (what keeps the dir), or, with none
+// left, by what its detail says keeps it.
+func ownsLeftover(sh Shape, l nodestate.Leftover, all []nodestate.Leftover) bool {
+	if l.Kind != nodestate.LeftoverPodDir {
+		return shapeOwns(sh, l)
+	}
+	mounts := false
+	for _, o := range all {
+		if o.UID == l.UID && o.Kind == nodestate.LeftoverMount {
+			mounts = true
+			if shapeOwns(sh, o) {
+				return true
+			}
+		}
+	}
+	return !mounts && shapeOwns(sh, nodestate.Leftover{Path: l.Detail})
+}
+
+// unexplainedLeftovers are the old pods' leftovers that no shape expecting
+// a known bug on kubelet to owns: each fails the hop as in the baseline.
+func (s *Scenario) unexplainedLeftovers(left []nodestate.Leftover, to *version.Version) []nodestate.Leftover {
+	var out []nodestate.Leftover
+	for _, l := range left {
+		explained := false
+		for _, sh := range s.shapes.list {
+			if x, ok := sh.Entry.ExpectationFor(to); ok && x.Outcome == catalogue.KnownBug && ownsLeftover(sh, l, left) {
+				explained = true
+			}
+		}
+		if !explained {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// judgeShape checks one shape after the hop and asks the catalogue what
+// the observation means for kubelet to.
+func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Context, *scenarios.StepContext) error {
+	return func(ctx context.Context, sc *scenarios.StepContext) error {
+		// What the old pods had of the shape while the kubelet was down:
+		// the state the kubelet had to reconstruct and clean.
+		var had []string
+		for _, u := range s.oldUIDs {
+			ps := s.down.Pod(u)
+			for _, m := range append(ps.Mounts, ps.PluginMounts...) {
+				if shapeOwns(sh, nodestate.Leftover{Path: m.MountPoint}) {
+					had = append(had, "mount "+m.FSType+" "+m.MountPoint)
+				}
+			}
+			for _, e := range append(ps.Entries, ps.PluginEntries...) {
+				if shapeOwns(sh, nodestate.Leftover{Path: e}) && s.down.MountCount(e) == 0 {
+					had = append(had, "entry "+e)
+				}
+			}
+		}
+		if sh.Block {
+			for _, d := range s.shapes.loopsDown {
+				had = append(had, "loop device "+d.Path+" backed by "+d.BackingFile)
+			}
+		}
+		if len(had) == 0 {
+			return fmt.Errorf("shape %s: the old pods %v had nothing of the shape on the node while the kubelet was down: the hop would prove nothing", sh.Entry.Name, s.oldUIDs)
+		}
+		sc.Evidence(reports.Evidence{Name: fmt.Sprintf("what the old pods had of shape %s while the kubelet was down", sh.Entry.Name), Kind: "snapshot", Text: strings.Join(had, "\n") + "\n"})
+		var left []nodestate.Leftover
+		for _, l := range s.left {
+			if ownsLeftover(sh, l, s.left) {
+				left = append(left, l)
+			}
+		}
+		o, err := sh.check(ctx, s, sc, to)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			o.Seen = true
+			// The headline names what the kubelet could not remove and
+			// quotes its own error line for the UID.
+			o.Detail = fmt.Sprintf("left by the old pods %s after the kubelet's start: %s; %s", mayLeaveBound, s.leftoverHeadline(ctx, left), o.Detail)
+		} else {
+			o.Detail = fmt.Sprintf("the old pods' %d mounts and entries of the shape are gone; %s", len(had), o.Detail)
+		}
+		sc.Note("observed: %s", o.Detail)
+		d, err := catalogue.Judge(sh.Entry, to, o)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			sc.Deviation(*d)
+		}
+		return nil
+	}
+}
+
+// newPods are the StatefulSet's pods now (the re-created ones) with a
+// fresh snapshot.
+func (s *Scenario) newPods(ctx context.Context, sc *scenarios.StepContext) ([]corev1.Pod, *nodestate.Snapshot, error) {
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := s.snapshot(ctx, sc.QuietNode)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pods, snap, nil
+}
+
+// checkBlock: the re-created pod's block volume is mapped (its
+// volumeDevices link, the global map link, the driver's publish target),
+// the old pod's links are gone, the loop devices are as many as at deploy,
+// each backed by the right file (the kubelet's by the new pod's map link,
+// none naming an old UID, none deleted), and the marker on the device is
+// the one written before the first hop.
+func checkBlock(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {
+	pods, snap, err := s.newPods(ctx, sc)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	var seen, fine []string
+	var paths []string
+	for _, p := range pods {
+		uid := string(p.UID)
+		pv, err := s.boundPV(ctx, claimNameOf(blockVolume, s.cfg.Name, ordinal(p)))
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		link, ok := snap.Lookup(blockLink(uid, pv))
+		if !ok {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): no %s: its block volume %s is not mapped", p.Name, uid, snap.Abs(blockLink(uid, pv)), pv)
+		}
+		mapLink := blockMapDir(pv) + "/" + uid
+		if snap.MountCount(mapLink) != 1 {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): global map link %s is mounted %d times, want 1", p.Name, uid, snap.Abs(mapLink), snap.MountCount(mapLink))
+		}
+		if _, ok := snap.Lookup(blockStaging(pv)); !ok {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): block volume %s has no staging dir %s", p.Name, uid, pv, snap.Abs(blockStaging(pv)))
+		}
+		paths = append(paths, link.String(), fmt.Sprintf("%s [mounted %d]", snap.Abs(mapLink), snap.MountCount(mapLink)),
+			fmt.Sprintf("%s [mounted %d]", snap.Abs(blockPublish(pv, uid)), snap.MountCount(blockPublish(pv, uid))), "staging "+snap.Abs(blockStaging(pv)))
+		for _, u := range s.oldUIDs {
+			for _, rel := range []string{blockLink(u, pv), blockMapDir(pv) + "/" + u, blockPublish(pv, u)} {
+				if _, ok := snap.Lookup(rel); ok {
+					seen = append(seen, "old pod "+u+"'s "+snap.Abs(rel)+" is still there")
+				}
+			}
+		}
+		m, err := s.readRawMarker(ctx, sc, snap.Abs(blockLink(uid, pv)))
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		if want := s.shapes.markers[ShapeBlock+"/"+pv]; m != want {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): the marker on block PV %s reads %q, want %q (written before the first hop)", p.Name, uid, pv, m, want)
+		}
+		fine = append(fine, fmt.Sprintf("pod %s uid %s maps PV %s at %s with its marker intact", p.Name, uid, pv, blockDevice))
+
+		loops, err := s.blockLoops(ctx, sc, snap)
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		kubelets := 0
+		for _, d := range loops {
+			if d.Deleted {
+				seen = append(seen, fmt.Sprintf("loop device %s is backed by a deleted file %s", d.Path, d.BackingFile))
+			}
+			for _, u := range s.oldUIDs {
+				if strings.Contains(d.BackingFile, u) {
+					seen = append(seen, fmt.Sprintf("loop device %s is still backed by the old pod's %s", d.Path, d.BackingFile))
+				}
+			}
+			if strings.HasPrefix(d.BackingFile, snap.Abs(blockMapDir(pv))+"/") {
+				kubelets++
+				if d.BackingFile != snap.Abs(mapLink) {
+					seen = append(seen, fmt.Sprintf("the kubelet's loop device %s is backed by %s, not the new pod's %s", d.Path, d.BackingFile, snap.Abs(mapLink)))
+				}
+			}
+		}
+		if kubelets != 1 {
+			seen = append(seen, fmt.Sprintf("%d kubelet loop devices over PV %s's map links, want 1", kubelets, pv))
+		}
+		if len(loops) != s.shapes.loops {
+			seen = append(seen, fmt.Sprintf("%d loop devices back the block volumes, %d did at deploy", len(loops), s.shapes.loops))
+		}
+		sc.Evidence(reports.Evidence{Name: "block volumes: loop devices", Kind: "losetup", Text: describeLoops(loops) + "\n"})
+		fine = append(fine, fmt.Sprintf("%d loop devices (as at deploy), each backed by the right file", len(loops)))
+	}
+	sc.Evidence(reports.Evidence{Name: "block volumes: volumeDevices paths", Kind: "snapshot", Text: strings.Join(paths, "\n") + "\n"})
+	if len(seen) > 0 {
+		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
+	}
+	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+}
+
+// checkSubpath: the re-created pod's subPath bind mounts are there (the
+// PVC's directory with the marker written before the first hop, the
+// configMap's file with its content), and none of the old pods'.
+func checkSubpath(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {
+	pods, snap, err := s.newPods(ctx, sc)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	cfg, _ := shapeObjectsData(s.cfg.Namespace)
+	var seen, fine []string
+	for _, p := range pods {
+		uid := string(p.UID)
+		binds := map[string]string{} // volume -> bind mount point
+		for _, m := range snap.Pod(uid).Mounts {
+			rel, _ := strings.CutPrefix(m.MountPoint, snap.Abs("pods/"+uid+"/volume-subpaths")+"/")
+			if rel != m.MountPoint {
+				binds[strings.Split(rel, "/")[0]] = m.MountPoint
+			}
+		}
+		// The kubelet names a PVC's subpath dir after its PV, other
+		// volumes' after the pod volume.
+		pv := s.pvOf[claimOf(p)]
+		dirBind, fileBind, hostBind := binds[pv], binds[cfgVolume], binds[hostVolume]
+		if dirBind == "" || fileBind == "" || hostBind == "" {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): subPath bind mounts under %s: %v, want one of PV %s (volume %s), one of volume %s and one of volume %s", p.Name, uid, snap.Abs("pods/"+uid+"/volume-subpaths"), binds, pv, volumeName, cfgVolume, hostVolume)
+		}
+		hm, err := s.readFileMarker(ctx, sc, hostBind+"/marker")
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		if want := s.shapes.markers[ShapeSubpath+"/"+hostVolume+"/"+p.Name]; hm != want {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): the marker under subPath %s of hostPath %s reads %q, want %q (written before the first hop)", p.Name, uid, subDir, s.hostPathDir(), hm, want)
+		}
+		m, err := s.readFileMarker(ctx, sc, dirBind+"/marker")
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		if want := s.shapes.markers[ShapeSubpath+"/"+pv]; m != want {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): the marker under subPath %s of PV %s reads %q, want %q (written before the first hop)", p.Name, uid, subDir, pv, m, want)
+		}
+		res, err := exec.Output(ctx, sc.Node, "cat", fileBind)
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		if res.Stdout != cfg[cfgKey] {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): file subPath %s of configMap %s holds %q, want %q", p.Name, uid, fileBind, shapeObjects, res.Stdout, cfg[cfgKey])
+		}
+		fine = append(fine, fmt.Sprintf("pod %s uid %s: subPath binds %s (PVC directory, marker intact), %s (hostPath directory, marker intact) and %s (configMap key %s)", p.Name, uid, dirBind, hostBind, fileBind, cfgKey))
+	}
+	for _, u := range s.oldUIDs {
+		for _, m := range snap.Pod(u).Mounts {
+			if strings.Contains(m.MountPoint, "/volume-subpaths/") {
+				seen = append(seen, "old pod "+u+"'s subPath bind mount "+m.MountPoint)
+			}
+		}
+	}
+	if len(seen) > 0 {
+		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
+	}
+	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+}
+
+// freshMarker checks an ephemeral volume of the re-created pod: a new,
+// empty volume, so its marker names the new pod's UID.
+func (s *Scenario) freshMarker(ctx context.Context, sc *scenarios.StepContext, p corev1.Pod, dir string) (string, error) {
+	m, err := s.readFileMarker(ctx, sc, dir+"/marker")
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(m, "uid "+string(p.UID)+" ") {
+		return "", fmt.Errorf("pod %s (uid %s): the marker in its ephemeral volume %s is %q, not one the new pod wrote: an old pod's volume was handed over", p.Name, p.UID, dir, m)
+	}
+	return m, nil
+}
+
+// checkMounted finds rel mounted exactly once with file system fstype
+// ("" for any).
+func checkMounted(snap *nodestate.Snapshot, p corev1.Pod, rel, fstype string) error {
+	n := snap.MountCount(rel)
+	if n != 1 {
+		return fmt.Errorf("pod %s (uid %s): %s is mounted %d times, want 1", p.Name, p.UID, snap.Abs(rel), n)
+	}
+	if fstype == "" {
+		return nil
+	}
+	for _, m := range snap.Mounts() {
+		if m.MountPoint == snap.Abs(rel) && m.FSType != fstype {
+			return fmt.Errorf("pod %s (uid %s): %s is a %s mount, want %s", p.Name, p.UID, snap.Abs(rel), m.FSType, fstype)
+		}
+	}
+	return nil
+}
+
+// checkEmptyDirMemory: the re-created pod has its own tmpfs with its own
+// marker.
+func checkEmptyDirMemory(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {
+	pods, snap, err := s.newPods(ctx, sc)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	var fine []string
+	for _, p := range pods {
+		rel := fmt.Sprintf("pods/%s/volumes/kubernetes.io~empty-dir/%s", p.UID, memVolume)
+		if err := checkMounted(snap, p, rel, "tmpfs"); err != nil {
+			return catalogue.Observation{}, err
+		}
+		m, err := s.freshMarker(ctx, sc, p, snap.Abs(rel))
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		fine = append(fine, fmt.Sprintf("pod %s uid %s has its own tmpfs at %s (marker %q)", p.Name, p.UID, snap.Abs(rel), m))
+	}
+	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+}
+
+// checkProjected: the re-created pod's secret and projected volumes are
+// tmpfs mounts, its configMap volume a plain dir, each with the objects'
+// contents, and the projected downward API file names the new UID.
+func checkProjected(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {
+	pods, snap, err := s.newPods(ctx, sc)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	cfg, sec := shapeObjectsData(s.cfg.Namespace)
+	var fine []string
+	for _, p := range pods {
+		dir := func(plugin, vol string) string {
+			return fmt.Sprintf("pods/%s/volumes/kubernetes.io~%s/%s", p.UID, plugin, vol)
+		}
+		if err := checkMounted(snap, p, dir("secret", secVolume), "tmpfs"); err != nil {
+			return catalogue.Observation{}, err
+		}
+		if err := checkMounted(snap, p, dir("projected", projVolume), "tmpfs"); err != nil {
+			return catalogue.Observation{}, err
+		}
+		if e, ok := snap.Lookup(dir("configmap", cfgVolume)); !ok || e.Type != nodestate.TypeDir {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): configMap volume dir %s missing", p.Name, p.UID, snap.Abs(dir("configmap", cfgVolume)))
+		}
+		want := map[string]string{
+			dir("configmap", cfgVolume) + "/" + cfgKey:     cfg[cfgKey],
+			dir("secret", secVolume) + "/" + secretKey:     sec[secretKey],
+			dir("projected", projVolume) + "/" + cfgKey:    cfg[cfgKey],
+			dir("projected", projVolume) + "/" + secretKey: sec[secretKey],
+			dir("projected", projVolume) + "/" + uidKey:    string(p.UID),
+		}
+		var files []string
+		for f := range want {
+			files = append(files, f)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			res, err := exec.Output(ctx, sc.Node, "cat", snap.Abs(f))
+			if err != nil {
+				return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): %w", p.Name, p.UID, err)
+			}
+			if res.Stdout != want[f] {
+				return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): %s holds %q, want %q", p.Name, p.UID, snap.Abs(f), res.Stdout, want[f])
+			}
+		}
+		fine = append(fine, fmt.Sprintf("pod %s uid %s: secret and projected volumes mounted (tmpfs), configMap dir present, %d files with the objects' contents (the projected %s is the new UID)", p.Name, p.UID, len(files), uidKey))
+	}
+	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+}
+
+// checkGenericEphemeral: each re-created pod's ephemeral claim is a new
+// PVC owned by it and bound to a fresh PV, mounted with its own marker;
+// the previous pod's PV is unstaged (its global mount gone) and, when the
+// driver attaches, detached, while the fresh one is staged once.
+func checkGenericEphemeral(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {
+	pods, snap, err := s.newPods(ctx, sc)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	driver := s.shapes.driver
+	var seen, fine []string
+	for _, p := range pods {
+		claim := p.Name + "-" + genVolume
+		var pvc corev1.PersistentVolumeClaim
+		if err := s.res.Get(ctx, claim, s.cfg.Namespace, &pvc); err != nil {
+			return catalogue.Observation{}, fmt.Errorf("get the ephemeral claim %s/%s of pod %s: %w", s.cfg.Namespace, claim, p.Name, err)
+		}
+		owned := false
+		for _, o := range pvc.OwnerReferences {
+			owned = owned || o.UID == p.UID
+		}
+		if !owned {
+			return catalogue.Observation{}, fmt.Errorf("ephemeral claim %s/%s (uid %s) is not owned by the new pod %s (uid %s)", s.cfg.Namespace, claim, pvc.UID, p.Name, p.UID)
+		}
+		pv, old := pvc.Spec.VolumeName, s.shapes.genPV[p.Name]
+		if pv == "" || pv == old {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): ephemeral claim %s bound to %q; want a fresh PV, not the old pod's %s", p.Name, p.UID, claim, pv, old)
+		}
+		handle, oldHandle := s.shapes.handle(pv), s.shapes.handle(old)
+		if handle == "" {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): ephemeral claim %s bound to PV %s, which is none of the shape's PVs (%s)", p.Name, p.UID, claim, pv, pvNames(s.shapes.gen))
+		}
+		if path, n := snap.CSIGlobalMount(driver, handle); n != 1 {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): the global mount %s of its fresh ephemeral PV %s is mounted %d times, want 1", p.Name, p.UID, path, pv, n)
+		}
+		rel := podVolumeDir(storage.CSI, string(p.UID), pv)
+		if err := checkMounted(snap, p, rel, ""); err != nil {
+			return catalogue.Observation{}, err
+		}
+		m, err := s.freshMarker(ctx, sc, p, snap.Abs(rel))
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		// The old pod's volume: nobody uses it, so unstaged and detached.
+		released, why := s.waitReleased(ctx, sc, driver, oldHandle, old)
+		if !released {
+			seen = append(seen, fmt.Sprintf("the old pod's ephemeral PV %s: %s", old, why))
+		}
+		s.shapes.genPV[p.Name] = pv
+		fine = append(fine, fmt.Sprintf("pod %s uid %s: new claim %s (uid %s) bound to fresh PV %s, staged once, marker %q; the old pod's PV %s %s", p.Name, p.UID, claim, pvc.UID, pv, m, old, why))
+	}
+	if s.shapes.attaching {
+		vas, err := s.volumeAttachments(ctx)
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		sc.Evidence(reports.Evidence{Name: "VolumeAttachments after the hop", Kind: "api", Text: describeVAs(vas)})
+	}
+	if len(seen) > 0 {
+		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
+	}
+	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+}
+
+// waitReleased waits until a CSI volume no pod uses is unstaged (no
+// global mount) and, when the driver attaches, detached (no
+// VolumeAttachment), and says what it saw.
+func (s *Scenario) waitReleased(ctx context.Context, sc *scenarios.StepContext, driver, handle, pv string) (bool, string) {
+	start := time.Now()
+	var why string
+	cond := func(ctx context.Context) (bool, error) {
+		snap, err := s.snapshot(ctx, sc.QuietNode)
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		if path, n := snap.CSIGlobalMount(driver, handle); n > 0 {
+			why = fmt.Sprintf("global mount %s still mounted %d times", path, n)
+			return false, nil
+		}
+		if !s.shapes.attaching {
+			return true, nil
+		}
+		vas, err := s.volumeAttachments(ctx)
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		for _, va := range vas {
+			if vaPV(va) == pv {
+				why = fmt.Sprintf("unstaged, but VolumeAttachment %s still there (attached=%t)", va.Name, va.Status.Attached)
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.scaled(releaseWait)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		return false, fmt.Sprintf("%s after %s", why, s.scaled(releaseWait))
+	}
+	what := "unstaged"
+	if s.shapes.attaching {
+		what += " and detached"
+	}
+	return true, fmt.Sprintf("%s %s after this step began", what, time.Since(start).Round(100*time.Millisecond))
+}
+
+// checkCSIInline: the re-created pod's inline volume is published (a
+// fresh tmpfs from the driver, no staging) with its own marker, and its
+// vol_data.json says Ephemeral.
+func checkCSIInline(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {
+	pods, snap, err := s.newPods(ctx, sc)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	var fine []string
+	for _, p := range pods {
+		rel := podVolumeDir(storage.CSI, string(p.UID), inlineVolume)
+		if err := checkMounted(snap, p, rel, "tmpfs"); err != nil {
+			return catalogue.Observation{}, err
+		}
+		vd := path.Join(path.Dir(rel), "vol_data.json")
+		if v, ok := snap.VolData()[vd]; !ok || v.VolumeLifecycleMode != string(storagev1.VolumeLifecycleEphemeral) {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): %s says volumeLifecycleMode %q, want %s", p.Name, p.UID, snap.Abs(vd), v.VolumeLifecycleMode, storagev1.VolumeLifecycleEphemeral)
+		}
+		m, err := s.freshMarker(ctx, sc, p, snap.Abs(rel))
+		if err != nil {
+			return catalogue.Observation{}, err
+		}
+		fine = append(fine, fmt.Sprintf("pod %s uid %s: inline volume published at %s (Ephemeral, marker %q)", p.Name, p.UID, snap.Abs(rel), m))
+	}
+	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+}
+
+// releaseShapes runs after the StatefulSet is gone: every shape volume is
+// unstaged and detached, the block volumes' loop devices other than the
+// driver's attachments are gone, and the shapes' API objects are removed.
+func (s *Scenario) releaseShapes(ctx context.Context, sc *scenarios.StepContext) error {
+	sh := s.shapes
+	var errs []string
+	driver := sh.driver
+	for _, pv := range sh.gen.PVs {
+		if ok, why := s.waitReleased(ctx, sc, driver, pv.VolumeHandle, pv.Name); !ok {
+			errs = append(errs, fmt.Sprintf("ephemeral PV %s: %s", pv.Name, why))
+		}
+	}
+	if sh.has[ShapeBlock] {
+		var last string
+		cond := func(ctx context.Context) (bool, error) {
+			snap, err := s.snapshot(ctx, sc.QuietNode)
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			var still []string
+			for _, pv := range sh.block.PVs {
+				for _, m := range snap.Mounts() {
+					if strings.Contains(m.MountPoint, "/volumeDevices/") && strings.Contains(m.MountPoint, pv.Name) {
+						still = append(still, "mount "+m.MountPoint)
+					}
+				}
+			}
+			loops, err := s.blockLoops(ctx, sc, snap)
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			for _, d := range loops {
+				if strings.HasPrefix(d.BackingFile, snap.Abs("plugins")+"/") {
+					still = append(still, "kubelet loop device "+d.Path+" backed by "+d.BackingFile)
+				}
+			}
+			if sh.attaching {
+				vas, err := s.volumeAttachments(ctx)
+				if err != nil {
+					last = err.Error()
+					return false, nil
+				}
+				for _, va := range vas {
+					for _, pv := range sh.block.PVs {
+						if vaPV(va) == pv.Name {
+							still = append(still, "VolumeAttachment "+va.Name)
+						}
+					}
+				}
+			}
+			last = strings.Join(still, "; ")
+			return len(still) == 0, nil
+		}
+		if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.scaled(releaseWait)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+			errs = append(errs, fmt.Sprintf("block volumes %s not released after %s: %s", pvNames(sh.block), s.scaled(releaseWait), last))
+		}
+	}
+	if sh.attaching {
+		vas, err := s.volumeAttachments(ctx)
+		if err == nil {
+			sc.Evidence(reports.Evidence{Name: "VolumeAttachments after the workload is deleted", Kind: "api", Text: describeVAs(vas)})
+		}
+	}
+	for _, v := range []storage.Volumes{sh.block, sh.gen} {
+		if err := storage.Release(ctx, s.cs, s.cfg.Namespace, v, s.cfg.CleanupTimeout, s.cfg.PollInterval); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	meta := metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace}
+	for _, err := range []error{s.res.Delete(ctx, &corev1.ConfigMap{ObjectMeta: meta}), s.res.Delete(ctx, &corev1.Secret{ObjectMeta: meta})} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("shape volumes after the workload was deleted: %s", strings.Join(errs, "; "))
+	}
+	sc.Note("every shape volume unstaged%s; the block volumes' kubelet loop devices gone", map[bool]string{true: " and detached", false: ""}[sh.attaching])
+	return nil
+}

@@ -91,14 +91,13 @@ func (n *Node) CutAPIServer(context.Context) error {
 }
 
 // RestoreAPIServer implements nodes.WithAPIServerOutage.
-func (n *Node) RestoreAPIServer(context.Context) error {
+func (n *Node) RestoreAPIServer(context.Context) (int, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.outage == nil {
-		return fmt.Errorf("restore the API server for the kubelet on %s: it was not cut", n.l.name)
+		return 0, fmt.Errorf("restore the API server for the kubelet on %s: it was not cut", n.l.name)
 	}
-	n.outage.setCut(false)
-	return nil
+	return n.outage.setCut(false), nil
 }
 
 // kubeletKubeconfig is the kubeconfig the kubelet starts with: through the
@@ -134,15 +133,19 @@ type apiProxy struct {
 	upstream   string
 	kubeconfig string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
+	mu      sync.Mutex
+	cut     bool
+	refused int
+	conns   map[net.Conn]bool
 }
 
-func (a *apiProxy) setCut(cut bool) {
+// setCut cuts or restores, and returns how many connections were refused
+// so far.
+func (a *apiProxy) setCut(cut bool) int {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.cut = cut
-	a.mu.Unlock()
+	return a.refused
 }
 
 func (a *apiProxy) serve() {
@@ -153,7 +156,9 @@ func (a *apiProxy) serve() {
 		}
 		a.mu.Lock()
 		cut := a.cut
-		if !cut {
+		if cut {
+			a.refused++
+		} else {
 			a.conns[c] = true
 		}
 		a.mu.Unlock()

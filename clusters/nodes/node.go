@@ -78,8 +78,10 @@ type WithAPIServerOutage interface {
 	// must be stopped. What it changed is undone when the kubelet next
 	// stops, and by the provider's teardown.
 	CutAPIServer(ctx context.Context) error
-	// RestoreAPIServer lets the kubelet reach the API server again.
-	RestoreAPIServer(ctx context.Context) error
+	// RestoreAPIServer lets the kubelet reach the API server again. It
+	// returns how many of the kubelet's connections the cut refused: the
+	// proof that the kubelet met it.
+	RestoreAPIServer(ctx context.Context) (refused int, err error)
 }
 
 // WithKubeletFeatureGates is a node whose kubelet configuration the

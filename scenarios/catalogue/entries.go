@@ -131,8 +131,12 @@ func All() []Entry {
 		{
 			Name: "apiserver-unreachable", Kind: Fault, Item: 7,
 			Plants: "nothing deleted; the API server unreachable from this kubelet alone (its connections refused) for the first 30 s after its start, then restored; the pods keep running",
-			Checks: "the node Lease not renewed during the outage (the cut is real); then the same pods Running with the same containers, and every mount of theirs with its mount ID unchanged",
-			Expect: []Expectation{{From: "1.28", Outcome: KnownBug, Bug: "unmount of running pods' volumes", Says: "volumes of running pods may be unmounted before the desired state is populated",
+			Checks: "the kubelet's connections refused and no node heartbeat during the outage (the cut is real); then the same pods Running with the same containers, and every mount of theirs with its mount ID unchanged",
+			// Measured on v1.36.3 and v1.37.2 (2026-12): nothing unmounted.
+			// #120150 (open) needs the pods listed and then the PVC GET
+			// failing (a flaky network); a whole outage keeps the pod
+			// sources unready, so the reconciler unmounts nothing.
+			Expect: []Expectation{{From: "1.28", Outcome: Clean, Says: "with the API server wholly unreachable the pod sources are not ready, so nothing is unmounted; #120150's partial outage (pods listed, the PVC GET failing) is not planted here",
 				Refs: []Ref{issue(120150), issue(117745)}}},
 			Status: Runs, Providers: localOnly,
 		},

@@ -482,7 +482,7 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		} else if err := s.node.StopKubelet(ctx); err != nil {
 			return err
 		}
-		if s.cfg.Fault == nil || !s.cfg.Fault.KeepPods {
+		if f := s.cfg.Fault; f == nil || !f.KeepPods && !f.NoDelete {
 			s.hop.OldPodUIDs = append([]string(nil), s.oldUIDs...)
 		}
 		s.timing(reports.PhaseKubeletStop, time.Since(start))

@@ -150,11 +150,11 @@ func All() []Entry {
 		},
 		{
 			Name: "replacement-pod", Kind: Fault, Item: 9,
-			Plants: "while the kubelet is down, a replacement pod with the same ReadWriteOncePod claim and nodeName set is created, then the old pod deleted",
-			Checks: "the replacement Running with the same data; no old-UID mounts",
+			Plants: "while the kubelet is down: the StatefulSet scaled to 0, a replacement pod on the same claim with nodeName set (no scheduler) created, then the old pod force-deleted (the claim is ReadWriteOnce: the workload's; upstream's test uses ReadWriteOncePod)",
+			Checks: "the old pod cleaned; the replacement Running with the old pod's data; then it is removed and the StatefulSet scaled back",
 			Expect: []Expectation{{From: "1.26", Outcome: Clean, Says: "the replacement starts once the old pod is cleaned",
 				Refs: []Ref{issue(113596)}, FixedIn: "1.26 (SELinux label reconstruction)"}},
-			Status: NotYet,
+			Status: Runs, Providers: localOnly,
 		},
 		{
 			Name: "restart-no-delete", Kind: Fault, Item: 10,
@@ -165,10 +165,10 @@ func All() []Entry {
 		},
 		{
 			Name: "prestop-emptydir", Kind: Fault, Item: 11,
-			Plants: "a graceful delete of a pod with a long preStop hook and an emptyDir, then a kubelet restart during the grace period",
-			Checks: "the emptyDir keeps its content while the container still runs",
+			Plants: "a pod of its own with an emptyDir (a marker written there) and a preStop hook that outlasts the hop (grace 40 s) deleted gracefully; the kubelet stopped, swapped and started while it is Terminating; the StatefulSet's pods kept",
+			Checks: "for 20 s from the kubelet's start the pod stays and its emptyDir keeps the marker; the StatefulSet's pods keep their containers and mount IDs; then the pod is force-deleted and cleaned",
 			Expect: []Expectation{{Outcome: Clean, Says: "the volume is not unmounted or emptied under the running container", Refs: []Ref{issue(113979)}}},
-			Status: NotYet,
+			Status: Runs, Providers: localOnly,
 		},
 		{
 			Name: "rejected-feature-gate", Kind: Fault, Item: 12,

@@ -88,6 +88,7 @@ func Faults() map[string]Fault {
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
 	addDisruptions(add)
+	addPodFaults(add)
 	return out
 }
 

@@ -141,6 +141,7 @@ type Scenario struct {
 	// what a fault's observation reads
 	faultSeen     []string // the fault's own symptoms (faults_disrupt.go)
 	faultDetail   string
+	podFaultState
 	running       []running
 	changes       []string
 	left          []nodestate.Leftover

@@ -139,8 +139,8 @@ type Scenario struct {
 	hop         *reports.Hop
 	volsAtStart int
 	// what a fault's observation reads
-	faultSeen     []string // the fault's own symptoms (faults_disrupt.go)
-	faultDetail   string
+	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
+	faultDetail string
 	podFaultState
 	running       []running
 	changes       []string

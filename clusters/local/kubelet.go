@@ -39,6 +39,12 @@ type Node struct {
 	// proc is the running kubelet, nil when stopped.
 	proc *process.Process
 	log  string
+	// gates are feature gates the harness put into the kubelet's
+	// configuration (SetKubeletFeatureGates).
+	gates map[string]bool
+	// outage, while set, stands between the kubelet and the API server
+	// (CutAPIServer).
+	outage *apiProxy
 	// notes are facts the harness should report ("removed checkpoint ...").
 	notes []string
 }
@@ -107,13 +113,12 @@ func (n *Node) StopKubelet(context.Context) error {
 	proc := n.proc
 	n.proc = nil
 	n.mu.Unlock()
-	if proc == nil {
-		return nil
+	if proc != nil {
+		if err := proc.Stop(30 * time.Second); err != nil {
+			return fmt.Errorf("stop kubelet on %s: %w", n.l.name, err)
+		}
 	}
-	if err := proc.Stop(30 * time.Second); err != nil {
-		return fmt.Errorf("stop kubelet on %s: %w", n.l.name, err)
-	}
-	return nil
+	return n.endOutage()
 }
 
 // SwapKubelet implements nodes.Node: the next start runs bin with a
@@ -124,17 +129,28 @@ func (n *Node) SwapKubelet(_ context.Context, bin binaries.Binary) error {
 	if n.proc != nil {
 		return fmt.Errorf("swap kubelet on %s: the kubelet is running; stop it first", n.l.name)
 	}
-	v, err := version.ParseSemantic(bin.Version)
-	if err != nil {
+	if _, err := version.ParseSemantic(bin.Version); err != nil {
 		return fmt.Errorf("swap kubelet on %s: version %q of %s: %w", n.l.name, bin.Version, bin.Path, err)
 	}
 	if _, err := os.Stat(bin.Path); err != nil {
 		return fmt.Errorf("swap kubelet on %s: %w", n.l.name, err)
 	}
-	if err := os.WriteFile(n.configFile(v), []byte(n.kubeletConfig(v)), 0o644); err != nil {
-		return fmt.Errorf("swap kubelet on %s: write config: %w", n.l.name, err)
-	}
 	n.bin = bin
+	if err := n.writeConfig(); err != nil {
+		return fmt.Errorf("swap kubelet on %s: %w", n.l.name, err)
+	}
+	return nil
+}
+
+// writeConfig writes the installed kubelet's configuration. n.mu held.
+func (n *Node) writeConfig() error {
+	v, err := version.ParseSemantic(n.bin.Version)
+	if err != nil {
+		return fmt.Errorf("version %q of %s: %w", n.bin.Version, n.bin.Path, err)
+	}
+	if err := os.WriteFile(n.configFile(v), []byte(n.kubeletConfig(v)), 0o644); err != nil {
+		return fmt.Errorf("write kubelet config: %w", err)
+	}
 	return nil
 }
 
@@ -216,7 +232,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 	logFile := n.l.kubeletLog(n.run, n.bin.Version)
 	argv := []string{n.bin.Path,
 		"--config=" + n.configFile(v),
-		"--kubeconfig=" + n.l.kubeconfig(),
+		"--kubeconfig=" + n.kubeletKubeconfig(),
 		"--root-dir=" + n.KubeletRootDir(),
 		"--cert-dir=" + n.l.kubeletCertDir(),
 		"--hostname-override=" + n.l.name,
@@ -261,6 +277,9 @@ func (n *Node) startOnce(ctx context.Context) error {
 			return &checkpointError{line: strings.TrimSpace(line)}
 		}
 	}
+	if gate, line, ok := nodes.FindRejectedFeatureGate(logTail); ok {
+		return &nodes.RejectedFeatureGateError{Node: n.l.name, Version: n.bin.Version, Gate: gate, Line: line}
+	}
 	return fmt.Errorf("start kubelet %s on %s: the kubelet did not become healthy: %w\n(if it rejected a flag, config field or feature gate, that version does not know it; log: %s)", n.bin.Version, n.l.name, err, logFile)
 }
 
@@ -282,6 +301,7 @@ func (n *Node) kubeletConfig(v *version.Version) string {
 		"FailCgroupV1": n.p.host.Mode == cgroups.Unified,
 		"CgroupDriver": cgroupDriver,
 		"Version":      v.String(),
+		"FeatureGates": n.gates,
 	})
 	return b.String()
 }
@@ -322,6 +342,12 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+{{- if .FeatureGates}}
+featureGates:
+{{- range $gate, $on := .FeatureGates}}
+  {{$gate}}: {{$on}}
+{{- end}}
+{{- end}}
 `))
 
 // cgroupDriver is the kubelets' cgroup driver, and containerd's runc's

@@ -60,3 +60,35 @@ type WithCSIDriver interface {
 	// calls of that method wait.
 	CSIStallDir() string
 }
+
+// WithKubeletKill is a node whose kubelet the harness can SIGKILL, as a
+// crash or the OOM killer would: no shutdown path runs, and calls it has
+// in flight (a CSI NodePublishVolume) are cut off.
+type WithKubeletKill interface {
+	// KillKubelet SIGKILLs the kubelet and returns once it has exited.
+	KillKubelet(ctx context.Context) error
+}
+
+// WithAPIServerOutage is a node whose kubelet alone the harness can cut
+// off from the API server: the control plane, the other nodes and the
+// harness still reach it.
+type WithAPIServerOutage interface {
+	// CutAPIServer makes the API server unreachable for the node's
+	// kubelet from its next start, until RestoreAPIServer. The kubelet
+	// must be stopped. What it changed is undone when the kubelet next
+	// stops, and by the provider's teardown.
+	CutAPIServer(ctx context.Context) error
+	// RestoreAPIServer lets the kubelet reach the API server again. It
+	// returns how many of the kubelet's connections the cut refused: the
+	// proof that the kubelet met it.
+	RestoreAPIServer(ctx context.Context) (refused int, err error)
+}
+
+// WithKubeletFeatureGates is a node whose kubelet configuration the
+// harness writes, so that it can name feature gates in it.
+type WithKubeletFeatureGates interface {
+	// SetKubeletFeatureGates puts gates into the installed kubelet's
+	// configuration for its next start (nil: none). The kubelet must be
+	// stopped.
+	SetKubeletFeatureGates(ctx context.Context, gates map[string]bool) error
+}

@@ -47,6 +47,22 @@ type Fault struct {
 	Metrics func(volumesAtStart int) []kubeletmetrics.Expectation
 	// Observe reads the hop's outcome after its checks.
 	Observe func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error)
+
+	// Stop, when set, takes the kubelet down in place of a plain stop: it
+	// runs with the kubelet up and the pods Running, returns with the
+	// kubelet gone, and adds the UIDs of pods it made to s.oldUIDs.
+	Stop func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
+	// NoDelete: the hop deletes nothing while the kubelet is down (Stop
+	// already removed what it meant to); the node state is recorded.
+	NoDelete bool
+	// Start, when set, starts the kubelet in place of a plain start.
+	Start func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
+	// AfterStart, when set, runs once the kubelet runs, before the node
+	// is waited for.
+	AfterStart func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
+	// AfterCleanup, when set, runs once the old pods are cleaned, before
+	// the re-created pods are checked.
+	AfterCleanup func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
 }
 
 // mayLeaveBound is how long a hop whose fault may leave old pods' state
@@ -71,6 +87,8 @@ func Faults() map[string]Fault {
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
+	addDisruptions(add)
+	addPodFaults(add)
 	return out
 }
 

@@ -33,7 +33,7 @@ func TestFaultsMatchTheCatalogue(t *testing.T) {
 		if f.Observe == nil {
 			t.Errorf("fault %s observes nothing: it could never fail", name)
 		}
-		if f.Plant == nil && !f.KeepPods {
+		if f.Plant == nil && !f.KeepPods && f.Stop == nil {
 			t.Errorf("fault %s plants nothing and deletes as the baseline does", name)
 		}
 	}
@@ -87,6 +87,7 @@ func TestFaultSteps(t *testing.T) {
 	}
 	faults := Faults()
 	keep, reboot := faults["restart-no-delete"], faults["reboot"]
+	between, gate, outage := faults["kill-between-unpublish-unstage"], faults["rejected-feature-gate"], faults["apiserver-unreachable"]
 	for _, tc := range []struct {
 		fault *Fault
 		want  []string
@@ -97,9 +98,31 @@ func TestFaultSteps(t *testing.T) {
 			"wait for the node Ready at kubelet v1.36.3", "the same pods Running, their containers and mounts untouched", "kubelet metrics", "catalogue fault restart-no-delete on kubelet v1.36.3"}},
 		{&reboot, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "force-delete the pods while the kubelet is down", "plant fault reboot", "start kubelet v1.36.3",
 			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "re-created pods Running on the same volumes with their data", "kubelet metrics", "catalogue fault reboot on kubelet v1.36.3"}},
+		// Stop kills in place (the step keeps its name); nothing is
+		// deleted while the kubelet is down; a check after the cleanup.
+		{&between, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "record the node state the kubelet will find (nothing is deleted)", "start kubelet v1.36.3",
+			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "fault kill-between-unpublish-unstage after the cleanup",
+			"re-created pods Running on the same volumes with their data", "kubelet metrics", "catalogue fault kill-between-unpublish-unstage on kubelet v1.36.3"}},
+		{&gate, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "force-delete the pods while the kubelet is down", "plant fault rejected-feature-gate",
+			"start kubelet v1.36.3 with fault rejected-feature-gate", "wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone",
+			"re-created pods Running on the same volumes with their data", "kubelet metrics", "catalogue fault rejected-feature-gate on kubelet v1.36.3"}},
+		{&outage, []string{"stop kubelet", "swap kubelet binary to v1.36.3", "record the running pods' containers and mounts (nothing is deleted)", "plant fault apiserver-unreachable",
+			"start kubelet v1.36.3", "fault apiserver-unreachable once the kubelet runs", "wait for the node Ready at kubelet v1.36.3",
+			"the same pods Running, their containers and mounts untouched", "kubelet metrics", "catalogue fault apiserver-unreachable on kubelet v1.36.3"}},
 	} {
 		if got := names(tc.fault); strings.Join(got, "|") != strings.Join(tc.want, "|") {
 			t.Errorf("hop 1 steps:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+	}
+}
+
+func TestPodUIDOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"/var/lib/skewtest/r/kubelet/pods/216ec911-8308/volumes/kubernetes.io~csi/pv/mount": "216ec911-8308",
+		"/var/lib/skewtest/r/kubelet/plugins/kubernetes.io/csi/d/abc/globalmount":           "",
+	} {
+		if got := podUIDOf(in); got != want {
+			t.Errorf("podUIDOf(%s) = %q, want %q", in, got, want)
 		}
 	}
 }

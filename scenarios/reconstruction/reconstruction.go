@@ -143,6 +143,9 @@ type Scenario struct {
 	hop         *reports.Hop
 	volsAtStart int
 	// what a fault's observation reads
+	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
+	faultDetail string
+	podFaultState
 	running       []running
 	changes       []string
 	left          []nodestate.Leftover
@@ -205,18 +208,30 @@ func (s *Scenario) Steps() []scenarios.Step {
 		step(fmt.Sprintf("hop %d: swap kubelet binary to %s", n, to), s.swapKubelet(bin))
 		if f != nil && f.KeepPods {
 			step(fmt.Sprintf("hop %d: record the running pods' containers and mounts (nothing is deleted)", n), s.recordRunning)
+		} else if f != nil && f.NoDelete {
+			step(fmt.Sprintf("hop %d: record the node state the kubelet will find (nothing is deleted)", n), s.recordDown)
 		} else {
 			step(fmt.Sprintf("hop %d: force-delete the pods while the kubelet is down", n), s.forceDelete)
 		}
 		if f != nil && f.Plant != nil {
 			step(fmt.Sprintf("hop %d: plant fault %s", n, f.Entry.Name), s.plant)
 		}
-		step(fmt.Sprintf("hop %d: start kubelet %s", n, to), s.startKubelet)
+		if f != nil && f.Start != nil {
+			step(fmt.Sprintf("hop %d: start kubelet %s with fault %s", n, to, f.Entry.Name), s.faultStep(f.Start))
+		} else {
+			step(fmt.Sprintf("hop %d: start kubelet %s", n, to), s.startKubelet)
+		}
+		if f != nil && f.AfterStart != nil {
+			step(fmt.Sprintf("hop %d: fault %s once the kubelet runs", n, f.Entry.Name), s.faultStep(f.AfterStart))
+		}
 		step(fmt.Sprintf("hop %d: wait for the node Ready at kubelet %s", n, to), s.waitReady(to))
 		if f != nil && f.KeepPods {
 			step(fmt.Sprintf("hop %d: the same pods Running, their containers and mounts untouched", n), s.checkUntouched)
 		} else {
 			step(fmt.Sprintf("hop %d: wait until the old pods' mounts and directories are gone", n), s.waitCleanup)
+			if f != nil && f.AfterCleanup != nil {
+				step(fmt.Sprintf("hop %d: fault %s after the cleanup", n, f.Entry.Name), s.faultStep(f.AfterCleanup))
+			}
 			step(fmt.Sprintf("hop %d: re-created pods Running on the same volumes with their data", n), s.checkRecreated)
 		}
 		step(fmt.Sprintf("hop %d: kubelet metrics", n), s.checkMetrics)
@@ -494,12 +509,17 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		for _, p := range pods {
 			s.oldUIDs = append(s.oldUIDs, string(p.UID))
 		}
-		if s.cfg.Fault == nil || !s.cfg.Fault.KeepPods {
-			s.hop.OldPodUIDs = append([]string(nil), s.oldUIDs...)
-		}
+		s.faultSeen, s.faultDetail = nil, ""
 		start := time.Now()
-		if err := s.node.StopKubelet(ctx); err != nil {
+		if f := s.cfg.Fault; f != nil && f.Stop != nil {
+			if err := f.Stop(ctx, s, sc); err != nil {
+				return err
+			}
+		} else if err := s.node.StopKubelet(ctx); err != nil {
 			return err
+		}
+		if f := s.cfg.Fault; f == nil || !f.KeepPods && !f.NoDelete {
+			s.hop.OldPodUIDs = append([]string(nil), s.oldUIDs...)
 		}
 		s.timing(reports.PhaseKubeletStop, time.Since(start))
 		sc.Note("kubelet stopped in %s; pods to force-delete: %s", time.Since(start).Round(time.Millisecond), strings.Join(s.oldUIDs, ", "))

@@ -430,7 +430,7 @@ func (d *Driver) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		c.Path = r.GetTargetPath()
 	}
 	var resp any
-	err := d.stall(ctx, c.Method)
+	err := d.stall(ctx, c.Method, c.Path)
 	if err == nil {
 		resp, err = handler(ctx, req)
 	}
@@ -470,27 +470,39 @@ func (d *Driver) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 // stallPoll is how often a stalled call looks for its stall file.
 const stallPoll = 100 * time.Millisecond
 
+// StalledSuffix names the file a stalled call keeps in the stall
+// directory while it waits (<StallDir>/<method>.stalled, holding the
+// request's target or staging path): a test knows the call is in flight,
+// and for which pod, before it disrupts the caller.
+const StalledSuffix = ".stalled"
+
 // stall waits while <StallDir>/<method> exists; it gives up with the
 // caller's context.
-func (d *Driver) stall(ctx context.Context, method string) error {
+func (d *Driver) stall(ctx context.Context, method, path string) error {
 	if d.cfg.StallDir == "" {
 		return nil
 	}
 	file := filepath.Join(d.cfg.StallDir, method)
+	marker := file + StalledSuffix
 	logged := false
 	for {
 		if _, err := os.Stat(file); err != nil {
 			if logged {
+				os.Remove(marker)
 				d.log.Info("stall released", "method", method, "file", file)
 			}
 			return nil
 		}
 		if !logged {
+			if err := os.WriteFile(marker, []byte(path+"\n"), 0o644); err != nil {
+				d.log.Error("cannot mark the stalled call", "file", marker, "err", err)
+			}
 			d.log.Info("stalling: the stall file exists", "method", method, "file", file)
 			logged = true
 		}
 		select {
 		case <-ctx.Done():
+			os.Remove(marker)
 			return status.Errorf(codes.DeadlineExceeded, "stalled by %s until the caller gave up: %v", file, ctx.Err())
 		case <-time.After(stallPoll):
 		}

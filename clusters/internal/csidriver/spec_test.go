@@ -179,8 +179,16 @@ func TestStall(t *testing.T) {
 		t.Fatalf("publish returned (%v) while the stall file exists", err)
 	case <-time.After(300 * time.Millisecond):
 	}
+	// While it waits, the call says so, with its target path.
+	marker := filepath.Join(stall, "NodePublishVolume"+StalledSuffix)
+	if b, err := os.ReadFile(marker); err != nil || strings.TrimSpace(string(b)) != target {
+		t.Fatalf("stalled call's marker %s = %q, %v; want the target path %s", marker, b, err, target)
+	}
 	mustOK(t, "release", os.Remove(filepath.Join(stall, "NodePublishVolume")))
 	mustOK(t, "publish after release", <-done)
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("stalled call's marker still there after its release: %v", err)
+	}
 	if ms := countAt(t, target); len(ms) != 1 {
 		t.Fatalf("after release, mounts at target: %+v", ms)
 	}

@@ -129,6 +129,21 @@ func (p *Process) Stop(grace time.Duration) error {
 	return nil
 }
 
+// Kill SIGKILLs the process group at once, as a crash or the OOM killer
+// would, and returns once the process is gone.
+func (p *Process) Kill() error {
+	if exited, _ := p.Exited(); !exited {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.Name, p.cmd.Process.Pid)
+		}
+	}
+	p.removePIDFile()
+	return nil
+}
+
 func (p *Process) removePIDFile() {
 	if p.PIDFile != "" {
 		os.Remove(p.PIDFile)

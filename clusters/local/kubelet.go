@@ -226,7 +226,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 
 	wctx, cancel := context.WithTimeout(ctx, n.p.timeout(60*time.Second))
 	defer cancel()
-	healthy := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil)
+	healthy := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil, n.p.timeout(probeTimeout))
 	ready := healthy
 	if n.p.nodeCount() > 1 {
 		ready = func(ctx context.Context) error {

@@ -86,8 +86,8 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(err).NotTo(HaveOccurred(), "go build ./scripts/skewtest: %s", o)
 		busybox = filepath.Join(binDir, "busybox")
 
-		By("compiling on the host what the local provider compiles in the guest, into the shared build cache")
-		warmGuestBuilds(ctx, src)
+		By("compiling on the host the programs the local provider compiles at run time")
+		prebuildGuestPrograms(ctx, src, binDir)
 
 		By("copying a static busybox for the kops-style node's workload image (no registry in the guest)")
 		bb, err := os.ReadFile(busyboxPath)
@@ -114,7 +114,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		start := time.Now()
 		inst, err = vm.Up(bctx, vm.Config{
 			Name: instanceName, Image: img, StateDir: stateDir, Shares: shares, Forwards: []int{kopsnode.APIServerPort},
-			Env:       append(goEnv, "SKEWTEST_CACHE="+cache),
+			Env:       append(goEnv, "SKEWTEST_CACHE="+cache, prebuiltEnv+"="+binDir),
 			SerialLog: filepath.Join(out, "serial.log"), Logger: logger,
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -306,22 +306,26 @@ func resolveOnHost(ctx context.Context, logger *slog.Logger, cache string) {
 }
 
 // guestBuilds are the programs the local provider compiles at run time
-// (clusters/internal/images: its pods' program and its CSI driver), with
-// its flags.
-var guestBuilds = []string{"./clusters/internal/podbin", "./clusters/internal/csidriver/cmd/skewtest-csi-driver"}
+// (clusters/internal/images: its pods' program and its CSI driver).
+var guestBuilds = map[string]string{
+	"podbin":              "./clusters/internal/podbin",
+	"skewtest-csi-driver": "./clusters/internal/csidriver/cmd/skewtest-csi-driver",
+}
 
-// warmGuestBuilds compiles guestBuilds on the host as the guest will
-// (vm.GoToolchain's GOFLAGS, the images package's flags), so that the
-// guest's go build finds every package in the shared build cache and only
-// links: under TCG a cold compile took minutes and starved the control
-// plane starting beside it (an API server exited, its etcd keepalives
-// unanswered).
-func warmGuestBuilds(ctx context.Context, src string) {
+// prebuiltEnv is clusters/internal/images.PrebuiltEnv.
+const prebuiltEnv = "SKEWTEST_PREBUILT"
+
+// prebuildGuestPrograms compiles guestBuilds on the host into dir, with
+// the images package's flags, for the guest to take (prebuiltEnv): in
+// the emulated guest go build took minutes even with a warm build cache
+// and starved the control plane starting beside it (an API server
+// exited; another's watch cache never synced).
+func prebuildGuestPrograms(ctx context.Context, src, dir string) {
 	GinkgoHelper()
-	for _, pkg := range guestBuilds {
-		build := osexec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", os.DevNull, pkg)
+	for name, pkg := range guestBuilds {
+		build := osexec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, name), pkg)
 		build.Dir = src
-		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		o, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, o)
 	}

@@ -35,6 +35,11 @@ const (
 	// busyboxPath is Debian's busybox-static on the host, shared into the
 	// guest for the node's workload image.
 	busyboxPath = "/bin/busybox"
+	// kopsReplicas is REPLICAS of each run against the node, and
+	// kopsRuns how many runs there are: each run's teardown deletes the
+	// PVs its claims bound, so the node has volumes for every run.
+	kopsReplicas = 3
+	kopsRuns     = 2
 	// vmSetupUnit is the guest image's own unit (clusters/vm), the only
 	// skewtest* unit a guest has before and after a run.
 	vmSetupUnit = "skewtest-vm-setup.service"
@@ -66,8 +71,8 @@ func startKopsNode(inst *vm.Instance, src, bin, busybox, dir string) *kopsNode {
 	in, stdin := io.Pipe()
 	k.stdin = stdin
 	outR, outW := io.Pipe()
-	script := fmt.Sprintf("cd %s && exec %s vm kops-node -out %s -server %s -busybox %s -pvs 3",
-		exec.ShellQuote(src), exec.ShellQuote(bin), exec.ShellQuote(dir), exec.ShellQuote("https://"+server), exec.ShellQuote(busybox))
+	script := fmt.Sprintf("cd %s && exec %s vm kops-node -out %s -server %s -busybox %s -pvs %d",
+		exec.ShellQuote(src), exec.ShellQuote(bin), exec.ShellQuote(dir), exec.ShellQuote("https://"+server), exec.ShellQuote(busybox), kopsRuns*kopsReplicas)
 	// Not the spec's context: the node serves the specs that follow.
 	cmd := inst.Command(context.Background(), "sh", "-c", script).
 		SetEnv(guestTimeoutFactor(inst.Accel)).SetStdin(in).SetStdout(outW).SetStderr(GinkgoWriter)
@@ -112,7 +117,7 @@ func (k *kopsNode) runEnv(inst *vm.Instance, artifacts string) []string {
 		"SSH_USER=" + inst.User, "SSH_KEY=" + inst.KeyFile, "SSH_KNOWN_HOSTS=" + inst.KnownHostsFile,
 		"SSH_ADDRESSES=" + k.info.Node + "=" + inst.SSHAddress,
 		"KUBELET_UNIT=" + k.info.KubeletUnit, "KUBELET_BINARY=" + k.info.KubeletBinary, "KUBELET_ROOT_DIR=" + k.info.KubeletRootDir,
-		"STORAGE_CLASS=" + k.info.StorageClass, "IMAGE=" + k.info.Image, fmt.Sprintf("REPLICAS=%d", k.info.PVs),
+		"STORAGE_CLASS=" + k.info.StorageClass, "IMAGE=" + k.info.Image, fmt.Sprintf("REPLICAS=%d", kopsReplicas),
 		guestTimeoutFactor(inst.Accel),
 	}
 }

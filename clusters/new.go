@@ -202,6 +202,13 @@ func RunRoots() []string {
 	return roots
 }
 
+// CleansHost reports whether Clean of runDir changes this host: true
+// for local and kind runs, false for an existing cluster's, whose clean
+// reaches only its nodes, over SSH.
+func CleansHost(runDir string) bool {
+	return !strings.HasPrefix(filepath.Base(runDir), existingDirPrefix)
+}
+
 // Clean undoes what a run left when the harness itself was killed, given
 // its run directory: kind runs live in kind-<run-id>, local runs in
 // <run-id>, and an existing cluster's run keeps in existing-<run-id> the

@@ -2,14 +2,15 @@
 # Installs what skewtest's tests need on a Debian/Ubuntu host: the host
 # programs the local provider runs (etcd, runc, CNI plugins, iptables), sshd
 # for the existing provider's tests, Docker and debootstrap for the kind
-# provider, qemu and e2fsprogs (mkfs.ext4 -d) for make test-hosts' guest,
+# provider, qemu and e2fsprogs (mkfs.ext4 -d) for make test-hosts' guest
+# and busybox-static for the workload image of its kops-style node,
 # Chromium for the sign-off page's browser test, shellcheck for
 # make lint, and the Go modules. Kubernetes components and containerd are
 # built from Go modules on first use and cached under $HOME/.cache/skewtest,
 # not installed here.
 set -euo pipefail
 
-packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs chromium shellcheck)
+packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs busybox-static chromium shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

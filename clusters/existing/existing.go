@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 // Name is the provider's name.
@@ -119,6 +120,11 @@ type Provider struct {
 	stateMu sync.Mutex
 	state   *State
 
+	// slow multiplies the waits for a kubelet and a node
+	// (timeouts.FactorEnv): a node in an emulated guest starts its
+	// kubelet 10-18 times slower. 0 counts as 1.
+	slow time.Duration
+
 	mu     sync.Mutex
 	rest   *rest.Config
 	core   corev1client.CoreV1Interface
@@ -170,6 +176,10 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
+	factor, err := timeouts.Parse(os.Getenv(timeouts.FactorEnv))
+	if err != nil {
+		return nil, fmt.Errorf("existing: %w", err)
+	}
 	d, err := newDialer(&cfg.SSH, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -177,7 +187,7 @@ func New(cfg Config) (*Provider, error) {
 	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, SSH: StateSSH{
 		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
 	}}
-	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor}, nil
 }
 
 // layout is where every test node keeps its kubelet.
@@ -420,7 +430,8 @@ func (p *Provider) nodeLocked(name, address string) *Node {
 		p:    p,
 		log:  p.log,
 	}
-	n.driver = &systemdkubelet.Driver{Node: n, Layout: p.cfg.layout(), Log: p.log}
+	n.driver = &systemdkubelet.Driver{Node: n, Layout: p.cfg.layout(), Log: p.log,
+		Timeout: timeouts.Scale(systemdkubelet.DefaultTimeout, p.slow)}
 	if old, ok := p.byName[name]; ok {
 		old.Close()
 	}

@@ -14,6 +14,7 @@ import (
 	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
 
 	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 // readyTimeout bounds the wait for a restored node to report Ready through
@@ -77,7 +78,7 @@ func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) e
 		return err
 	}
 	last := "not read yet"
-	err = apimachinerywait.PollUntilContextTimeout(ctx, readyPoll, readyTimeout, true, func(ctx context.Context) (bool, error) {
+	err = apimachinerywait.PollUntilContextTimeout(ctx, readyPoll, timeouts.Scale(readyTimeout, p.slow), true, func(ctx context.Context) (bool, error) {
 		n, err := core.Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()

@@ -40,7 +40,7 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=skewtest=" + peerURL, "--initial-cluster-state=new",
 		"--logger=zap", "--log-outputs=stderr",
-	}, 30*time.Second, httpOK(etcdURL+"/health", nil), p.keep)
+	}, 30*time.Second, httpOK(etcdURL+"/health", nil, p.timeout(probeTimeout)), p.keep)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--root-ca-file=" + pk("ca.crt"),
 		"--cluster-signing-cert-file=" + pk("ca.crt"), "--cluster-signing-key-file=" + pk("ca.key"),
 		"--allocate-node-cidrs=false",
-	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.controllerManager), insecureClient), p.keep); err != nil {
+	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.controllerManager), insecureClient, p.timeout(probeTimeout)), p.keep); err != nil {
 		return err
 	}
 	return p.startDaemon(ctx, "kube-scheduler", []string{bins["kube-scheduler"].Path,
@@ -87,7 +87,7 @@ func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binari
 		"--authorization-kubeconfig=" + p.path("kubeconfig", "scheduler.kubeconfig"),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ports.scheduler),
 		"--leader-elect=false",
-	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.scheduler), insecureClient), p.keep)
+	}, 60*time.Second, httpOK(fmt.Sprintf("https://127.0.0.1:%d/healthz", p.ports.scheduler), insecureClient, p.timeout(probeTimeout)), p.keep)
 }
 
 // keep records a control plane daemon; Down stops them in reverse order.
@@ -102,7 +102,7 @@ func (p *Provider) apiserverReady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, p.timeout(probeTimeout))
 	defer cancel()
 	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
 	return err
@@ -110,13 +110,23 @@ func (p *Provider) apiserverReady(ctx context.Context) error {
 
 // insecureClient reads the self-signed /healthz endpoints of the
 // controller manager and scheduler; only readiness is learnt from them.
-var insecureClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
-func httpOK(url string, client *http.Client) func(context.Context) error {
+// probeTimeout bounds one readiness probe (a /healthz, /readyz or
+// /health request), before the provider's timeout factor: under TCG an
+// API server's /readyz took 2.5-4.5 s, and a 2 s probe never saw it
+// ready.
+const probeTimeout = 2 * time.Second
+
+// httpOK probes url with client (nil: the default client), each request
+// bounded by timeout.
+func httpOK(url string, client *http.Client, timeout time.Duration) func(context.Context) error {
 	if client == nil {
-		client = &http.Client{Timeout: 2 * time.Second}
+		client = http.DefaultClient
 	}
 	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err

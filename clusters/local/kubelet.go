@@ -230,15 +230,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 	n.run++
 	v, _ := version.ParseSemantic(n.bin.Version)
 	logFile := n.l.kubeletLog(n.run, n.bin.Version)
-	argv := []string{n.bin.Path,
-		"--config=" + n.configFile(v),
-		"--kubeconfig=" + n.kubeletKubeconfig(),
-		"--root-dir=" + n.KubeletRootDir(),
-		"--cert-dir=" + n.l.kubeletCertDir(),
-		"--hostname-override=" + n.l.name,
-		"--node-ip=" + n.p.nodeIP.String(),
-		"--v=2",
-	}
+	argv := append([]string{n.bin.Path, "--config=" + n.configFile(v)}, n.kubeletFlags()...)
 	started := time.Now()
 	proc, err := process.StartIn(n.p.daemonCgroup, n.l.kubeletName(), logFile, n.l.kubeletPIDFile(), argv, nil)
 	if err != nil {
@@ -250,7 +242,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 
 	wctx, cancel := context.WithTimeout(ctx, n.p.timeout(60*time.Second))
 	defer cancel()
-	healthy := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil)
+	healthy := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil, n.p.timeout(probeTimeout))
 	ready := healthy
 	if n.p.nodeCount() > 1 {
 		ready = func(ctx context.Context) error {
@@ -281,6 +273,19 @@ func (n *Node) startOnce(ctx context.Context) error {
 		return &nodes.RejectedFeatureGateError{Node: n.l.name, Version: n.bin.Version, Gate: gate, Line: line}
 	}
 	return fmt.Errorf("start kubelet %s on %s: the kubelet did not become healthy: %w\n(if it rejected a flag, config field or feature gate, that version does not know it; log: %s)", n.bin.Version, n.l.name, err, logFile)
+}
+
+// kubeletFlags are the kubelet's flags besides --config: the same for
+// every version.
+func (n *Node) kubeletFlags() []string {
+	return []string{
+		"--kubeconfig=" + n.kubeletKubeconfig(),
+		"--root-dir=" + n.KubeletRootDir(),
+		"--cert-dir=" + n.l.kubeletCertDir(),
+		"--hostname-override=" + n.l.name,
+		"--node-ip=" + n.p.nodeIP.String(),
+		"--v=2",
+	}
 }
 
 // kubeletConfig is the KubeletConfiguration for version v. It names only

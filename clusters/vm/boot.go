@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +36,12 @@ type Config struct {
 	// Env is set for every command the instance runs (Instance.Command),
 	// e.g. GoToolchain's.
 	Env []string
+	// Forwards are guest TCP ports forwarded from a free port on the
+	// host's loopback, besides SSH (Instance.Forwards has the host
+	// addresses): e.g. an API server in the guest that the host reaches.
+	// The guest must listen on its network address (10.0.2.15 under
+	// qemu's user networking), not its loopback.
+	Forwards []int
 	// SerialLog receives the guest's serial console (kernel and systemd);
 	// empty means serial.log in the instance's directory, which Down
 	// removes: point it into $ARTIFACTS to keep it.
@@ -137,6 +145,18 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 		return nil, err
 	}
 	inst.SSHAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	forwards := map[int]int{}
+	for _, guestPort := range cfg.Forwards {
+		hostPort, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		forwards[hostPort] = guestPort
+		if inst.Forwards == nil {
+			inst.Forwards = map[int]string{}
+		}
+		inst.Forwards[guestPort] = net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPort))
+	}
 	if err := writeKeys(dir, inst.SSHAddress, cfg.Shares); err != nil {
 		return nil, err
 	}
@@ -165,7 +185,7 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	args := qemuArgs(qemuParams{
 		name: cfg.Name, accel: accel, memoryMiB: cfg.MemoryMiB, cpus: cfg.CPUs,
 		kernel: cfg.Image.Kernel, initrd: cfg.Image.Initrd, overlay: inst.Overlay,
-		serialLog: cfg.SerialLog, sshPort: port, bootDir: filepath.Join(dir, bootDir), shares: cfg.Shares,
+		serialLog: cfg.SerialLog, sshPort: port, forwards: forwards, bootDir: filepath.Join(dir, bootDir), shares: cfg.Shares,
 		pidFile: filepath.Join(dir, "qemu.pid"),
 	})
 	qlog, err := os.Create(filepath.Join(dir, qemuLogFile))
@@ -265,6 +285,11 @@ func (c Config) withDefaults() (Config, error) {
 		seen[s.guestPath()] = true
 		c.Shares[i].HostPath = filepath.Clean(s.HostPath)
 	}
+	for _, port := range c.Forwards {
+		if port < 1 || port > 65535 || port == 22 {
+			return c, fmt.Errorf("vm: forwarded guest port %d: want 1-65535, not 22 (SSH is always forwarded)", port)
+		}
+	}
 	for _, t := range []struct{ prog, pkg string }{{"qemu-system-x86_64", "qemu-system-x86"}, {"qemu-img", "qemu-utils"}} {
 		if _, err := osexec.LookPath(t.prog); err != nil {
 			return c, fmt.Errorf("vm: %s not found (apt-get install %s; scripts/install-deps.sh installs it)", t.prog, t.pkg)
@@ -281,7 +306,9 @@ type qemuParams struct {
 	kernel, initrd, overlay     string
 	serialLog, bootDir, pidFile string
 	sshPort                     int
-	shares                      []Share
+	// forwards maps host loopback ports to guest ports, besides SSH.
+	forwards map[int]int
+	shares   []Share
 }
 
 // shareTag is the 9p mount tag of share i.
@@ -306,7 +333,7 @@ func qemuArgs(p qemuParams) []string {
 		"-display", "none", "-monitor", "none", "-serial", "file:"+p.serialLog,
 		"-kernel", p.kernel, "-initrd", p.initrd, "-append", KernelCmdline(),
 		"-drive", "file="+p.overlay+",if=virtio,format=qcow2,cache=unsafe",
-		"-netdev", fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", p.sshPort),
+		"-netdev", netdev(p.sshPort, p.forwards),
 		"-device", "virtio-net-pci,netdev=net0",
 		"-device", "virtio-rng-pci",
 		"-pidfile", p.pidFile,
@@ -316,6 +343,17 @@ func qemuArgs(p qemuParams) []string {
 		args = append(args, "-virtfs", virtfs(s.HostPath, shareTag(i), "fs"+strconv.Itoa(i), s.ReadOnly))
 	}
 	return args
+}
+
+// netdev is the user-mode network with SSH, and each of forwards (host
+// port to guest port, in host port order), forwarded from loopback only.
+func netdev(sshPort int, forwards map[int]int) string {
+	v := fmt.Sprintf("user,id=net0,hostfwd=tcp:127.0.0.1:%d-:22", sshPort)
+	hostPorts := slices.Sorted(maps.Keys(forwards))
+	for _, h := range hostPorts {
+		v += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", h, forwards[h])
+	}
+	return v
 }
 
 // virtfs is one -virtfs value. security_model=none: files keep the host's

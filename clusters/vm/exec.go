@@ -21,6 +21,9 @@ type Instance struct {
 	PID int `json:"pid"`
 	// SSHAddress is host:port on loopback, forwarded to the guest's sshd.
 	SSHAddress string `json:"sshAddress"`
+	// Forwards maps each guest port of Config.Forwards to the host:port on
+	// loopback that reaches it.
+	Forwards map[int]string `json:"forwards,omitempty"`
 	// KeyFile and KnownHostsFile are the client key the guest accepts and
 	// the guest's host key for SSHAddress.
 	KeyFile        string  `json:"keyFile"`

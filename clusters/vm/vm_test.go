@@ -50,6 +50,13 @@ func TestQemuArgs(t *testing.T) {
 	if strings.Contains(line, "disk.raw") {
 		t.Errorf("qemu is given the cached disk: %s", line)
 	}
+	// Forwarded guest ports follow SSH, in host port order, from
+	// loopback only.
+	p.forwards = map[int]int{40100: 6443, 40050: 8080}
+	if got, want := strings.Join(qemuArgs(p), " "), "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:40022-:22,hostfwd=tcp:127.0.0.1:40050-:8080,hostfwd=tcp:127.0.0.1:40100-:6443 "; !strings.Contains(got, want) {
+		t.Errorf("forwards: qemu args lack %q:\n%s", want, got)
+	}
+	p.forwards = nil
 	p.accel = AccelKVM
 	if kvm := strings.Join(qemuArgs(p), " "); !strings.Contains(kvm, "-accel kvm -cpu host") || strings.Contains(kvm, "tcg") {
 		t.Errorf("kvm args: %s", kvm)

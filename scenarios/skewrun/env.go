@@ -2,6 +2,7 @@ package skewrun
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -37,8 +38,10 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"KUBECONFIG", "", "existing: the cluster's kubeconfig"},
 	{"NODES", "", "existing: comma-separated test nodes (default: every worker)"},
 	{"SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", "$USER / agent / ~/.ssh/known_hosts", "existing: how to reach nodes (host keys are always checked)"},
+	{"SSH_ADDRESSES", "", "existing: NODE=HOST:PORT,... for nodes reached other than at their InternalIP on port 22 (a port forward, a VM's)"},
 	{"STORAGE_CLASS", "", "existing: a StorageClass that provisions volumes on the test node"},
 	{"KUBELET_BINARY / KUBELET_UNIT", "/usr/bin/kubelet / kubelet", "existing: the kubelet's path and systemd unit"},
+	{"KUBELET_ROOT_DIR", "/var/lib/kubelet", "existing: the kubelet's --root-dir"},
 	{"IMAGE", "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "existing: the workload image (needs sh, sleep, date, mv)"},
 }
 
@@ -96,17 +99,38 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		return o, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	o.Existing = existing.Config{
-		Kubeconfig:    getenv("KUBECONFIG"),
-		Nodes:         splitList(getenv("NODES")),
-		KubeletBinary: getenv("KUBELET_BINARY"),
-		KubeletUnit:   getenv("KUBELET_UNIT"),
+		Kubeconfig:     getenv("KUBECONFIG"),
+		Nodes:          splitList(getenv("NODES")),
+		KubeletBinary:  getenv("KUBELET_BINARY"),
+		KubeletUnit:    getenv("KUBELET_UNIT"),
+		KubeletRootDir: getenv("KUBELET_ROOT_DIR"),
 		SSH: existing.SSHConfig{
 			User:           getenv("SSH_USER"),
 			KeyFile:        getenv("SSH_KEY"),
 			KnownHostsFile: getenv("SSH_KNOWN_HOSTS"),
 		},
 	}
+	if v := getenv("SSH_ADDRESSES"); v != "" {
+		addrs, err := parseAddresses(v)
+		if err != nil {
+			return o, fmt.Errorf("%w: SSH_ADDRESSES=%q: %w", ErrInvalid, v, err)
+		}
+		o.Existing.SSH.Address = func(node string) string { return addrs[node] }
+	}
 	return o, nil
+}
+
+// parseAddresses reads SSH_ADDRESSES: NODE=HOST:PORT pairs, comma-separated.
+func parseAddresses(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range splitList(v) {
+		node, addr, ok := strings.Cut(pair, "=")
+		if _, _, err := net.SplitHostPort(addr); !ok || node == "" || err != nil {
+			return nil, fmt.Errorf("%q: want NODE=HOST:PORT, e.g. worker-1=127.0.0.1:2222", pair)
+		}
+		out[node] = addr
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {

@@ -270,6 +270,9 @@ func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
 		{"POLL_INTERVAL", "250", []string{`POLL_INTERVAL="250"`, "want a duration"}},
 		{"CLEANUP_TIMEOUT", "-1m", []string{`CLEANUP_TIMEOUT="-1m"`, "want a duration"}},
 		{"SKEWTEST_TIMEOUT_FACTOR", "0", []string{`SKEWTEST_TIMEOUT_FACTOR="0"`, "from 1 to 100"}},
+		{"SSH_ADDRESSES", "node-a", []string{`SSH_ADDRESSES="node-a"`, "want NODE=HOST:PORT"}},
+		{"SSH_ADDRESSES", "node-a=10.0.0.1", []string{`"node-a=10.0.0.1"`, "want NODE=HOST:PORT"}},
+		{"SSH_ADDRESSES", "=10.0.0.1:22", []string{"want NODE=HOST:PORT"}},
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Parallel()
@@ -346,13 +349,22 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 			}
 		}},
 		{"existing cluster settings", map[string]string{
-			"KUBECONFIG": "/k/config", "KUBELET_BINARY": "/opt/kubelet", "KUBELET_UNIT": "kubelet2",
+			"KUBECONFIG": "/k/config", "KUBELET_BINARY": "/opt/kubelet", "KUBELET_UNIT": "kubelet2", "KUBELET_ROOT_DIR": "/k/root",
 			"SSH_USER": "ops", "SSH_KEY": "/k/id", "SSH_KNOWN_HOSTS": "/k/known_hosts",
+			"SSH_ADDRESSES": "node-a=127.0.0.1:2222, node-b=[::1]:22",
 		}, func(t *testing.T, o skewrun.Options) {
 			e := o.Existing
-			if e.Kubeconfig != "/k/config" || e.KubeletBinary != "/opt/kubelet" || e.KubeletUnit != "kubelet2" ||
+			if e.Kubeconfig != "/k/config" || e.KubeletBinary != "/opt/kubelet" || e.KubeletUnit != "kubelet2" || e.KubeletRootDir != "/k/root" ||
 				e.SSH.User != "ops" || e.SSH.KeyFile != "/k/id" || e.SSH.KnownHostsFile != "/k/known_hosts" {
 				t.Errorf("Existing = %+v", e)
+			}
+			if e.SSH.Address == nil {
+				t.Fatal("SSH_ADDRESSES did not set SSH.Address")
+			}
+			for node, want := range map[string]string{"node-a": "127.0.0.1:2222", "node-b": "[::1]:22", "node-c": ""} {
+				if got := e.SSH.Address(node); got != want {
+					t.Errorf("SSH.Address(%q) = %q, want %q", node, got, want)
+				}
 			}
 		}},
 	} {

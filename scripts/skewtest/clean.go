@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
@@ -24,12 +25,18 @@ import (
 //
 // It refuses, at once, while a run holds the host: that run's directory is
 // live, and cleaning it would kill the run.
+//
+// Given only existing-cluster runs' directories it changes nothing on this
+// host, so it goes ahead while a run holds the host.
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
-	lock, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: "skewtest clean"})
-	if err != nil {
-		return fmt.Errorf("%w: not cleaning: %w", skewrun.ErrInvalid, err)
+	cleansHost := len(dirs) == 0 || slices.ContainsFunc(dirs, clusters.CleansHost)
+	if cleansHost {
+		lock, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: "skewtest clean"})
+		if err != nil {
+			return fmt.Errorf("%w: not cleaning: %w", skewrun.ErrInvalid, err)
+		}
+		defer lock.Release()
 	}
-	defer lock.Release()
 	if len(dirs) == 0 {
 		removed, err := vm.CleanStale("", logger)
 		if err != nil {
@@ -64,7 +71,9 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	}
 	// Cache entries of runs whose directories are gone: left by runs made
 	// before teardown removed all of its own.
-	if n, err := local.RemoveOrphanedCNIEntries(local.DefaultRunRoot); err != nil {
+	if !cleansHost {
+		// Nothing of this host's.
+	} else if n, err := local.RemoveOrphanedCNIEntries(local.DefaultRunRoot); err != nil {
 		errs = append(errs, err)
 	} else if n > 0 {
 		logger.Info("removed CNI cache entries of runs that are gone", "entries", n)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -18,9 +19,12 @@ import (
 )
 
 const vmUsage = `usage: skewtest vm image
-       skewtest vm up   [-name N] [-share DIR[:ro]]... [-go] [-memory MiB] [-cpus N] [-accel auto|kvm|tcg] [-serial-log FILE]
+       skewtest vm up   [-name N] [-share DIR[:ro]]... [-go] [-forward PORT]... [-memory MiB] [-cpus N] [-accel auto|kvm|tcg] [-serial-log FILE]
        skewtest vm exec [-name N] [up flags] -- CMD [ARG...]   (boots, runs, removes the guest when N is not up)
-       skewtest vm down [-name N]`
+       skewtest vm down [-name N]
+       skewtest vm kops-node -out DIR -server URL [-busybox FILE] [-pvs N] [-kubelet VERSION]
+                        (in the guest: a local cluster whose node's kubelet systemd runs as
+                        kops lays it out, until SIGTERM or stdin ends; make test-hosts)`
 
 // exitStatus is a guest command's exit code, which skewtest vm exec exits
 // with.
@@ -52,6 +56,9 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		}
 		fmt.Printf("guest %s is up (%s, boot %.0fs): skewtest vm exec -name %s -- CMD; skewtest vm down -name %s\n",
 			inst.Name, inst.Accel, inst.BootSeconds, inst.Name, inst.Name)
+		for guest, host := range inst.Forwards {
+			fmt.Printf("guest port %d: %s\n", guest, host)
+		}
 		fmt.Printf("ssh -i %s -o UserKnownHostsFile=%s -p %s %s@127.0.0.1\n", inst.KeyFile, inst.KnownHostsFile,
 			inst.SSHAddress[strings.LastIndex(inst.SSHAddress, ":")+1:], inst.User)
 		return nil
@@ -85,6 +92,8 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 			return &exitStatus{code}
 		}
 		return infrastructure(err)
+	case "kops-node":
+		return kopsNodeCmd(ctx, logger, args[1:])
 	case "down":
 		f, err := parseVMFlags(args[0], args[1:])
 		if err != nil {
@@ -107,6 +116,7 @@ type vmFlags struct {
 	cpus      int
 	accel     string
 	serialLog string
+	forwards  []int
 	argv      []string
 	// changed: a flag other than -name was given.
 	changed bool
@@ -132,6 +142,14 @@ func parseVMFlags(verb string, args []string) (*vmFlags, error) {
 			return nil
 		})
 		fs.BoolVar(&f.goTools, "go", false, "share the host's Go toolchain and caches, and put go on the guest's PATH")
+		fs.Func("forward", "a guest TCP port forwarded from a free port on the host's loopback (repeatable; vm up prints the host's)", func(v string) error {
+			port, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("-forward %q: want a port number", v)
+			}
+			f.forwards = append(f.forwards, port)
+			return nil
+		})
 		fs.IntVar(&f.memory, "memory", vm.DefaultMemoryMiB, "guest memory in MiB")
 		fs.IntVar(&f.cpus, "cpus", vm.DefaultCPUs, "guest CPUs")
 		fs.StringVar(&f.accel, "accel", string(vm.AccelAuto), "auto, kvm or tcg")
@@ -180,7 +198,7 @@ func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm
 		serial = filepath.Join(artifacts, "vm", f.name, "serial.log")
 	}
 	inst, err := vm.Up(ctx, vm.Config{
-		Name: f.name, Image: img, Shares: shares, Env: env, SerialLog: serial,
+		Name: f.name, Image: img, Shares: shares, Env: env, SerialLog: serial, Forwards: f.forwards,
 		MemoryMiB: f.memory, CPUs: f.cpus, Accel: vm.Accel(f.accel), Logger: logger,
 		// vm up returns with the guest running; vm exec's own guest is
 		// ended with this process.

@@ -2,12 +2,14 @@ package hosts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/clusters/vm"
+	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -44,6 +47,8 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		stateDir  string
 		qemuProcs func() []string
 		before    []string
+		busybox   string // a static busybox, in the guest too
+		kops      *kopsNode
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -79,6 +84,15 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
 		o, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "go build ./scripts/skewtest: %s", o)
+		busybox = filepath.Join(binDir, "busybox")
+
+		By("compiling on the host the programs the local provider compiles at run time")
+		prebuildGuestPrograms(ctx, src, binDir)
+
+		By("copying a static busybox for the kops-style node's workload image (no registry in the guest)")
+		bb, err := os.ReadFile(busyboxPath)
+		Expect(err).NotTo(HaveOccurred(), "a static busybox at %s: apt-get install busybox-static (scripts/install-deps.sh)", busyboxPath)
+		Expect(os.WriteFile(filepath.Join(binDir, "busybox"), bb, 0o755)).To(Succeed())
 
 		By("building (or finding) the guest image")
 		ictx, cancel := context.WithTimeout(ctx, imageBudget)
@@ -99,8 +113,8 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		defer cancel()
 		start := time.Now()
 		inst, err = vm.Up(bctx, vm.Config{
-			Name: instanceName, Image: img, StateDir: stateDir, Shares: shares,
-			Env:       append(goEnv, "SKEWTEST_CACHE="+cache),
+			Name: instanceName, Image: img, StateDir: stateDir, Shares: shares, Forwards: []int{kopsnode.APIServerPort},
+			Env:       append(goEnv, "SKEWTEST_CACHE="+cache, prebuiltEnv+"="+binDir),
 			SerialLog: filepath.Join(out, "serial.log"), Logger: logger,
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -111,12 +125,16 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		if inst == nil {
 			return
 		}
+		if kops != nil {
+			// A spec that failed before tearing it down itself.
+			_ = kops.stop(ctx)
+		}
 		Expect(inst.Down(ctx)).To(Succeed())
 		By("checking that nothing of the guest is left on the host")
 		Expect(qemuProcs()).To(Equal(before), "qemu processes of the instance after Down")
 		_, err := os.Stat(filepath.Join(stateDir, instanceName))
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the instance's state (overlay, keys) after Down: %v", err)
-	}, NodeTimeout(2*time.Minute))
+	}, NodeTimeout(kopsTeardownBudget+2*time.Minute))
 
 	It("runs systemd as PID 1", func(ctx SpecContext) {
 		Expect(guest(ctx, inst, "cat", "/proc/1/comm")).To(Equal("systemd"))
@@ -153,6 +171,91 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		reports, _ := filepath.Glob(filepath.Join(out, "*", "report.md"))
 		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", out)
 	}, NodeTimeout(runBudget))
+
+	It("leaves no systemd unit of the run in the guest", func(ctx SpecContext) {
+		units := guest(ctx, inst, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*")
+		AddReportEntry("systemctl list-units --all 'skewtest*' after the local run", units)
+		Expect(runUnits(units)).To(BeEmpty(), "units of the run left after its teardown (the guest's own %s aside)", vmSetupUnit)
+		Expect(guestOutput(ctx, inst, "sh", "-c", "ls -d /sys/fs/cgroup/system.slice/skewtest-* 2>/dev/null || true")).To(BeEmpty(), "cgroups of the run left")
+	}, NodeTimeout(5*time.Minute))
+
+	It("serves a kops-style node of a real cluster from the guest", func(ctx SpecContext) {
+		start := time.Now()
+		kops = startKopsNode(inst, src, bin, busybox, filepath.Join(out, "kops-node"))
+		select {
+		case <-kops.ready:
+		case err := <-kops.done:
+			kops = nil
+			Fail(fmt.Sprintf("skewtest vm kops-node ended before its node was ready: %v", err))
+		case <-ctx.Done():
+			Fail("the kops-style node was not ready in time")
+		}
+		AddReportEntry("kops-style node up in the guest", fmt.Sprintf("%s (local provider's control plane, node handed to systemd)", time.Since(start).Round(time.Second)))
+		info := kops.info
+		Expect(guest(ctx, inst, "systemctl", "show", "-p", "FragmentPath,EnvironmentFiles,Restart,ActiveState", "--value", kopsnode.Unit)).
+			To(And(ContainSubstring(kopsnode.UnitFile), ContainSubstring(kopsnode.EnvironmentFile), ContainSubstring("always"), ContainSubstring("active")))
+		Expect(guest(ctx, inst, "cat", kopsnode.EnvironmentFile)).To(ContainSubstring("--config=" + kopsnode.ConfigFile))
+		kops.ownSHA = guest(ctx, inst, "sh", "-c", "sha256sum "+kopsnode.Binary+" | cut -d' ' -f1")
+		Expect(kops.ownSHA).To(HaveLen(64))
+		By("reaching the API server from the host through the forward")
+		Expect(nodeState(ctx, kops.kubeconfig(), info.Node)).To(Equal("Ready " + info.KubeletVersion))
+	}, NodeTimeout(kopsBudget))
+
+	It("passes the default sign-off plan through the existing provider, from the host, against the guest's node", func(ctx SpecContext) {
+		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		start := time.Now()
+		cmd := osexec.CommandContext(ctx, bin, "run")
+		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing"))...)
+		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
+		err := cmd.Run()
+		took := time.Since(start).Round(time.Second)
+		AddReportEntry("sign-off plan through the existing provider", fmt.Sprintf("%s, exit %d", took, exitCode(err)))
+		Expect(err).NotTo(HaveOccurred(), "skewtest run with PROVIDER=existing (reports: %s)", filepath.Join(out, "existing"))
+		reports, _ := filepath.Glob(filepath.Join(out, "existing", "*", "report.md"))
+		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", filepath.Join(out, "existing"))
+		kops.expectOwnKubelet(ctx, inst)
+	}, NodeTimeout(runBudget))
+
+	It("puts the node's own kubelet back with skewtest clean after the harness is SIGKILLed in the middle of a hop", func(ctx SpecContext) {
+		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		start := time.Now()
+		cmd := osexec.CommandContext(ctx, bin, "run")
+		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing-killed"))...)
+		logs, err := cmd.StderrPipe()
+		Expect(err).NotTo(HaveOccurred())
+		cmd.Stdout = GinkgoWriter
+		Expect(cmd.Start()).To(Succeed())
+		stateDir, swapped := watchForSwap(logs, killVersion)
+		Expect(swapped).To(BeTrue(), "the run ended before it swapped the kubelet to %s", killVersion)
+		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		werr := cmd.Wait()
+		var ee *osexec.ExitError
+		Expect(errors.As(werr, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL).To(BeTrue(), "the harness ended with %v, not SIGKILL", werr)
+		killedAt := time.Since(start).Round(time.Second)
+		Expect(stateDir).NotTo(BeEmpty(), "the run never logged its state directory")
+		active, _ := guestOutput(ctx, inst, "systemctl", "is-active", kopsnode.Unit)
+		Expect(active).NotTo(Equal("active"), "the kubelet runs after a kill between swap and start")
+
+		By("skewtest clean " + stateDir)
+		cstart := time.Now()
+		clean := osexec.CommandContext(ctx, bin, "clean", stateDir)
+		clean.Dir, clean.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing-killed"))...)
+		clean.Stdout, clean.Stderr = GinkgoWriter, GinkgoWriter
+		Expect(clean.Run()).To(Succeed(), "skewtest clean %s", stateDir)
+		AddReportEntry("SIGKILL mid-hop, then skewtest clean", fmt.Sprintf("killed %s after the start, after the swap to %s; clean took %s", killedAt, killVersion, time.Since(cstart).Round(time.Second)))
+		_, err = os.Stat(stateDir)
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the state directory after clean: %v", err)
+		kops.expectOwnKubelet(ctx, inst)
+	}, NodeTimeout(runBudget))
+
+	It("removes the kops-style node and its cluster from the guest", func(ctx SpecContext) {
+		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		Expect(kops.stop(ctx)).To(Succeed(), "skewtest vm kops-node's teardown")
+		kops = nil
+		Expect(guestOutput(ctx, inst, "sh", "-c", "ls "+strings.Join([]string{kopsnode.UnitFile, kopsnode.Binary + "*", kopsnode.EnvironmentFile, kopsnode.ConfigFile}, " ")+" 2>/dev/null || true")).To(BeEmpty(), "kops layout files left")
+		units := guest(ctx, inst, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*", kopsnode.Unit+".service")
+		Expect(runUnits(units)).To(BeEmpty(), "units left")
+	}, NodeTimeout(kopsTeardownBudget))
 })
 
 // guest runs argv in the guest and returns its trimmed stdout; it must
@@ -200,6 +303,32 @@ func resolveOnHost(ctx context.Context, logger *slog.Logger, cache string) {
 	}
 	_, err := mb.BuildTool(ctx, binaries.Containerd)
 	Expect(err).NotTo(HaveOccurred())
+}
+
+// guestBuilds are the programs the local provider compiles at run time
+// (clusters/internal/images: its pods' program and its CSI driver).
+var guestBuilds = map[string]string{
+	"podbin":              "./clusters/internal/podbin",
+	"skewtest-csi-driver": "./clusters/internal/csidriver/cmd/skewtest-csi-driver",
+}
+
+// prebuiltEnv is clusters/internal/images.PrebuiltEnv.
+const prebuiltEnv = "SKEWTEST_PREBUILT"
+
+// prebuildGuestPrograms compiles guestBuilds on the host into dir, with
+// the images package's flags, for the guest to take (prebuiltEnv): in
+// the emulated guest go build took minutes even with a warm build cache
+// and starved the control plane starting beside it (an API server
+// exited; another's watch cache never synced).
+func prebuildGuestPrograms(ctx context.Context, src, dir string) {
+	GinkgoHelper()
+	for name, pkg := range guestBuilds {
+		build := osexec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, name), pkg)
+		build.Dir = src
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		o, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, o)
+	}
 }
 
 // processesNaming lists the host's processes whose command line contains s.

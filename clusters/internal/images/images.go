@@ -61,10 +61,28 @@ func BuildCSIDriverBinary(ctx context.Context, dir string) (string, error) {
 	return compile(ctx, dir, csiDriverPackage, "skewtest-csi-driver")
 }
 
-// compile builds pkg into a static binary, dir/binName.
+// PrebuiltEnv names a directory holding the programs this package
+// compiles (podbin, skewtest-csi-driver), compiled in advance from the
+// same source tree with the same flags (CGO_ENABLED=0 go build -trimpath
+// -ldflags "-s -w"). make test-hosts sets it in its emulated guest: there
+// go build takes minutes even with every package in the build cache (it
+// hashes every source file), and starved the control plane starting
+// beside it; on the host it takes seconds.
+const PrebuiltEnv = "SKEWTEST_PREBUILT"
+
+// compile builds pkg into a static binary, dir/binName, or takes it from
+// $PrebuiltEnv.
 func compile(ctx context.Context, dir, pkg, binName string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
+	}
+	if pre := os.Getenv(PrebuiltEnv); pre != "" {
+		b, err := os.ReadFile(filepath.Join(pre, binName))
+		if err != nil {
+			return "", fmt.Errorf("%s=%s: %w (or unset it to build %s here)", PrebuiltEnv, pre, err, pkg)
+		}
+		bin := filepath.Join(dir, binName)
+		return bin, os.WriteFile(bin, b, 0o755)
 	}
 	bin := filepath.Join(dir, binName)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
@@ -156,4 +174,74 @@ func FromLayers(layers []v1.Layer, edit func(*v1.Config)) (v1.Image, error) {
 	cfg.Architecture, cfg.OS = runtime.GOARCH, "linux"
 	edit(&cfg.Config)
 	return mutate.ConfigFile(img, cfg)
+}
+
+// busyboxApplets are the programs storage.BusyboxCommand runs, as links to
+// busybox in the image's /bin.
+var busyboxApplets = []string{"sh", "cat", "date", "mv", "sleep"}
+
+// BuildBusybox writes an image, ref, holding only a static busybox (as
+// /bin/busybox, with links for the programs storage.BusyboxCommand needs)
+// into a tarball in dir, and returns its path: the stock workload image
+// of an existing cluster, for a cluster with no registry to pull it from
+// (make test-hosts' kops-style node).
+func BuildBusybox(dir, busybox, ref string) (string, error) {
+	bin, err := os.ReadFile(busybox)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdrs := []*tar.Header{
+		{Name: "bin/", Mode: 0o755, Typeflag: tar.TypeDir},
+		{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg},
+	}
+	for _, a := range busyboxApplets {
+		hdrs = append(hdrs, &tar.Header{Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, Typeflag: tar.TypeSymlink})
+	}
+	hdrs = append(hdrs, &tar.Header{Name: "data/", Mode: 0o777, Typeflag: tar.TypeDir}, &tar.Header{Name: "tmp/", Mode: 0o777, Typeflag: tar.TypeDir})
+	for _, h := range hdrs {
+		if err := tw.WriteHeader(h); err != nil {
+			return "", err
+		}
+		if h.Name == "bin/busybox" {
+			if _, err := tw.Write(bin); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	img, err := FromLayers([]v1.Layer{layer}, func(c *v1.Config) {
+		c.Env = []string{"PATH=/bin"}
+		c.Entrypoint = []string{"/bin/sh"}
+	})
+	if err != nil {
+		return "", err
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "busybox.tar")
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := tarball.Write(tag, img, f); err != nil {
+		return "", fmt.Errorf("write image tarball %s: %w", out, err)
+	}
+	return out, f.Close()
 }

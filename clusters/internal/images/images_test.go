@@ -183,3 +183,98 @@ func TestBuildOutsideTheModule(t *testing.T) {
 		t.Errorf("error %q does not say where to run from", err)
 	}
 }
+
+// The busybox image holds the given busybox at /bin/busybox and a link for
+// every program storage.BusyboxCommand runs, with /bin on PATH.
+func TestBuildBusybox(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "busybox-in")
+	content := []byte("\x7fELF not really busybox")
+	if err := os.WriteFile(fake, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "localhost/skewtest/busybox:test"
+	path, err := BuildBusybox(filepath.Join(dir, "out"), fake, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(path, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cfg.Config.Env, "PATH=/bin") || cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
+		t.Errorf("config: env %q, platform %s/%s; want PATH=/bin, linux/%s", cfg.Config.Env, cfg.OS, cfg.Architecture, runtime.GOARCH)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %d, %v; want 1", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	files := map[string]*tar.Header{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name == "bin/busybox" {
+			b, _ := io.ReadAll(tr)
+			if !bytes.Equal(b, content) || h.Mode != 0o755 {
+				t.Errorf("bin/busybox: %d bytes mode %o, want the given file, mode 755", len(b), h.Mode)
+			}
+		}
+		files[h.Name] = h
+	}
+	for _, prog := range []string{"sh", "sleep", "date", "mv", "cat"} {
+		h, ok := files["bin/"+prog]
+		if !ok || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
+			t.Errorf("bin/%s: %+v; want a link to busybox (layer holds %v)", prog, h, keys(files))
+		}
+	}
+	for _, d := range []string{"bin/busybox", "data/", "tmp/"} {
+		if _, ok := files[d]; !ok {
+			t.Errorf("layer lacks %s", d)
+		}
+	}
+	if _, err := BuildBusybox(dir, filepath.Join(dir, "missing"), ref); err == nil {
+		t.Error("BuildBusybox took a busybox that does not exist")
+	}
+}
+
+// With PrebuiltEnv set, the programs come from there, unbuilt; a missing
+// one is an error naming the setting.
+func TestBuildTakesPrebuiltPrograms(t *testing.T) {
+	pre := t.TempDir()
+	fake := []byte("\x7fELF prebuilt csi driver")
+	if err := os.WriteFile(filepath.Join(pre, "skewtest-csi-driver"), fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(PrebuiltEnv, pre)
+	dir := t.TempDir()
+	bin, err := BuildCSIDriverBinary(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(bin); !bytes.Equal(got, fake) || filepath.Dir(bin) != dir {
+		t.Errorf("BuildCSIDriverBinary = %s holding %q; want the prebuilt program copied into %s", bin, got, dir)
+	}
+	_, err = Build(t.Context(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), PrebuiltEnv) {
+		t.Errorf("Build without a prebuilt podbin: %v; want an error naming %s", err, PrebuiltEnv)
+	}
+}

@@ -1,0 +1,444 @@
+// Package kopsnode makes the guest of make test-hosts a real node of a real
+// cluster, laid out as kops lays out its nodes, for the existing provider
+// to test from the host over SSH.
+//
+// It runs inside the guest (skewtest vm kops-node). The local provider
+// (clusters/local) brings up its cluster there as on any host: etcd and
+// the control plane, the node's containerd, skewtest's CSI driver and the
+// node's kubelet, Ready. Then the node's kubelet is handed to systemd
+// (local.Node.HandOffKubelet), as kops' nodeup installs it
+// (nodeup/pkg/model/kubelet.go; ../shared/notes/kops-aws-facts.md):
+//
+//   - the binary at /usr/local/bin/kubelet;
+//   - its flags in /etc/sysconfig/kubelet (DAEMON_ARGS), read through
+//     EnvironmentFile;
+//   - its config at /var/lib/kubelet/kubelet.conf;
+//   - /lib/systemd/system/kubelet.service with Restart=always,
+//     RestartSec=2s, KillMode=process.
+//
+// The kubelet keeps the local provider's --root-dir, under the run
+// directory: the CSI driver registered there. What an existing cluster
+// offers a test, it gets too: a StorageClass of its own (no provisioner,
+// WaitForFirstConsumer) with PVs of skewtest's CSI driver made in advance
+// on the node, a busybox image in the node's containerd (there is no
+// registry), and the API server reachable from outside the guest (a
+// forwarder on the guest's network address; qemu forwards a host port to
+// it, and the API server's certificate covers 127.0.0.1).
+//
+// Serve keeps all of it until its context ends, then stops and removes the
+// unit and its files and tears the cluster down.
+package kopsnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
+)
+
+// The node's layout, as kops makes it.
+const (
+	Unit            = "kubelet"
+	UnitFile        = "/lib/systemd/system/kubelet.service"
+	Binary          = "/usr/local/bin/kubelet"
+	EnvironmentFile = "/etc/sysconfig/kubelet"
+	ConfigFile      = "/var/lib/kubelet/kubelet.conf"
+	// healthzPort is the kubelet's default, which the existing provider
+	// polls (systemdkubelet.DefaultHealthzURL).
+	healthzPort = 10248
+)
+
+// What the cluster offers a test of the node.
+const (
+	// StorageClass gives volumes on the node: PVs made in advance, bound
+	// when a pod is scheduled.
+	StorageClass = "skewtest-node-local"
+	// Image is the workload image in the node's containerd.
+	Image = "localhost/skewtest/busybox:v1"
+	// APIServerPort is the guest port the API server is forwarded from.
+	APIServerPort = 6443
+	// InfoFile, in Config.Out, describes the node for the test (Info).
+	InfoFile = "node.json"
+	// KubeconfigFile, in Config.Out, is the admin kubeconfig, with its
+	// credentials inline and the server Config.Server.
+	KubeconfigFile = "kubeconfig"
+)
+
+// ReadyLine starts the line `skewtest vm kops-node` prints once the node
+// can be tested; the node's Info follows as JSON.
+const ReadyLine = "kops-node ready: "
+
+// pvSize is each PV's capacity: at least what a scenario asks for.
+const pvSize = "64Mi"
+
+// unitText is the kubelet's unit as kops writes it, but for ExecStart's
+// $DAEMON_ARGS, unquoted here so that systemd splits it into arguments.
+const unitText = `[Unit]
+Description=Kubernetes Kubelet Server (laid out as kops lays out a node; skewtest make test-hosts)
+Documentation=https://github.com/kubernetes/kubernetes
+After=containerd.service
+
+[Service]
+EnvironmentFile=` + EnvironmentFile + `
+ExecStart=` + Binary + ` $DAEMON_ARGS
+Restart=always
+RestartSec=2s
+StartLimitInterval=0
+KillMode=process
+User=root
+CPUAccounting=true
+MemoryAccounting=true
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// Config configures Serve.
+type Config struct {
+	// RunID names the local provider's run.
+	RunID    string
+	RunRoot  string
+	CacheDir string
+	// Kubelet is the node's own kubelet; the control plane runs
+	// APIServerVersion.
+	Kubelet          binaries.Binary
+	APIServerVersion string
+	// Busybox is a static busybox (Debian's busybox-static), the workload
+	// image's only program.
+	Busybox string
+	// PVs is how many volumes StorageClass has on the node.
+	PVs int
+	// Out receives KubeconfigFile and InfoFile.
+	Out string
+	// Server is the API server's URL as the test reaches it (the host's
+	// end of the forward).
+	Server string
+	Logger *slog.Logger
+}
+
+// Info is what InfoFile holds: the settings of an existing-provider run
+// against the node.
+type Info struct {
+	Node           string `json:"node"`
+	KubeletVersion string `json:"kubeletVersion"`
+	KubeletUnit    string `json:"kubeletUnit"`
+	KubeletBinary  string `json:"kubeletBinary"`
+	KubeletRootDir string `json:"kubeletRootDir"`
+	StorageClass   string `json:"storageClass"`
+	Image          string `json:"image"`
+	PVs            int    `json:"pvs"`
+}
+
+// handoff is what Serve needs of the local provider's node.
+type handoff interface {
+	nodes.Node
+	HandOffKubelet(ctx context.Context, healthzPort int) (local.KubeletHandoff, error)
+	ContainerdSocket() string
+}
+
+var _ handoff = (*local.Node)(nil)
+
+// Serve brings the node up, calls ready once the test can use it, and
+// keeps it until ctx ends; then it removes everything it made. Its error
+// joins the bring-up's, or the teardown's.
+func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkFree(); err != nil {
+		return err
+	}
+	apiV, err := version.ParseSemantic(cfg.APIServerVersion)
+	if err != nil {
+		return fmt.Errorf("kopsnode: API server version %q: %w", cfg.APIServerVersion, err)
+	}
+	if _, err := os.Stat(cfg.Busybox); err != nil {
+		return fmt.Errorf("kopsnode: busybox: %w (apt-get install busybox-static)", err)
+	}
+	factor, err := timeouts.Parse(os.Getenv(timeouts.FactorEnv))
+	if err != nil {
+		return fmt.Errorf("kopsnode: %w", err)
+	}
+	p, err := local.New(local.Config{RunID: cfg.RunID, RunRoot: cfg.RunRoot, CacheDir: cfg.CacheDir,
+		APIServerVersion: apiV, Kubelets: []binaries.Binary{cfg.Kubelet}, Logger: log})
+	if err != nil {
+		return err
+	}
+	// Teardown runs whatever happened, on a context of its own: ctx's end
+	// is what starts it.
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(5*time.Minute, factor))
+		defer cancel()
+		err = errors.Join(err, removeUnit(tctx, log), p.Down(tctx))
+	}()
+	start := time.Now()
+	if err := p.Up(ctx); err != nil {
+		return err
+	}
+	ns, err := p.TestNodes(ctx)
+	if err != nil {
+		return err
+	}
+	n, ok := ns[0].(handoff)
+	if !ok {
+		return fmt.Errorf("kopsnode: the local provider's node %s cannot hand its kubelet off", ns[0])
+	}
+	rc, err := p.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	if err := importBusybox(ctx, p.Binaries(), n.ContainerdSocket(), cfg.Busybox, filepath.Join(p.RunDir(), "busybox")); err != nil {
+		return err
+	}
+	if err := makeVolumes(ctx, cs, n.String(), cfg.RunID, cfg.PVs); err != nil {
+		return err
+	}
+	h, err := n.HandOffKubelet(ctx, healthzPort)
+	if err != nil {
+		return err
+	}
+	if err := installUnit(ctx, h); err != nil {
+		return err
+	}
+	res, err := resources.New(rc)
+	if err != nil {
+		return err
+	}
+	if err := conditions.WaitNodeReady(ctx, res, n.String(), cfg.Kubelet.Version, timeouts.Scale(2*time.Minute, factor)); err != nil {
+		return fmt.Errorf("kopsnode: the kubelet under systemd: %w (journalctl -u %s)", err, Unit)
+	}
+	log.Info("kopsnode: the node's kubelet runs under systemd as kops lays it out", "node", n.String(), "unit", UnitFile, "took", time.Since(start).Round(time.Second))
+	stopForward, err := forward(ctx, rc.Host, log)
+	if err != nil {
+		return err
+	}
+	defer stopForward()
+	if err := writeKubeconfig(p.KubeconfigPath(), cfg.Server, filepath.Join(cfg.Out, KubeconfigFile)); err != nil {
+		return err
+	}
+	info := Info{Node: n.String(), KubeletVersion: cfg.Kubelet.Version, KubeletUnit: Unit, KubeletBinary: Binary,
+		KubeletRootDir: n.KubeletRootDir(), StorageClass: StorageClass, Image: Image, PVs: cfg.PVs}
+	b, _ := json.MarshalIndent(info, "", "  ")
+	if err := os.WriteFile(filepath.Join(cfg.Out, InfoFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	ready(info)
+	<-ctx.Done()
+	log.Info("kopsnode: tearing the node down", "cause", context.Cause(ctx))
+	return nil
+}
+
+// checkFree refuses a guest where the kops layout's files already exist:
+// they are not Serve's to replace or remove.
+func checkFree() error {
+	for _, f := range []string{UnitFile, Binary, EnvironmentFile, ConfigFile} {
+		if _, err := os.Stat(f); err == nil {
+			return fmt.Errorf("kopsnode: %s exists: this host already has a kubelet laid out as kops does; use a fresh guest", f)
+		}
+	}
+	return nil
+}
+
+// installUnit lays the kubelet out as kops does and starts its unit.
+func installUnit(ctx context.Context, h local.KubeletHandoff) error {
+	bin, err := os.ReadFile(h.Binary)
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		path string
+		mode os.FileMode
+		data []byte
+	}{
+		{Binary, 0o755, bin},
+		{ConfigFile, 0o644, []byte(h.Config)},
+		{EnvironmentFile, 0o644, []byte(`DAEMON_ARGS="--config=` + ConfigFile + " " + strings.Join(h.Flags, " ") + "\"\n")},
+		{UnitFile, 0o644, []byte(unitText)},
+	}
+	for _, f := range files {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f.path, f.data, f.mode); err != nil {
+			return fmt.Errorf("kopsnode: %w", err)
+		}
+	}
+	for _, argv := range [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "--now", Unit}} {
+		if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("kopsnode: %s: %w: %s", strings.Join(argv, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// removeUnit stops and disables the unit and removes the kops layout's
+// files, with whatever a killed swap left beside the binary; the local
+// provider's teardown then removes the rest. A unit that was never made
+// is nothing to do.
+func removeUnit(ctx context.Context, log *slog.Logger) error {
+	if _, err := os.Stat(UnitFile); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	if out, err := exec.CommandContext(ctx, "systemctl", "disable", "--now", Unit).CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("kopsnode: systemctl disable --now %s: %w: %s", Unit, err, out))
+	}
+	olds, _ := filepath.Glob(Binary + ".skewtest-*")
+	for _, f := range append([]string{UnitFile, Binary, EnvironmentFile, ConfigFile}, olds...) {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	// Made for the layout; empty now unless something else uses them.
+	for _, d := range []string{filepath.Dir(EnvironmentFile), filepath.Dir(ConfigFile)} {
+		_ = os.Remove(d)
+	}
+	if out, err := exec.CommandContext(ctx, "systemctl", "daemon-reload").CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("kopsnode: systemctl daemon-reload: %w: %s", err, out))
+	}
+	_ = exec.CommandContext(ctx, "systemctl", "reset-failed", Unit).Run()
+	log.Info("kopsnode: kubelet unit and its files removed", "unit", UnitFile)
+	return errors.Join(errs...)
+}
+
+// makeVolumes makes StorageClass and n PVs of skewtest's CSI driver on
+// node, unbound: as an administrator makes local volumes, bound by the
+// scheduler to whatever claims a pod on the node.
+func makeVolumes(ctx context.Context, cs kubernetes.Interface, node, runID string, n int) error {
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
+	}
+	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kopsnode: create StorageClass %s: %w", StorageClass, err)
+	}
+	qty := resource.MustParse(pvSize)
+	for i := range n {
+		name := fmt.Sprintf("%s-%s-%d", StorageClass, runID, i)
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: qty},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              StorageClass,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+					Driver: csidriver.Name, VolumeHandle: "vol-" + name,
+					VolumeAttributes: map[string]string{csidriver.VolumeContextCapacity: pvSize},
+				}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+				}}}},
+			},
+		}
+		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("kopsnode: create PV %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// writeKubeconfig writes the admin kubeconfig at from to to, with its
+// files inline and its server replaced by server.
+func writeKubeconfig(from, server, to string) error {
+	kc, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return err
+	}
+	if err := clientcmdapi.FlattenConfig(kc); err != nil {
+		return err
+	}
+	for _, c := range kc.Clusters {
+		c.Server = server
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return clientcmd.WriteToFile(*kc, to)
+}
+
+// forward accepts on APIServerPort of every address but loopback's and
+// relays each connection to the API server at apiURL: the API server
+// listens on the guest's loopback only, which qemu's forward cannot reach.
+// TLS passes through; the host sees the API server's own certificate.
+func forward(ctx context.Context, apiURL string, log *slog.Logger) (stop func(), err error) {
+	u, err := url.Parse(apiURL)
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf(":%d", APIServerPort))
+	if err != nil {
+		return nil, fmt.Errorf("kopsnode: listen for the API server's forward: %w", err)
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				select {
+				case <-done:
+				default:
+					log.Error("kopsnode: API server forward", "err", err)
+				}
+				return
+			}
+			go relay(ctx, c, u.Host)
+		}
+	})
+	return func() {
+		close(done)
+		l.Close()
+		wg.Wait()
+	}, nil
+}
+
+func relay(ctx context.Context, c net.Conn, target string) {
+	defer c.Close()
+	var d net.Dialer
+	t, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		return
+	}
+	defer t.Close()
+	go func() {
+		_, _ = io.Copy(t, c)
+		t.(*net.TCPConn).CloseWrite()
+	}()
+	_, _ = io.Copy(c, t)
+}

@@ -1,0 +1,197 @@
+package hosts
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/vm"
+	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+const (
+	// kopsBudget bounds the kops-style node's bring-up in the guest: the
+	// local provider's cluster, then the kubelet under systemd, Ready.
+	kopsBudget = 30 * time.Minute
+	// kopsTeardownBudget bounds its teardown.
+	kopsTeardownBudget = 10 * time.Minute
+	// busyboxPath is Debian's busybox-static on the host, shared into the
+	// guest for the node's workload image.
+	busyboxPath = "/bin/busybox"
+	// kopsReplicas is REPLICAS of each run against the node, and
+	// kopsRuns how many runs there are: each run's teardown deletes the
+	// PVs its claims bound, so the node has volumes for every run.
+	kopsReplicas = 3
+	kopsRuns     = 2
+	// vmSetupUnit is the guest image's own unit (clusters/vm), the only
+	// skewtest* unit a guest has before and after a run.
+	vmSetupUnit = "skewtest-vm-setup.service"
+)
+
+// killVersion is the plan's second kubelet: the kill comes once the run
+// swapped the node's kubelet to it, before starting it.
+var killVersion = strings.Split(skewrun.DefaultPlan, ",")[1]
+
+// kopsNode is `skewtest vm kops-node` running in the guest.
+type kopsNode struct {
+	info   kopsnode.Info
+	dir    string // its kubeconfig and node.json, shared with the host
+	ownSHA string // sha256 of the node's own kubelet
+	stdin  *io.PipeWriter
+	ready  chan struct{}
+	done   chan error
+}
+
+// startKopsNode starts skewtest vm kops-node in the guest, for as long as
+// its standard input stays open (stop closes it), with the API server
+// forwarded to the host.
+func startKopsNode(inst *vm.Instance, src, bin, busybox, dir string) *kopsNode {
+	GinkgoHelper()
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	server, ok := inst.Forwards[kopsnode.APIServerPort]
+	Expect(ok).To(BeTrue(), "the guest's API server port %d is not forwarded", kopsnode.APIServerPort)
+	k := &kopsNode{dir: dir, ready: make(chan struct{}), done: make(chan error, 1)}
+	in, stdin := io.Pipe()
+	k.stdin = stdin
+	outR, outW := io.Pipe()
+	script := fmt.Sprintf("cd %s && exec %s vm kops-node -out %s -server %s -busybox %s -pvs %d",
+		exec.ShellQuote(src), exec.ShellQuote(bin), exec.ShellQuote(dir), exec.ShellQuote("https://"+server), exec.ShellQuote(busybox), kopsRuns*kopsReplicas)
+	// Not the spec's context: the node serves the specs that follow.
+	cmd := inst.Command(context.Background(), "sh", "-c", script).
+		SetEnv(guestTimeoutFactor(inst.Accel)).SetStdin(in).SetStdout(outW).SetStderr(GinkgoWriter)
+	go func() {
+		err := cmd.Run()
+		outW.Close()
+		k.done <- err
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(GinkgoWriter, line)
+			if js, ok := strings.CutPrefix(line, kopsnode.ReadyLine); ok && json.Unmarshal([]byte(js), &k.info) == nil {
+				close(k.ready)
+			}
+		}
+	}()
+	return k
+}
+
+// stop ends skewtest vm kops-node by closing its standard input and waits
+// for its teardown.
+func (k *kopsNode) stop(ctx context.Context) error {
+	k.stdin.Close()
+	select {
+	case err := <-k.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("skewtest vm kops-node did not end: %w", context.Cause(ctx))
+	}
+}
+
+func (k *kopsNode) kubeconfig() string { return filepath.Join(k.dir, kopsnode.KubeconfigFile) }
+
+// runEnv are the settings of `skewtest run` with the existing provider
+// against the node, from the host, reports in artifacts.
+func (k *kopsNode) runEnv(inst *vm.Instance, artifacts string) []string {
+	return []string{
+		"PROVIDER=existing", "PLAN=" + skewrun.DefaultPlan, "ARTIFACTS=" + artifacts,
+		"KUBECONFIG=" + k.kubeconfig(), "NODES=" + k.info.Node,
+		"SSH_USER=" + inst.User, "SSH_KEY=" + inst.KeyFile, "SSH_KNOWN_HOSTS=" + inst.KnownHostsFile,
+		"SSH_ADDRESSES=" + k.info.Node + "=" + inst.SSHAddress,
+		"KUBELET_UNIT=" + k.info.KubeletUnit, "KUBELET_BINARY=" + k.info.KubeletBinary, "KUBELET_ROOT_DIR=" + k.info.KubeletRootDir,
+		"STORAGE_CLASS=" + k.info.StorageClass, "IMAGE=" + k.info.Image, fmt.Sprintf("REPLICAS=%d", kopsReplicas),
+		guestTimeoutFactor(inst.Accel),
+	}
+}
+
+// expectOwnKubelet checks that the node runs its own kubelet again, with
+// nothing left beside it, and is Ready at its version through the API
+// server.
+func (k *kopsNode) expectOwnKubelet(ctx context.Context, inst *vm.Instance) {
+	GinkgoHelper()
+	Expect(guest(ctx, inst, "systemctl", "is-active", k.info.KubeletUnit)).To(Equal("active"))
+	Expect(guest(ctx, inst, "sh", "-c", "sha256sum "+k.info.KubeletBinary+" | cut -d' ' -f1")).To(Equal(k.ownSHA), "the node's kubelet binary is not its own")
+	Expect(guest(ctx, inst, "sh", "-c", "ls "+k.info.KubeletBinary+"*")).To(Equal(k.info.KubeletBinary), "files left beside the kubelet")
+	Expect(nodeState(ctx, k.kubeconfig(), k.info.Node)).To(Equal("Ready " + k.info.KubeletVersion))
+}
+
+// nodeState is "Ready <kubelet version>" or what the node's Ready
+// condition says instead, through the API server of kubeconfig.
+func nodeState(ctx context.Context, kubeconfig, node string) (string, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return "", err
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return "Ready " + n.Status.NodeInfo.KubeletVersion, nil
+			}
+			return fmt.Sprintf("Ready=%s (%s: %s)", c.Status, c.Reason, c.Message), nil
+		}
+	}
+	return "", errors.New("no Ready condition")
+}
+
+// runUnits are the units in systemctl list-units --plain --no-legend
+// output, but the guest's own vmSetupUnit.
+func runUnits(listing string) []string {
+	var out []string
+	for _, line := range strings.Split(listing, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] != vmSetupUnit {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+var (
+	stateRE   = regexp.MustCompile(`msg="recorded the node's own kubelet".* state=(\S+)`)
+	swappedRE = regexp.MustCompile(`msg="kubelet swapped".* version=(\S+)`)
+)
+
+// watchForSwap reads a run's log until the kubelet was swapped to
+// version, and returns the state directory the run logged.
+func watchForSwap(logs io.Reader, version string) (stateDir string, swapped bool) {
+	sc := bufio.NewScanner(logs)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(GinkgoWriter, line)
+		if m := stateRE.FindStringSubmatch(line); m != nil {
+			stateDir = m[1]
+		}
+		if m := swappedRE.FindStringSubmatch(line); m != nil && m[1] == version {
+			return stateDir, true
+		}
+	}
+	return stateDir, false
+}
+
+// exitCode is err's exit code, 0 for nil.
+func exitCode(err error) int { return exec.ExitCode(err) }

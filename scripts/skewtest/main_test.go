@@ -177,14 +177,14 @@ func TestCLI(t *testing.T) {
 			env:    []string{"PROVIDER=nope", missing},
 			args:   []string{"run"},
 			code:   2,
-			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing"},
+			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing, kops"},
 		},
 		{
-			name:   "run with a planned provider",
+			name:   "run with kops and no AWS set-up",
 			env:    []string{"PROVIDER=kops", missing},
 			args:   []string{"run"},
 			code:   2,
-			stderr: []string{"PROVIDER=kops", "not implemented yet", "use PROVIDER=local, kind or existing"},
+			stderr: []string{"PROVIDER=kops", "no AWS region: set AWS_REGION", "no kops: not found in PATH", "no AWS credentials"},
 		},
 		{
 			name:   "run with a bad REPLICAS",

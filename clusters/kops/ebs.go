@@ -151,8 +151,8 @@ func (p *Provider) ebsSettled(ctx context.Context, instance, when string) (EBSSn
 			p.setLastSettled(snap)
 			return snap, nil
 		}
-		if time.Since(start) > ebsSettleTimeout {
-			return snap, fmt.Errorf("EBS attachments stuck for %s on %s: %s", ebsSettleTimeout, instance, strings.Join(stuck, ", "))
+		if time.Since(start) > p.settleTimeout {
+			return snap, fmt.Errorf("EBS attachments stuck for %s on %s: %s", p.settleTimeout, instance, strings.Join(stuck, ", "))
 		}
 		select {
 		case <-ctx.Done():

@@ -62,6 +62,8 @@ type Provider struct {
 	// validateRetry is the pause between kops validate calls that
 	// exited 2 (not valid yet).
 	validateRetry time.Duration
+	// settleTimeout bounds the wait for EBS attachments to settle.
+	settleTimeout time.Duration
 	// checkIPURL answers this machine's public address, for
 	// --admin-access when KOPS_ADMIN_ACCESS is unset.
 	checkIPURL string
@@ -122,7 +124,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, log: cfg.Logger, kube: func(rc *rest.Config) (kubernetes.Interface, error) {
 		return kubernetes.NewForConfig(rc)
-	}, validateRetry: defaultValidateRetry, checkIPURL: defaultCheckIPURL}
+	}, validateRetry: defaultValidateRetry, settleTimeout: ebsSettleTimeout, checkIPURL: defaultCheckIPURL}
 	p.state = State{RunID: cfg.RunID, Cluster: cfg.ClusterName(), Region: cfg.Region, StateStore: cfg.StateStore}
 	return p, nil
 }

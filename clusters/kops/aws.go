@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 )
 
 // EC2 is the part of the EC2 API the provider calls, so that tests can put
@@ -67,7 +68,9 @@ var errNoCredentials = errors.New("no AWS credentials")
 // region, and checks that it yields credentials. The credentials are never
 // copied anywhere: only the SDK holds them.
 func loadAWS(ctx context.Context, region string, httpClient *http.Client) (aws.Config, error) {
-	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region)}
+	// The SDK's own warnings (IMDS fallbacks off EC2) would only confuse
+	// the error that names what is missing.
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region), awsconfig.WithLogger(logging.Nop{})}
 	if httpClient != nil {
 		opts = append(opts, awsconfig.WithHTTPClient(httpClient))
 	}

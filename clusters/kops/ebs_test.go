@@ -138,6 +138,7 @@ func moveAttachments(t *testing.T, tr *testRun, state string, reads int) {
 // as attaching, and puts IDs, states and the settle time in the step's
 // notes and logs/ebs-evidence.txt.
 func TestEBSEvidenceThroughSwap(t *testing.T) {
+	t.Parallel()
 	tr, fk, vols := ebsRun(t)
 	ctx := t.Context()
 	n := tr.p.node
@@ -179,6 +180,7 @@ func TestEBSEvidenceThroughSwap(t *testing.T) {
 // TestEBSStuckAttachmentFailsTheHop: an attachment still detaching after
 // the settle timeout fails the start, naming the volume and its state.
 func TestEBSStuckAttachmentFailsTheHop(t *testing.T) {
+	t.Parallel()
 	tr, fk, vols := ebsRun(t)
 	ctx := t.Context()
 	n := tr.p.node
@@ -196,6 +198,7 @@ func TestEBSStuckAttachmentFailsTheHop(t *testing.T) {
 // TestEBSDetachedAfterHopFails: a volume attached before the hop and not
 // after fails it.
 func TestEBSDetachedAfterHopFails(t *testing.T) {
+	t.Parallel()
 	tr, fk, vols := ebsRun(t)
 	ctx := t.Context()
 	n := tr.p.node
@@ -222,6 +225,7 @@ func TestEBSDetachedAfterHopFails(t *testing.T) {
 // kubelet back; the start fails naming both sums, and the note says the
 // node rebooted. Down puts kops's kubelet back.
 func TestKubeletCheckedAfterReboot(t *testing.T) {
+	t.Parallel()
 	tr, fk, _ := ebsRun(t)
 	ctx := t.Context()
 	n := tr.p.node

@@ -20,6 +20,7 @@ import (
 // terminated instance's volume to read available. Unexpired runs and
 // resources without skewtest's run tag are never touched.
 func TestJanitorDryRunThenDelete(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	old := map[string]string{TagRunID: "old-run", TagOwner: "alice", TagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
 	fresh := map[string]string{TagRunID: "fresh-run", TagOwner: "bob", TagExpiry: now.Add(time.Hour).Format(time.RFC3339)}

@@ -152,6 +152,7 @@ func (tr *testRun) buckets(t *testing.T) []string {
 // kops delete cluster, the bucket deleted, the sweep finding nothing, and
 // the report's facts.
 func TestLifecycleAgainstFakes(t *testing.T) {
+	t.Parallel()
 	tr := newTestRun(t, func(w *fakeWorld) { w.NotValidFor = 2 })
 	ctx := t.Context()
 	if err := tr.p.Up(ctx); err != nil {
@@ -234,6 +235,7 @@ func TestLifecycleAgainstFakes(t *testing.T) {
 // TestUpDeletesLeftoverClusterFirst: a cluster of the same name is
 // deleted before create, as kubetest2-kops's Up runs Down first.
 func TestUpDeletesLeftoverClusterFirst(t *testing.T) {
+	t.Parallel()
 	var tr *testRun
 	tr = newTestRun(t, func(w *fakeWorld) {
 		w.Clusters["skewtest-20261201-080000-ab12.k8s.local"] = true
@@ -257,6 +259,7 @@ func TestUpDeletesLeftoverClusterFirst(t *testing.T) {
 // timeout); Down dumps the logs into the artifacts, deletes the cluster
 // and the bucket, and leaves nothing.
 func TestDownAfterFailedUp(t *testing.T) {
+	t.Parallel()
 	tr := newTestRun(t, func(w *fakeWorld) { w.NotValidFor = 1000 })
 	tr.p.cfg.ValidateTimeout = 300 * time.Millisecond
 	err := tr.p.Up(t.Context())
@@ -329,6 +332,7 @@ func TestDownAfterSIGINT(t *testing.T) {
 // group; the sweep waits for EC2 to catch up, deletes both and reports
 // them.
 func TestSweepDeletesWhatKopsLeft(t *testing.T) {
+	t.Parallel()
 	tr := newTestRun(t, func(w *fakeWorld) { w.LeakOnDelete = true })
 	ctx := t.Context()
 	if err := tr.p.Up(ctx); err != nil {

@@ -48,6 +48,7 @@ func TestValidateNamesWhatIsMissing(t *testing.T) {
 // TestValidateKopsVersionAgainstPlan: a kops two minors behind the plan's
 // API server is refused; one behind is accepted (KOPS_RUN_TOO_NEW_VERSION).
 func TestValidateKopsVersionAgainstPlan(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store := filepath.Join(dir, "world.json")
 	kops, _ := writeFakeTools(t, dir, store) // answers version 1.36.0
@@ -73,6 +74,7 @@ func TestValidateKopsVersionAgainstPlan(t *testing.T) {
 // TestDownloadKopsChecksSHA256: a binary whose sum differs from the
 // published one is refused and nothing is kept; a matching one is cached.
 func TestDownloadKopsChecksSHA256(t *testing.T) {
+	t.Parallel()
 	body := []byte("#!/bin/sh\necho 1.36.0\n")
 	sum := sha256.Sum256(body)
 	published := hex.EncodeToString(sum[:])

@@ -3,6 +3,7 @@ package kops
 import (
 	"fmt"
 	"log/slog"
+	"os/user"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ type Config struct {
 	// SSHKey (SSH_KEY) is the private key whose SSHKey+".pub" kops
 	// installs; empty: a keypair made for the run.
 	SSHKey string
-	// Owner (KOPS_OWNER, default $USER) and TTL (KOPS_TTL) go into the
+	// Owner (KOPS_OWNER, default the current user) and TTL (KOPS_TTL) go into the
 	// tags: who to ask, and when the janitor may delete.
 	Owner string
 	TTL   time.Duration
@@ -166,6 +167,11 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Owner == "" {
+		if u, err := user.Current(); err == nil {
+			c.Owner = u.Username
+		}
 	}
 }
 

@@ -225,6 +225,13 @@ func TestCLI(t *testing.T) {
 			stderr: []string{`MATRIX_NODES="0"`, "want a number from 1 to 12"},
 		},
 		{
+			name:   "janitor-aws without a region",
+			env:    []string{"AWS_REGION=", "AWS_DEFAULT_REGION="},
+			args:   []string{"janitor-aws"},
+			code:   2,
+			stderr: []string{"janitor-aws: no AWS region: set AWS_REGION"},
+		},
+		{
 			name:   "unknown command",
 			args:   []string{"nope"},
 			code:   2,

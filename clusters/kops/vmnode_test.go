@@ -38,6 +38,14 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The EBS evidence reads PVs through the run's kubeconfig: client-go's
+	// fake clientset stands behind it, holding none.
+	if err := os.MkdirAll(p.cfg.RunDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.KubeconfigPath(), []byte(fakeKubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p.kube = func(*rest.Config) (kubernetes.Interface, error) { return fake.NewClientset(), nil }
 	p.clients = &Clients{}
 	sn, err := existing.SSHNodeWithLayout("vm-node", addr, existing.SSHConfig{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv),

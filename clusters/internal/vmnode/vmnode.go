@@ -104,7 +104,7 @@ cat > /etc/systemd/system/kops-configuration.service <<'UNIT'
 Description=Stand-in for kops's nodeup at boot: reinstalls kops's kubelet
 [Service]
 Type=oneshot
-ExecStart=/bin/sh -c 'install -m 0755 /opt/kops-nodeup/kubelet /usr/local/bin/kubelet && systemctl restart kubelet.service'
+ExecStart=/bin/sh -c 'cp /opt/kops-nodeup/kubelet /usr/local/bin/kubelet.nodeup && mv -f /usr/local/bin/kubelet.nodeup /usr/local/bin/kubelet && systemctl restart kubelet.service'
 UNIT
 systemctl daemon-reload
 systemctl enable --now containerd.service

@@ -30,7 +30,7 @@ ACTIONLINT_VERSION = v1.7.12
 # Where .ci/run keeps the host's footprint from before its first test.
 FOOTPRINT ?= $(ARTIFACTS)/footprint-before.json
 
-.PHONY: footprint-save footprint-compare test test-images test-skew test-hosts test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
+.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
@@ -46,6 +46,7 @@ help:
 	@echo "make lint        gofmt, go vet, actionlint, shellcheck"
 	@echo "make deps        install host packages and Go modules"
 	@echo "make clean       remove what killed local runs left behind"
+	@echo "make janitor-aws list expired AWS resources of kops runs in AWS_REGION; DRY_RUN=false deletes them"
 	@echo "make footprint-save / footprint-compare  record the host's footprint in FOOTPRINT; name every difference from it"
 
 # -vet=off: make lint runs go vet. go test's own vet pass would compute
@@ -145,6 +146,12 @@ clean:
 # and compares after its last, so a leak of any test fails CI, named.
 footprint-save:
 	go run ./scripts/skewtest footprint save $(FOOTPRINT)
+
+# AWS resources of kops runs (tag skewtest.k8s.io/run-id) whose expiry tag
+# has passed, in AWS_REGION: listed by default, deleted with DRY_RUN=false.
+DRY_RUN ?= true
+janitor-aws:
+	go run ./scripts/skewtest janitor-aws -dry-run=$(DRY_RUN)
 
 footprint-compare:
 	go run ./scripts/skewtest footprint compare $(FOOTPRINT)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/kind"
+	"sigs.k8s.io/skewtest/clusters/kops"
 	"sigs.k8s.io/skewtest/clusters/local"
 )
 
@@ -22,6 +23,7 @@ const (
 	Local    = "local"
 	Existing = "existing"
 	Kind     = "kind"
+	Kops     = kops.Name
 )
 
 // The modes of skewtest's own CSI driver (Options.CSIMode), for callers
@@ -31,12 +33,6 @@ const (
 	CSIModeTmpfs = string(csidriver.ModeTmpfs)
 	CSIModeEBS   = string(csidriver.ModeEBS)
 )
-
-// planned are providers with an issue but no code yet, so the error can
-// say so instead of "unknown".
-var planned = map[string]string{
-	"kops": "the kops (AWS) provider is not implemented yet",
-}
 
 // Options configure New. Fields a provider does not use are ignored.
 type Options struct {
@@ -63,19 +59,21 @@ type Options struct {
 	// (the default when empty) or "ebs". The local provider runs both;
 	// kind runs tmpfs only so far.
 	CSIMode string
+	// Kops configures the kops provider; ArtifactsDir is the run's
+	// artifacts directory, where it dumps logs when Down runs before
+	// DumpClusterLogs did.
+	Kops         kops.Config
+	ArtifactsDir string
 }
 
 // Check reports whether name is a provider New can make, with an error
 // that names it and the choices.
 func Check(name string) error {
 	switch name {
-	case Local, Existing, Kind:
+	case Local, Existing, Kind, Kops:
 		return nil
 	}
-	if why, ok := planned[name]; ok {
-		return fmt.Errorf("provider %q: %s; use PROVIDER=%s, %s or %s", name, why, Local, Kind, Existing)
-	}
-	return fmt.Errorf("unknown provider %q: want one of %s", name, strings.Join([]string{Local, Kind, Existing}, ", "))
+	return fmt.Errorf("unknown provider %q: want one of %s", name, strings.Join([]string{Local, Kind, Existing, Kops}, ", "))
 }
 
 // CheckOptions is Check plus the checks of o that need no cluster, so a
@@ -90,8 +88,15 @@ func CheckOptions(name string, o Options) error {
 	if err := o.checkCSIMode(name); err != nil {
 		return err
 	}
-	if name == Kind {
+	switch name {
+	case Kind:
 		return kind.CheckCSI(o.KindCSI)
+	case Kops:
+		// kops, a region and AWS credentials, before anything is built
+		// or made.
+		cfg := o.Kops
+		cfg.APIServerVersion = o.APIServerVersion
+		return cfg.Validate(context.Background())
 	}
 	return nil
 }
@@ -142,6 +147,19 @@ func New(name string, o Options) (Provider, error) {
 			cfg.StateDir = filepath.Join(existingRunRoot(o.LocalRunRoot), existingDirPrefix+o.RunID)
 		}
 		return existing.New(cfg)
+	case Kops:
+		cfg := o.Kops
+		cfg.RunID, cfg.APIServerVersion, cfg.CacheDir, cfg.ArtifactsDir = o.RunID, o.APIServerVersion, o.CacheDir, o.ArtifactsDir
+		if cfg.Logger == nil {
+			cfg.Logger = o.Logger
+		}
+		if len(o.InitialKubelets) == 1 {
+			cfg.Kubelet = o.InitialKubelets[0]
+		}
+		if cfg.RunDir == "" {
+			cfg.RunDir = filepath.Join(existingRunRoot(o.LocalRunRoot), kops.RunDirPrefix+o.RunID)
+		}
+		return kops.New(cfg)
 	}
 	panic("unreachable: Check accepted " + name)
 }
@@ -153,7 +171,7 @@ func MaxTestNodes(name string) int {
 	switch name {
 	case Local:
 		return local.MaxNodes
-	case Kind:
+	case Kind, Kops:
 		return 1
 	}
 	return 0
@@ -217,6 +235,8 @@ func Clean(ctx context.Context, runDir string) error {
 	switch base := filepath.Base(runDir); {
 	case strings.HasPrefix(base, "kind-"):
 		return kind.Clean(ctx, runDir)
+	case strings.HasPrefix(base, kops.RunDirPrefix):
+		return kops.Clean(ctx, runDir)
 	case strings.HasPrefix(base, existingDirPrefix):
 		return existing.Clean(ctx, runDir)
 	}

@@ -11,8 +11,11 @@
 package capabilities
 
 import (
+	"time"
+
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/reports"
 )
 
 // WithBinaries is a provider that knows the binaries its cluster runs
@@ -41,4 +44,26 @@ type WithCSIDriver interface {
 // the order served.
 type WithCSICalls interface {
 	CSICalls() []csidriver.Call
+}
+
+// WithTeardownTimeout is a provider whose Down takes longer than a local
+// cluster's (deleting cloud resources and waiting until they are gone);
+// the run bounds its Down by this instead of its default.
+type WithTeardownTimeout interface {
+	TeardownTimeout() time.Duration
+}
+
+// WithRunFacts is a provider that knows facts for the report's
+// environment only once its cluster is gone (instance types, wall time,
+// an estimate of the cost, what the post-run sweep found); the run adds
+// them after Down.
+type WithRunFacts interface {
+	RunFacts() []reports.KeyValue
+}
+
+// WithStorageClass is a provider whose cluster comes with a StorageClass
+// for the workload's volumes (kops's default EBS CSI class); STORAGE_CLASS
+// still overrides it.
+type WithStorageClass interface {
+	StorageClass() string
 }

@@ -57,6 +57,11 @@ func (n *Node) KubeletRootDir() string { return n.driver.Layout.RootDir }
 // KubeletBinary is the path the kubelet unit runs (Config.KubeletBinary).
 func (n *Node) KubeletBinary() string { return n.driver.Layout.Binary }
 
+// KubeletDriver is the shared systemd driver of the node's kubelet, for
+// callers that put the node's own kubelet back themselves (Restore) or
+// read its unit's state.
+func (n *Node) KubeletDriver() *systemdkubelet.Driver { return n.driver }
+
 // Command implements exec.Cmder: argv runs on the node over a new SSH
 // session. Cancelling ctx sends SIGKILL to the command's process group and
 // closes the session.

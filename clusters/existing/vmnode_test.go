@@ -10,7 +10,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,92 +18,22 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+	"sigs.k8s.io/skewtest/clusters/internal/vmnode"
 )
 
-// The guest: SKEWTEST_VM_SSH is its host:port, SKEWTEST_VM_KEY and
-// SKEWTEST_VM_KNOWN_HOSTS what `skewtest vm up` prints; it logs in as root.
-// The kubelets come from $SKEWTEST_CACHE/module, which the guest shares
-// read-only at the same path.
-const (
-	vmSSHEnv        = "SKEWTEST_VM_SSH"
-	vmKeyEnv        = "SKEWTEST_VM_KEY"
-	vmKnownHostsEnv = "SKEWTEST_VM_KNOWN_HOSTS"
-	vmHelperEnv     = "SKEWTEST_VM_KILL_HELPER"
-)
-
-// kopsNodeSetup lays the guest out as kops lays out a node
-// (nodeup/pkg/model/kubelet.go): containerd as a unit, the kubelet at
-// /usr/local/bin/kubelet as kubelet.service with its flags in
-// /etc/sysconfig/kubelet (EnvironmentFile), its config in
-// /var/lib/kubelet/kubelet.conf, Restart=always, KillMode=process. The
-// kubelet runs standalone: there is no API server in the guest.
-const kopsNodeSetup = `set -eu
-C=${SKEWTEST_CACHE:-/root/.cache/skewtest}
-# Idempotent: an earlier round's kubelet must not keep running a binary
-# replaced under it.
-systemctl stop kubelet.service 2>/dev/null || true
-rm -f /usr/local/bin/kubelet.skewtest-orig /usr/local/bin/kubelet.skewtest-new
-install -m 0755 "$C/module/v1.37.2/bin/kubelet" /usr/local/bin/kubelet
-install -m 0755 "$C/tools/github.com_containerd_containerd_v2@v2.4.2/bin/containerd" /usr/local/bin/containerd
-cat > /etc/systemd/system/containerd.service <<'UNIT'
-[Service]
-ExecStart=/usr/local/bin/containerd
-Restart=always
-Delegate=yes
-KillMode=process
-[Install]
-WantedBy=multi-user.target
-UNIT
-mkdir -p /etc/sysconfig /var/lib/kubelet
-cat > /var/lib/kubelet/kubelet.conf <<'CONF'
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: systemd
-failSwapOn: false
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-CONF
-echo 'DAEMON_ARGS="--config=/var/lib/kubelet/kubelet.conf --v=2"' > /etc/sysconfig/kubelet
-cat > /lib/systemd/system/kubelet.service <<'UNIT'
-[Unit]
-Description=Kubernetes Kubelet Server, laid out as kops does
-After=containerd.service
-[Service]
-EnvironmentFile=/etc/sysconfig/kubelet
-ExecStart=/usr/local/bin/kubelet $DAEMON_ARGS
-Restart=always
-RestartSec=2s
-StartLimitInterval=0
-KillMode=process
-[Install]
-WantedBy=multi-user.target
-UNIT
-systemctl daemon-reload
-systemctl enable --now containerd.service
-systemctl enable kubelet.service
-`
+// vmHelperEnv tells the helper test it is the harness to kill.
+const vmHelperEnv = "SKEWTEST_VM_KILL_HELPER"
 
 func vmProvider(t *testing.T, stateDir string) (*Provider, *Node) {
 	t.Helper()
-	addr := os.Getenv(vmSSHEnv)
-	if addr == "" {
-		t.Fatalf("%s is not set: this test (build tag vmnode) needs a running guest: skewtest vm up, then its SSH address, key and known_hosts in %s, %s, %s", vmSSHEnv, vmSSHEnv, vmKeyEnv, vmKnownHostsEnv)
-	}
+	addr := vmnode.Addr(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := sshdtest.WriteKubeconfig(kc, "https://127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
 	p, err := New(Config{
 		Kubeconfig: kc, KubeletBinary: "/usr/local/bin/kubelet", RunID: "vm", StateDir: stateDir,
-		SSH:    SSHConfig{User: "root", KeyFile: os.Getenv(vmKeyEnv), KnownHostsFile: os.Getenv(vmKnownHostsEnv), Timeout: time.Minute},
+		SSH:    SSHConfig{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv), KnownHostsFile: os.Getenv(vmnode.KnownHostsEnv), Timeout: time.Minute},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
@@ -117,28 +46,11 @@ func vmProvider(t *testing.T, stateDir string) (*Provider, *Node) {
 	return p, n
 }
 
-func cachedKubelet(t *testing.T, v string) binaries.Binary {
-	t.Helper()
-	path := filepath.Join(binaries.DefaultCacheDir(), "module", v, "bin", "kubelet")
-	sum, err := binaries.FileSHA256(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return binaries.Binary{Component: "kubelet", Version: v, Path: path, SHA256: sum}
-}
+func cachedKubelet(t *testing.T, v string) binaries.Binary { return vmnode.CachedKubelet(t, v) }
 
 // runningVersion is what the unit's running kubelet reports.
 func runningVersion(t *testing.T, ctx context.Context, n *Node) string {
-	t.Helper()
-	st, err := n.driver.State(ctx)
-	if err != nil || st.ActiveState != "active" || st.MainPID == 0 {
-		t.Fatalf("unit state %+v, %v", st, err)
-	}
-	res, err := exec.Output(ctx, n, "sh", "-c", `"$(readlink /proc/$1/exe)" --version`, "sh", strconv.Itoa(st.MainPID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(res.Stdout), "Kubernetes "))
+	return vmnode.RunningVersion(t, ctx, n, n.driver)
 }
 
 // TestKopsNodeInVM drives a real kubelet under the real systemd of a
@@ -163,7 +75,7 @@ func TestKopsNodeInVM(t *testing.T) {
 		t.Logf("%s: %s", what, time.Since(s).Round(time.Millisecond))
 	}
 	timed("lay the guest out as a kops node", func() error {
-		_, err := exec.Output(ctx, n, "sh", "-c", kopsNodeSetup)
+		_, err := exec.Output(ctx, n, "sh", "-c", vmnode.KopsNodeSetup)
 		return err
 	})
 	timed("start the node's own kubelet", func() error { return n.driver.Start(ctx) })

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/kops"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 )
@@ -16,7 +17,7 @@ import (
 // Settings are the environment variables `make test-skew`, the suite and
 // `skewtest run` read, with what each means; the README's table is this.
 var Settings = []struct{ Name, Default, Help string }{
-	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image) or existing (KUBECONFIG plus SSH)"},
+	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image), existing (KUBECONFIG plus SSH) or kops (a kops cluster on AWS with the EBS CSI driver)"},
 	{"KIND_NODE_IMAGE", "", "kind: offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},
 	{"KIND_CSI", "", "kind: skewtest (skewtest's own CSI node plugin, built here; the default with the offline node image) or hostpath (the upstream CSI hostpath driver from registry.k8s.io; the default with a pulled node image)"},
 	{"CSI_MODE", "tmpfs", "local: the mode of skewtest's CSI driver: tmpfs (tmpfs staged, bind published, no attach; fast) or ebs (loop devices over sparse files, ext4 or raw block, attached through VolumeAttachments by the external-attacher)"},
@@ -42,7 +43,16 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"STORAGE_CLASS", "", "existing: a StorageClass that provisions volumes on the test node"},
 	{"KUBELET_BINARY / KUBELET_UNIT", "/usr/bin/kubelet / kubelet", "existing: the kubelet's path and systemd unit"},
 	{"KUBELET_ROOT_DIR", "/var/lib/kubelet", "existing: the kubelet's --root-dir"},
-	{"IMAGE", "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "existing: the workload image (needs sh, sleep, date, mv)"},
+	{"IMAGE", "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", "existing, kops: the workload image (needs sh, sleep, date, mv)"},
+	{"AWS_REGION / AWS_DEFAULT_REGION", "", "kops: the region (AWS_DEFAULT_REGION also read); credentials come from the AWS SDK's default chain only (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, SSO, instance roles)"},
+	{"KOPS / KOPS_VERSION / KOPS_RELEASE_URL", "kops in PATH / / " + kops.DefaultReleaseURL, "kops: the kops binary, or a release to download from the mirror (checked against its published sha256)"},
+	{"KOPS_STATE_STORE", "a bucket made for the run", "kops: s3://BUCKET[/PREFIX]; unset: a tagged bucket skewtest-kops-<run-id>, deleted at the end"},
+	{"KOPS_ZONES", "<region>a", "kops: comma-separated zones"},
+	{"KOPS_NODE_SIZE / KOPS_CONTROL_PLANE_SIZE", kops.DefaultNodeSize + " / " + kops.DefaultControlPlaneSize, "kops: instance types"},
+	{"KOPS_ADMIN_ACCESS", "this machine's public /32", "kops: CIDR allowed to reach the API server and SSH"},
+	{"KOPS_OWNER / KOPS_TTL", "the current user / " + kops.DefaultTTL.String(), "kops: owner and expiry tags on every resource; make janitor-aws deletes expired ones"},
+	{"KOPS_CREATE_ARGS", "", "kops: more kops create cluster flags, space-separated"},
+	{"DRY_RUN", "true", "make janitor-aws: list expired skewtest resources; DRY_RUN=false deletes them"},
 }
 
 // OptionsFromEnv reads Options from environment variables (see Settings).
@@ -117,6 +127,9 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		}
 		o.Existing.SSH.Address = func(node string) string { return addrs[node] }
 	}
+	if o.Kops, err = kopsFromEnv(getenv); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -131,6 +144,32 @@ func parseAddresses(v string) (map[string]string, error) {
 		out[node] = addr
 	}
 	return out, nil
+}
+
+// kopsFromEnv reads the kops provider's settings.
+func kopsFromEnv(getenv func(string) string) (kops.Config, error) {
+	c := kops.Config{
+		Kops:             getenv("KOPS"),
+		KopsVersion:      getenv("KOPS_VERSION"),
+		ReleaseURL:       getenv("KOPS_RELEASE_URL"),
+		Region:           firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION")),
+		Zones:            splitList(getenv("KOPS_ZONES")),
+		StateStore:       getenv("KOPS_STATE_STORE"),
+		SSHKey:           getenv("SSH_KEY"),
+		Owner:            getenv("KOPS_OWNER"),
+		AdminAccess:      getenv("KOPS_ADMIN_ACCESS"),
+		NodeSize:         getenv("KOPS_NODE_SIZE"),
+		ControlPlaneSize: getenv("KOPS_CONTROL_PLANE_SIZE"),
+		CreateArgs:       strings.Fields(getenv("KOPS_CREATE_ARGS")),
+	}
+	if v := getenv("KOPS_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("%w: KOPS_TTL=%q: want a duration such as 6h", ErrInvalid, v)
+		}
+		c.TTL = d
+	}
+	return c, nil
 }
 
 func splitList(s string) []string {

@@ -42,6 +42,9 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+derr.Error())
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: "teardown", Duration: time.Since(teardown)})
+	if fp, ok := c.Provider.(capabilities.WithRunFacts); ok {
+		run.Environment = append(run.Environment, fp.RunFacts()...)
+	}
 	run.Finished = time.Now()
 	run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
 	run.Infrastructure = ExitCode(runErr) == ExitInfrastructure
@@ -79,9 +82,14 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 }
 
 // Down tears the cluster down, even after a failed or partial Up; the
-// error is ErrInfrastructure.
+// error is ErrInfrastructure. It is bounded by teardownTimeout, or the
+// provider's own when it deletes cloud resources.
 func (c *Cluster) Down(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, teardownTimeout)
+	timeout := teardownTimeout
+	if tp, ok := c.Provider.(capabilities.WithTeardownTimeout); ok {
+		timeout = tp.TeardownTimeout()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := c.Provider.Down(ctx); err != nil {
 		return classify(fmt.Errorf("tear down the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)

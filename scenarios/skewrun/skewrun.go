@@ -33,6 +33,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/kops"
 	"sigs.k8s.io/skewtest/reports"
 )
 
@@ -89,7 +90,9 @@ type Options struct {
 	// baseline.
 	Scenario string
 	// Existing cluster settings.
-	Existing     existing.Config
+	Existing existing.Config
+	// Kops is the kops provider's settings (KOPS_*, AWS_REGION).
+	Kops         kops.Config
 	StorageClass string
 	Image        string
 	Logger       *slog.Logger

@@ -145,13 +145,13 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			name:    "unknown provider",
 			opts:    skewrun.Options{Provider: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
-			want:    []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing"},
+			want:    []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing, kops"},
 		},
 		{
-			name:    "planned provider kops",
+			name:    "kops without AWS set-up",
 			opts:    skewrun.Options{Provider: "kops", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
-			want:    []string{"PROVIDER=kops", "not implemented yet", "use PROVIDER=local, kind or existing"},
+			want:    []string{"PROVIDER=kops", "no AWS region: set AWS_REGION", "no kops: not found in PATH", "no AWS credentials"},
 		},
 		{
 			name:    "unknown kind CSI driver",

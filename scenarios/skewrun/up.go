@@ -3,6 +3,7 @@ package skewrun
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -48,7 +49,8 @@ func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (
 	o := v.Options
 	prov, err := clusters.New(o.Provider, clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
 		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, LocalRunRoot: o.LocalRunRoot,
-		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI, CSIMode: o.CSIMode})
+		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI, CSIMode: o.CSIMode,
+		Kops: o.Kops, ArtifactsDir: filepath.Join(v.ArtifactsRoot, runID)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
@@ -124,6 +126,9 @@ func (c *Cluster) workloads() (reconstruction.Cluster, error) {
 		return rc, nil
 	}
 	o := c.v.Options
+	if sp, ok := c.Provider.(capabilities.WithStorageClass); ok && o.StorageClass == "" {
+		o.StorageClass = sp.StorageClass()
+	}
 	if o.StorageClass == "" {
 		return nil, fmt.Errorf("%w: the %s provider needs STORAGE_CLASS, a StorageClass that provisions volumes on the test node", ErrInvalid, c.Provider.Name())
 	}

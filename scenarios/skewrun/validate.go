@@ -90,7 +90,8 @@ func Validate(o Options) (*Validated, error) {
 		return nil, err
 	}
 	// Unknown providers fail here, before binaries are built.
-	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI, CSIMode: o.CSIMode}); err != nil {
+	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI, CSIMode: o.CSIMode,
+		APIServerVersion: pl.Newest(), Kops: o.Kops}); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault

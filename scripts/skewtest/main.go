@@ -20,6 +20,9 @@
 //	skewtest scenarios           the reconstruction catalogue: every shape and
 //	                             fault, expected outcome per kubelet version
 //	skewtest vm image|up|exec|down  a Debian 12 guest (systemd, cgroup v2) under qemu
+//	skewtest janitor-aws [-dry-run=false]
+//	                             list (delete) AWS resources of kops runs whose
+//	                             expiry tag has passed
 package main
 
 import (
@@ -56,7 +59,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -125,6 +128,8 @@ func run(ctx context.Context, args []string) error {
 		return catalogue.Write(os.Stdout, catalogue.All())
 	case "vm":
 		return vmCmd(ctx, logger, args[1:])
+	case "janitor-aws":
+		return janitorAWS(ctx, os.Stdout, args[1:])
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")

@@ -177,14 +177,14 @@ func TestCLI(t *testing.T) {
 			env:    []string{"PROVIDER=nope", missing},
 			args:   []string{"run"},
 			code:   2,
-			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing"},
+			stderr: []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing, kops"},
 		},
 		{
-			name:   "run with a planned provider",
+			name:   "run with kops and no AWS set-up",
 			env:    []string{"PROVIDER=kops", missing},
 			args:   []string{"run"},
 			code:   2,
-			stderr: []string{"PROVIDER=kops", "not implemented yet", "use PROVIDER=local, kind or existing"},
+			stderr: []string{"PROVIDER=kops", "no AWS region: set AWS_REGION", "no kops: not found in PATH", "no AWS credentials"},
 		},
 		{
 			name:   "run with a bad REPLICAS",
@@ -223,6 +223,13 @@ func TestCLI(t *testing.T) {
 			args:   []string{"matrix"},
 			code:   2,
 			stderr: []string{`MATRIX_NODES="0"`, "want a number from 1 to 12"},
+		},
+		{
+			name:   "janitor-aws without a region",
+			env:    []string{"AWS_REGION=", "AWS_DEFAULT_REGION="},
+			args:   []string{"janitor-aws"},
+			code:   2,
+			stderr: []string{"janitor-aws: no AWS region: set AWS_REGION"},
 		},
 		{
 			name:   "unknown command",

@@ -149,9 +149,9 @@ func artifactsOf(res *skewrun.Result) string {
 }
 
 // footprint counts what local and kind runs make on this host; an existing
-// cluster's runs make nothing here, so theirs is empty.
+// or kops cluster's runs make nothing here, so theirs is empty.
 func takeFootprint(ctx context.Context, o skewrun.Options) footprint.Footprint {
-	if orDefault(o.Provider, clusters.Local) == clusters.Existing {
+	if p := orDefault(o.Provider, clusters.Local); p == clusters.Existing || p == clusters.Kops {
 		return footprint.Footprint{}
 	}
 	return footprint.Take(ctx)

@@ -1,0 +1,238 @@
+// Package kops is the provider that makes a kops cluster on AWS, as the
+// manual sign-off of KEP-3756 ran: one control plane and one worker, the
+// EBS CSI driver kops installs by default, and the kubelet swapped on the
+// worker over SSH through the shared systemd kubelet driver. It drives the
+// kops CLI as kops's own kubetest2 deployer does (one file per verb:
+// up.go, down.go, dumplogs.go), calls AWS with aws-sdk-go-v2 (state store
+// bucket, instances, EBS evidence, the sweep and the janitor) and tags
+// everything it makes with the run's ID, owner and expiry so that nothing
+// stays on the bill.
+//
+// Tested here against fakes only (an in-process S3, in-memory EC2 and
+// ELB, and a fake kops executable) and, for the node side, a qemu guest
+// laid out as a kops node; never against AWS.
+package kops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+)
+
+// Name is the provider's name.
+const Name = "kops"
+
+// RunDirPrefix names a kops run's directory, kops-<run-id>, beside the
+// other providers' run directories.
+const RunDirPrefix = "kops-"
+
+var (
+	_ capabilities.WithRunDir          = &Provider{}
+	_ capabilities.WithTeardownTimeout = &Provider{}
+	_ capabilities.WithRunFacts        = &Provider{}
+	_ capabilities.WithCSIDriver       = &Provider{}
+	_ capabilities.WithStorageClass    = &Provider{}
+)
+
+// Provider is one run's kops cluster. It implements clusters.Provider.
+type Provider struct {
+	cfg     Config
+	log     *slog.Logger
+	clients *Clients
+	tags    map[string]string
+
+	// kube makes the API client from the run's kubeconfig; tests
+	// replace it.
+	kube func(*rest.Config) (kubernetes.Interface, error)
+	// validateRetry is the pause between kops validate calls that
+	// exited 2 (not valid yet).
+	validateRetry time.Duration
+	// settleTimeout bounds the wait for EBS attachments to settle.
+	settleTimeout time.Duration
+	// checkIPURL answers this machine's public address, for
+	// --admin-access when KOPS_ADMIN_ACCESS is unset.
+	checkIPURL string
+
+	mu       sync.Mutex
+	state    State
+	cli      *cli
+	cmds     commandLog
+	node     *Node
+	dumped   bool
+	facts    []reports.KeyValue
+	sweep    []Resource
+	evidence []EBSSnapshot
+	started  time.Time
+}
+
+// State is what the run records in RunDir/state.json before it makes each
+// thing, so that Down after any failure, and `skewtest clean` after a
+// killed run, find everything.
+type State struct {
+	RunID   string            `json:"runID"`
+	Cluster string            `json:"cluster"`
+	Region  string            `json:"region"`
+	Tags    map[string]string `json:"tags"`
+	// StateStore is the kops state store used; Bucket is set when the
+	// run made that bucket itself (and so deletes it).
+	StateStore string `json:"stateStore"`
+	Bucket     string `json:"bucket,omitempty"`
+	// Created says kops create cluster was started.
+	Created bool   `json:"created,omitempty"`
+	Kops    string `json:"kops,omitempty"`
+	SSHKey  string `json:"sshKey,omitempty"`
+	// ClusterUp is when the cluster validated; Instances are its
+	// instance types, for the cost estimate.
+	ClusterUp time.Time `json:"clusterUp,omitzero"`
+	Instances []string  `json:"instances,omitempty"`
+}
+
+// StateFile is the state's file name in the run directory.
+const StateFile = "state.json"
+
+// defaultValidateRetry is the pause between validate calls that said "not
+// valid yet", after kubetest2-kops's 10s settle sleep.
+const defaultValidateRetry = 10 * time.Second
+
+// defaultCheckIPURL answers the caller's public IPv4 address.
+const defaultCheckIPURL = "https://checkip.amazonaws.com"
+
+// New fills in cfg's defaults. Nothing is checked against AWS or created
+// until Up (Validate checks the settings; clusters.CheckOptions calls it).
+func New(cfg Config) (*Provider, error) {
+	cfg.defaults()
+	if cfg.RunID == "" {
+		return nil, errors.New("kops: Config.RunID is required")
+	}
+	if cfg.RunDir == "" {
+		return nil, errors.New("kops: Config.RunDir is required")
+	}
+	p := &Provider{cfg: cfg, log: cfg.Logger, kube: func(rc *rest.Config) (kubernetes.Interface, error) {
+		return kubernetes.NewForConfig(rc)
+	}, validateRetry: defaultValidateRetry, settleTimeout: ebsSettleTimeout, checkIPURL: defaultCheckIPURL}
+	p.state = State{RunID: cfg.RunID, Cluster: cfg.ClusterName(), Region: cfg.Region, StateStore: cfg.StateStore}
+	return p, nil
+}
+
+// Name implements clusters.Provider.
+func (p *Provider) Name() string { return Name }
+
+// RunDir holds the run's state, kubeconfig and keypair; `skewtest clean`
+// given it deletes a kept or abandoned cluster.
+func (p *Provider) RunDir() string { return p.cfg.RunDir }
+
+// TeardownTimeout is kops delete cluster's wait plus the sweep: minutes,
+// not the seconds local clusters need.
+func (p *Provider) TeardownTimeout() time.Duration { return p.cfg.DeleteTimeout + sweepTimeout }
+
+// CSIDriver names the driver kops installs, for the report.
+func (p *Provider) CSIDriver() string {
+	return "aws-ebs-csi-driver (" + ebsDriver + ", installed by kops; StorageClass " + defaultStorageClass + ")"
+}
+
+// KubeconfigPath is the admin kubeconfig kops update cluster --admin
+// wrote for the run.
+func (p *Provider) KubeconfigPath() string { return filepath.Join(p.cfg.RunDir, "kubeconfig") }
+
+// RESTConfig is the admin kubeconfig's client config.
+func (p *Provider) RESTConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", p.KubeconfigPath())
+}
+
+func (p *Provider) kubeClient() (kubernetes.Interface, error) {
+	rc, err := p.RESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kops: kubeconfig %s: %w", p.KubeconfigPath(), err)
+	}
+	return p.kube(rc)
+}
+
+// IsUp reports whether the API server answers.
+func (p *Provider) IsUp(ctx context.Context) (bool, error) {
+	cs, err := p.kubeClient()
+	if err != nil {
+		return false, nil
+	}
+	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		return false, nil
+	}
+	return true, nil
+}
+
+// TestNodes is the one worker, found by Up.
+func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.node == nil {
+		return nil, errors.New("kops: no worker found (Up did not finish)")
+	}
+	return []nodes.Node{p.node}, nil
+}
+
+// updateState changes the state and writes it before the caller makes
+// what the change describes.
+func (p *Provider) updateState(f func(*State)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f(&p.state)
+	return writeState(p.cfg.RunDir, &p.state)
+}
+
+func writeState(dir string, s *State) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, StateFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("kops: write the run's state: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, StateFile))
+}
+
+// ReadState reads a run directory's state.
+func ReadState(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &s, nil
+}
+
+func (p *Provider) snapshot() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// StorageClass is kops's default EBS CSI StorageClass, for the workload's
+// PVCs (STORAGE_CLASS overrides it).
+func (p *Provider) StorageClass() string { return defaultStorageClass }

@@ -112,12 +112,6 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			want:    []string{"SCENARIO=nope", `no catalogue fault "nope"`, "implemented: "},
 		},
 		{
-			name:    "scenario not implemented yet",
-			opts:    skewrun.Options{Scenario: "rejected-feature-gate", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
-			invalid: true,
-			want:    []string{"SCENARIO=rejected-feature-gate", "not implemented as a fault yet", "skewtest scenarios"},
-		},
-		{
 			name:    "block shape with the tmpfs driver",
 			opts:    skewrun.Options{Scenario: "subpath,block", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,

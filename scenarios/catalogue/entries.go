@@ -5,11 +5,15 @@ package catalogue
 // too; they are proven on local first.
 var localOnly = []string{"local"}
 
-// shapeProviders run the shapes beyond the sign-off's: they go into one
-// workload on one cluster with skewtest's CSI driver in CSI_MODE=ebs (raw
-// block volumes, attach through VolumeAttachments), which only the local
-// provider runs so far.
-var shapeProviders = localOnly
+// shapeProviders run the shapes beyond the sign-off's, which go into one
+// workload on one cluster. The block shape needs skewtest's CSI driver in
+// CSI_MODE=ebs (raw block volumes, attach through VolumeAttachments), which
+// only the local provider runs so far (blockProviders); the others run with
+// its tmpfs mode too, as on kind.
+var (
+	shapeProviders = []string{"local", "kind"}
+	blockProviders = localOnly
+)
 
 // Local-volume PVs: the kubelets skewtest runs cannot reconstruct them;
 // see kubeletmetrics.LocalVolumeReconstructionReason.
@@ -40,7 +44,7 @@ func All() []Entry {
 			Checks: "the old UID's pods/<uid>/volumeDevices link, plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid> map link and publish/<pv>/<uid> target gone; the new pod's mapped; as many loop devices as at deploy, the kubelet's backed by the new pod's map link, none by an old UID's path or a deleted file; the marker reads back after every hop",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "unmapped and cleaned; one driver loop device and one kubelet loop device per block volume",
 				Refs: []Ref{issue(119608), issue(122960), issue(102408)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
-			Status: Runs, Providers: shapeProviders,
+			Status: Runs, Providers: blockProviders,
 		},
 		{
 			Name: "subpath", Kind: Shape,

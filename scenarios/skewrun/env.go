@@ -24,7 +24,7 @@ var Settings = []struct{ Name, Default, Help string }{
 	{"PLAN", DefaultPlan, "kubelet versions in hop order; the node starts at the first"},
 	{"MATRIX", matrix.Default, "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{"MATRIX_NODES", fmt.Sprint(matrix.DefaultNodes), "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
-	{"SCENARIO", "", "a catalogue fault each hop plants (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
+	{"SCENARIO", "", "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
 	{"REPLICAS", "3", "StatefulSet replicas, one PVC each, all on the test node"},
 	{"VOLUME_KIND", "csi", "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
 	{"KUBELET_SOURCE", "module", "module (build from the k8s.io/kubernetes Go module), release (download from dl.k8s.io, sha256-checked) or kindest (extract /usr/bin/kubelet from the kindest/node:<version> image on Docker Hub)"},

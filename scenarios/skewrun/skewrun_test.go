@@ -125,9 +125,9 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		},
 		{
 			name:    "shapes on a provider they do not run on",
-			opts:    skewrun.Options{Scenario: "emptydir-memory", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    skewrun.Options{Scenario: "emptydir-memory,block", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
-			want:    []string{"shape emptydir-memory runs on local, not PROVIDER=kind"},
+			want:    []string{"shape block runs on local, not PROVIDER=kind"},
 		},
 		{
 			name:    "scenario on a provider it does not run on",

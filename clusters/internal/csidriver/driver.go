@@ -184,6 +184,11 @@ type Driver struct {
 	// time keeps the mount table checks and the mounts consistent.
 	opMu sync.Mutex
 
+	// stallMu guards stalled: how many calls of each method the stall
+	// holds, so that <method>.stalled lives while any does.
+	stallMu sync.Mutex
+	stalled map[string]int
+
 	mu         sync.Mutex
 	started    bool
 	stopped    bool
@@ -477,35 +482,48 @@ const stallPoll = 100 * time.Millisecond
 const StalledSuffix = ".stalled"
 
 // stall waits while <StallDir>/<method> exists; it gives up with the
-// caller's context.
+// caller's context. While it holds calls of a method, <method>.stalled
+// exists, naming the last held call's path.
 func (d *Driver) stall(ctx context.Context, method, path string) error {
 	if d.cfg.StallDir == "" {
 		return nil
 	}
 	file := filepath.Join(d.cfg.StallDir, method)
-	marker := file + StalledSuffix
-	logged := false
+	if _, err := os.Stat(file); err != nil {
+		return nil
+	}
+	d.holding(method, path, +1)
+	defer d.holding(method, path, -1)
+	d.log.Info("stalling: the stall file exists", "method", method, "file", file)
 	for {
-		if _, err := os.Stat(file); err != nil {
-			if logged {
-				os.Remove(marker)
-				d.log.Info("stall released", "method", method, "file", file)
-			}
-			return nil
-		}
-		if !logged {
-			if err := os.WriteFile(marker, []byte(path+"\n"), 0o644); err != nil {
-				d.log.Error("cannot mark the stalled call", "file", marker, "err", err)
-			}
-			d.log.Info("stalling: the stall file exists", "method", method, "file", file)
-			logged = true
-		}
 		select {
 		case <-ctx.Done():
-			os.Remove(marker)
 			return status.Errorf(codes.DeadlineExceeded, "stalled by %s until the caller gave up: %v", file, ctx.Err())
 		case <-time.After(stallPoll):
 		}
+		if _, err := os.Stat(file); err != nil {
+			d.log.Info("stall released", "method", method, "file", file)
+			return nil
+		}
+	}
+}
+
+// holding counts a held call of method in or out and keeps its marker.
+func (d *Driver) holding(method, path string, delta int) {
+	d.stallMu.Lock()
+	defer d.stallMu.Unlock()
+	if d.stalled == nil {
+		d.stalled = map[string]int{}
+	}
+	d.stalled[method] += delta
+	marker := filepath.Join(d.cfg.StallDir, method+StalledSuffix)
+	switch {
+	case delta > 0:
+		if err := os.WriteFile(marker, []byte(path+"\n"), 0o644); err != nil {
+			d.log.Error("cannot mark the held call", "file", marker, "err", err)
+		}
+	case d.stalled[method] == 0:
+		os.Remove(marker)
 	}
 }
 

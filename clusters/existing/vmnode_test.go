@@ -66,14 +66,7 @@ func TestKopsNodeInVM(t *testing.T) {
 	if err := p.initState(); err != nil {
 		t.Fatal(err)
 	}
-	timed := func(what string, f func() error) {
-		t.Helper()
-		s := time.Now()
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		t.Logf("%s: %s", what, time.Since(s).Round(time.Millisecond))
-	}
+	timed := func(what string, f func() error) { t.Helper(); vmnode.Timed(t, what, f) }
 	timed("lay the guest out as a kops node", func() error {
 		_, err := exec.Output(ctx, n, "sh", "-c", vmnode.KopsNodeSetup)
 		return err

@@ -57,14 +57,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	// TCG: the kubelet's start is 10-18 times slower than on hardware.
 	d.Timeout, d.PollInterval = 10*time.Minute, time.Second
 	n := newNode(p, sshKubelet{sn}, Instance{ID: "vm"})
-	timed := func(what string, f func() error) {
-		t.Helper()
-		s := time.Now()
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		t.Logf("%s: %s", what, time.Since(s).Round(time.Millisecond))
-	}
+	timed := func(what string, f func() error) { t.Helper(); vmnode.Timed(t, what, f) }
 	timed("lay the guest out as a kops node", func() error {
 		_, err := exec.Output(ctx, sn, "sh", "-c", vmnode.KopsNodeSetup)
 		return err

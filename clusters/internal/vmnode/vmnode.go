@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -110,6 +111,17 @@ systemctl daemon-reload
 systemctl enable --now containerd.service
 systemctl enable kubelet.service
 `
+
+// Timed runs f, failing t with what if f fails, and logs how long it took:
+// the figures the README quotes.
+func Timed(t *testing.T, what string, f func() error) {
+	t.Helper()
+	s := time.Now()
+	if err := f(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Logf("%s: %s", what, time.Since(s).Round(time.Millisecond))
+}
 
 // CachedKubelet is the module-built kubelet v from the cache.
 func CachedKubelet(t *testing.T, v string) binaries.Binary {

@@ -287,6 +287,10 @@ func (n *Node) kubeletConfig(v *version.Version) string {
 		"FailCgroupV1": n.p.host.Mode == cgroups.Unified,
 		"CgroupDriver": cgroupDriver,
 		"Version":      v.String(),
+		// The kubelet's node status and lease requests time out after
+		// this interval too: under TCG 2 s requests timed out (TLS
+		// handshakes alone took longer) and the node went NotReady.
+		"NodeStatusUpdateFrequency": n.p.timeout(nodeStatusUpdateFrequency).String(),
 	})
 	return b.String()
 }
@@ -318,7 +322,7 @@ failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 syncFrequency: 10s
-nodeStatusUpdateFrequency: 2s
+nodeStatusUpdateFrequency: {{.NodeStatusUpdateFrequency}}
 evictionHard:
   memory.available: "1Mi"
   nodefs.available: "1%"
@@ -328,6 +332,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 `))
+
+// nodeStatusUpdateFrequency is how often the kubelet posts its node's
+// status, before the timeout factor: often, so the harness sees a hop's
+// new kubelet version soon.
+const nodeStatusUpdateFrequency = 2 * time.Second
 
 // cgroupDriver is the kubelets' cgroup driver, and containerd's runc's
 // (SystemdCgroup = false): they must match, and the kubelet asks

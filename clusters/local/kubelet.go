@@ -307,6 +307,10 @@ func (n *Node) kubeletConfig(v *version.Version) string {
 		"CgroupDriver": cgroupDriver,
 		"Version":      v.String(),
 		"FeatureGates": n.gates,
+		// The kubelet's node status and lease requests time out after
+		// this interval too: under TCG 2 s requests timed out (TLS
+		// handshakes alone took longer) and the node went NotReady.
+		"NodeStatusUpdateFrequency": n.p.timeout(nodeStatusUpdateFrequency).String(),
 	})
 	return b.String()
 }
@@ -338,7 +342,7 @@ failSwapOn: false
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 syncFrequency: 10s
-nodeStatusUpdateFrequency: 2s
+nodeStatusUpdateFrequency: {{.NodeStatusUpdateFrequency}}
 evictionHard:
   memory.available: "1Mi"
   nodefs.available: "1%"
@@ -354,6 +358,11 @@ featureGates:
 {{- end}}
 {{- end}}
 `))
+
+// nodeStatusUpdateFrequency is how often the kubelet posts its node's
+// status, before the timeout factor: often, so the harness sees a hop's
+// new kubelet version soon.
+const nodeStatusUpdateFrequency = 2 * time.Second
 
 // cgroupDriver is the kubelets' cgroup driver, and containerd's runc's
 // (SystemdCgroup = false): they must match, and the kubelet asks

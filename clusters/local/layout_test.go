@@ -201,3 +201,15 @@ func TestRunRootIsTheFootprints(t *testing.T) {
 		t.Errorf("DefaultRunRoot %s, footprint.RunRoot %s: a leaked run directory would go unseen", DefaultRunRoot, footprint.RunRoot)
 	}
 }
+
+// The kubelet's node status interval, which also bounds its status and
+// lease requests, stretches with the timeout factor.
+func TestKubeletConfigScalesNodeStatusUpdates(t *testing.T) {
+	v := version.MustParseSemantic("v1.37.2")
+	for factor, want := range map[time.Duration]string{1: "nodeStatusUpdateFrequency: 2s\n", 10: "nodeStatusUpdateFrequency: 20s\n"} {
+		n := &Node{p: &Provider{slow: factor, nodeIP: net.IPv4(10, 0, 2, 15)}}
+		if got := n.kubeletConfig(v); !strings.Contains(got, want) {
+			t.Errorf("factor %d: config lacks %q:\n%s", factor, want, got)
+		}
+	}
+}

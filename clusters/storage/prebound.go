@@ -62,7 +62,7 @@ func ProvisionPrebound(ctx context.Context, cs kubernetes.Interface, req Request
 			ObjectMeta: metav1.ObjectMeta{Name: pvName},
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: qty},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{req.Mode()},
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				StorageClassName:              scName,
 				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: req.Namespace, Name: claim},

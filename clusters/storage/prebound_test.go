@@ -40,3 +40,28 @@ func TestProvisionPreboundGroupAndBlock(t *testing.T) {
 		}
 	}
 }
+
+// A request's access mode is its PVs' only one (the API refuses
+// ReadWriteOncePod beside another mode); unset, it is ReadWriteOnce.
+func TestProvisionPreboundAccessMode(t *testing.T) {
+	for _, tt := range []struct {
+		mode, want corev1.PersistentVolumeAccessMode
+	}{
+		{"", corev1.ReadWriteOnce},
+		{corev1.ReadWriteOncePod, corev1.ReadWriteOncePod},
+	} {
+		cs := fake.NewClientset()
+		ctx := context.Background()
+		vols, err := ProvisionPrebound(ctx, cs, Request{Kind: CSI, Namespace: "ns", Claims: []string{"data-web-0"}, Node: "n", AccessMode: tt.mode}, Prebound{NamePrefix: "p", CSIDriver: "csi.example"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv, err := cs.CoreV1().PersistentVolumes().Get(ctx, vols.PVs[0].Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pv.Spec.AccessModes) != 1 || pv.Spec.AccessModes[0] != tt.want {
+			t.Errorf("request mode %q: PV access modes %v, want [%s]", tt.mode, pv.Spec.AccessModes, tt.want)
+		}
+	}
+}

@@ -3,7 +3,11 @@
 // volumeClaimTemplate will create, on a given kind of volume.
 package storage
 
-import "fmt"
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // Kind is a kind of volume a scenario runs on.
 type Kind string
@@ -41,6 +45,18 @@ type Request struct {
 	Group string
 	// Block asks for volumeMode Block PVs (raw block devices).
 	Block bool
+	// AccessMode is the PVs' and claims' one access mode; empty means
+	// ReadWriteOnce. The API refuses ReadWriteOncePod beside any other
+	// mode, so a request has exactly one.
+	AccessMode corev1.PersistentVolumeAccessMode
+}
+
+// Mode is the request's access mode, ReadWriteOnce when unset.
+func (r Request) Mode() corev1.PersistentVolumeAccessMode {
+	if r.AccessMode == "" {
+		return corev1.ReadWriteOnce
+	}
+	return r.AccessMode
 }
 
 // Volumes is what the provider made: at least a StorageClass; PVs when

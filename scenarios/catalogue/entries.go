@@ -160,7 +160,7 @@ func All() []Entry {
 		},
 		{
 			Name: "replacement-pod", Kind: Fault, Item: 9,
-			Plants: "while the kubelet is down: the StatefulSet scaled to 0, a replacement pod on the same claim with nodeName set (no scheduler) created, then the old pod force-deleted (the claim is ReadWriteOnce: the workload's; upstream's test uses ReadWriteOncePod)",
+			Plants: "while the kubelet is down: the StatefulSet scaled to 0, a replacement pod on the same claim with nodeName set (no scheduler) created, then the old pod force-deleted; the claims are ReadWriteOncePod, as in upstream's multi-pod test",
 			Checks: "the old pod cleaned; the replacement Running with the old pod's data; then it is removed and the StatefulSet scaled back",
 			Expect: []Expectation{{From: "1.26", Outcome: Clean, Says: "the replacement starts once the old pod is cleaned",
 				Refs: []Ref{issue(113596)}, FixedIn: "1.26 (SELinux label reconstruction)"}},

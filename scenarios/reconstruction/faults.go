@@ -45,6 +45,9 @@ type Fault struct {
 	DataLost bool
 	// Metrics, when set, replaces the volume kind's metric expectations.
 	Metrics func(volumesAtStart int) []kubeletmetrics.Expectation
+	// AccessMode, when set, is the StatefulSet's claims' and PVs' access
+	// mode in place of ReadWriteOnce.
+	AccessMode corev1.PersistentVolumeAccessMode
 	// Observe reads the hop's outcome after its checks.
 	Observe func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error)
 

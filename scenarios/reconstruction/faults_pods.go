@@ -41,7 +41,10 @@ func addPodFaults(add func(Fault, string)) {
 	// DataLost: once the replacement is removed no pod uses the volume, so
 	// the kubelet unstages it and the test driver's tmpfs goes with it;
 	// the replacement itself is checked against the old pod's marker.
-	add(Fault{NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFaultAndLeftovers}, "replacement-pod")
+	// ReadWriteOncePod as upstream's multi-pod test has it: the scheduler
+	// would refuse a second pod on the claim, so only a replacement with
+	// nodeName set while the kubelet is down reaches the node.
+	add(Fault{AccessMode: corev1.ReadWriteOncePod, NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFaultAndLeftovers}, "replacement-pod")
 	add(Fault{KeepPods: true, Stop: deleteInPreStop, AfterStart: watchPreStop, Observe: observeFaultAndUntouched}, "prestop-emptydir")
 }
 

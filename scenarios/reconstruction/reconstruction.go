@@ -299,12 +299,16 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	for i := range claims {
 		claims[i] = claimName(s.cfg.Name, i)
 	}
-	vols, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String()})
+	req := storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String()}
+	if s.cfg.Fault != nil {
+		req.AccessMode = s.cfg.Fault.AccessMode
+	}
+	vols, err := s.cluster.ProvisionVolumes(ctx, req)
 	if err != nil {
 		return fmt.Errorf("provision %s volumes: %w", s.cfg.Kind, err)
 	}
 	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.NoStagingMount
-	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, s.cluster.Workload())
+	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, req.Mode(), s.cluster.Workload())
 	if s.shapes != nil {
 		if len(vols.PVs) == 0 || vols.PVs[0].Driver == "" {
 			return fmt.Errorf("catalogue shapes need pre-created CSI PVs from the provider (its CSI driver serves the inline volumes)")

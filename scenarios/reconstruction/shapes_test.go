@@ -92,7 +92,7 @@ func TestAddShapes(t *testing.T) {
 	for _, sh := range all {
 		s.shapes.has[sh.Entry.Name] = true
 	}
-	sts := statefulSet("web", "ns", "node-1", 1, "sc", "16Mi", storage.Workload{Image: "img"})
+	sts := statefulSet("web", "ns", "node-1", 1, "sc", "16Mi", corev1.ReadWriteOnce, storage.Workload{Image: "img"})
 	s.addShapes(sts, "sc")
 	pod := sts.Spec.Template.Spec
 	c := pod.Containers[0]

@@ -22,7 +22,9 @@ func claimName(sts string, i int) string { return fmt.Sprintf("%s-%s-%d", volume
 
 // statefulSet is the manual sign-off's workload: replicas pods pinned to
 // one node, one PVC each, each pod writing a marker into its volume.
-func statefulSet(name, namespace, node string, replicas int, sc, size string, w storage.Workload) *appsv1.StatefulSet {
+// Its claims have the one access mode mode (ReadWriteOnce but for faults
+// that need another).
+func statefulSet(name, namespace, node string, replicas int, sc, size string, mode corev1.PersistentVolumeAccessMode, w storage.Workload) *appsv1.StatefulSet {
 	labels := map[string]string{appLabel: name}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
@@ -52,7 +54,7 @@ func statefulSet(name, namespace, node string, replicas int, sc, size string, w 
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
 				ObjectMeta: metav1.ObjectMeta{Name: volumeName},
 				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 					StorageClassName: ptr.To(sc),
 					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 				},

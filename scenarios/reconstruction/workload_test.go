@@ -14,14 +14,16 @@ import (
 func TestStatefulSet(t *testing.T) {
 	tests := []struct {
 		name string
+		mode corev1.PersistentVolumeAccessMode
 		w    storage.Workload
 	}{
-		{"registry-free image", storage.Workload{Image: "localhost/skewtest/workload:v1", PullPolicy: "Never"}},
-		{"stock image with the marker command", storage.Workload{Image: "busybox", PullPolicy: "IfNotPresent", Command: storage.BusyboxCommand}},
+		{"registry-free image", corev1.ReadWriteOnce, storage.Workload{Image: "localhost/skewtest/workload:v1", PullPolicy: "Never"}},
+		{"stock image with the marker command", corev1.ReadWriteOnce, storage.Workload{Image: "busybox", PullPolicy: "IfNotPresent", Command: storage.BusyboxCommand}},
+		{"ReadWriteOncePod claims (the replacement-pod fault)", corev1.ReadWriteOncePod, storage.Workload{Image: "busybox"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sts := statefulSet("web", "ns", "node-1", 3, "sc", "16Mi", tt.w)
+			sts := statefulSet("web", "ns", "node-1", 3, "sc", "16Mi", tt.mode, tt.w)
 			if *sts.Spec.Replicas != 3 {
 				t.Errorf("replicas = %d", *sts.Spec.Replicas)
 			}
@@ -39,6 +41,9 @@ func TestStatefulSet(t *testing.T) {
 			tmpl := sts.Spec.VolumeClaimTemplates[0]
 			if tmpl.Name != volumeName || *tmpl.Spec.StorageClassName != "sc" || tmpl.Spec.Resources.Requests.Storage().String() != "16Mi" {
 				t.Errorf("claim template = %+v", tmpl)
+			}
+			if !reflect.DeepEqual(tmpl.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{tt.mode}) {
+				t.Errorf("claim access modes %v, want [%s]", tmpl.Spec.AccessModes, tt.mode)
 			}
 			if !reflect.DeepEqual(sts.Spec.Selector.MatchLabels, sts.Spec.Template.Labels) {
 				t.Errorf("selector %v does not match the pod labels %v", sts.Spec.Selector.MatchLabels, sts.Spec.Template.Labels)

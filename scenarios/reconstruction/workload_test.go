@@ -1,10 +1,9 @@
 package reconstruction
 
 import (
-	"time"
-
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sigs.k8s.io/skewtest/clusters/footprint"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"

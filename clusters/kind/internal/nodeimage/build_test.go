@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 )
 
 type testWriter struct{ t *testing.T }

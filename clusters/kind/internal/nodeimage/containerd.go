@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"strings"
 	"syscall"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 )
 
 // storeContainerd is a throwaway containerd whose content store is a node

@@ -8,11 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/debian"
 )
 
 // goMain is a program built from a generated main package that calls into

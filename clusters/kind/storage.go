@@ -172,7 +172,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 	if err != nil {
 		return storage.Volumes{}, err
 	}
-	return storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
+	vols, err := storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
 		NamePrefix:  fmt.Sprintf("%s-%s", p.name, req.Kind),
 		CSIDriver:   csidriver.Name,
 		CapacityKey: csidriver.VolumeContextCapacity,
@@ -182,6 +182,9 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 			return path, err
 		},
 	})
+	// kind runs skewtest's driver in its tmpfs mode only (clusters.New).
+	vols.UnstageLosesData = req.Kind == storage.CSI && csidriver.ModeTmpfs.UnstageLosesData()
+	return vols, err
 }
 
 // Workload implements the scenario's workload source: images loaded into

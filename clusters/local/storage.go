@@ -49,6 +49,7 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 	// nodes one node's scenario must not delete it under another's; it
 	// goes with the cluster.
 	vols.DeleteStorageClass = vols.DeleteStorageClass && p.nodeCount() == 1
+	vols.UnstageLosesData = req.Kind == storage.CSI && p.csiMode.UnstageLosesData()
 	return vols, err
 }
 

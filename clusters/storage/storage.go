@@ -74,7 +74,14 @@ type Volumes struct {
 	// bind-mounts the data directory straight into the pod), so the
 	// "global mount mounted exactly once" checks do not apply.
 	NoStagingMount bool
-	PVs            []PV
+	// UnstageLosesData is set when the CSI driver's volumes keep no data
+	// once unstaged (skewtest's driver in its tmpfs mode), where a disk
+	// keeps it. A kubelet may rightly unstage a volume whose new pod
+	// reached it only after the old pod's cleanup, and stage it again;
+	// such a volume comes back empty, which the scenario must not call
+	// data loss by reconstruction.
+	UnstageLosesData bool
+	PVs              []PV
 }
 
 // PV is one PersistentVolume bound to a claim.

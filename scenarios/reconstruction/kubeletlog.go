@@ -81,3 +81,40 @@ func snapshotFailure(sc *scenarios.StepContext, err error) string {
 	}
 	return err.Error()
 }
+
+// unstagedLine is, when the volumes' driver keeps no data across an
+// unstage (storage.Volumes.UnstageLosesData), the kubelet's log line of
+// this start saying it unstaged PV pv; "" otherwise, or when the node
+// cannot show its kubelet's log.
+func (s *Scenario) unstagedLine(ctx context.Context, pv string) string {
+	if !s.volumes.UnstageLosesData {
+		return ""
+	}
+	ln, ok := s.node.(nodes.WithKubeletLog)
+	if !ok {
+		return ""
+	}
+	log, err := ln.KubeletLog(ctx)
+	if err != nil {
+		return ""
+	}
+	return findUnmountDevice(log, pv)
+}
+
+// findUnmountDevice is the line of log where the kubelet's operation
+// generator reports PV pv's device unmounted (the CSI NodeUnstageVolume
+// done): `UnmountDevice succeeded for volume "<pv>" (UniqueName: ...)`,
+// the same words in every kubelet skewtest runs. "" when there is none.
+func findUnmountDevice(log, pv string) string {
+	want := `UnmountDevice succeeded for volume "` + pv + `"`
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, want) {
+			line = strings.TrimSpace(line)
+			if len(line) > maxQuoted {
+				line = line[:maxQuoted] + "…"
+			}
+			return line
+		}
+	}
+	return ""
+}

@@ -27,3 +27,23 @@ func TestLastKubeletError(t *testing.T) {
 		t.Errorf("quoted %d bytes, want at most %d", len(got), maxQuoted)
 	}
 }
+
+// The kubelet's own words when it unstages a volume, from a kind worker's
+// journal (kubelet v1.37.2) where a re-created pod reached its volume only
+// after the old pod's cleanup.
+func TestFindUnmountDevice(t *testing.T) {
+	log := `Dec 01 10:47:17 w kubelet[3354]: I1201 10:47:17.806085    3354 operation_generator.go:791] UnmountVolume.TearDown succeeded for volume "kubernetes.io/csi/csi.skewtest.k8s.io^vol-skewtest-5130-csi-0" pod "cb0def9f"
+Dec 01 10:47:17 w kubelet[3354]: I1201 10:47:17.876368    3354 reconciler_common.go:292] "operationExecutor.UnmountDevice started for volume \"skewtest-5130-csi-0\" (UniqueName: \"kubernetes.io/csi/csi.skewtest.k8s.io^vol-skewtest-5130-csi-0\") on node \"w\" "
+Dec 01 10:47:17 w kubelet[3354]: I1201 10:47:17.884902    3354 operation_generator.go:904] UnmountDevice succeeded for volume "skewtest-5130-csi-0" (UniqueName: "kubernetes.io/csi/csi.skewtest.k8s.io^vol-skewtest-5130-csi-0") on node "w"
+`
+	if got := findUnmountDevice(log, "skewtest-5130-csi-0"); !strings.Contains(got, "10:47:17.884902") {
+		t.Errorf("findUnmountDevice(csi-0) = %q, want the UnmountDevice succeeded line", got)
+	}
+	// A started (not finished) unstage, or another PV's, is not one; nor
+	// is a PV whose name the unstaged one's starts with.
+	for _, pv := range []string{"skewtest-5130-csi-1", "skewtest-5130-csi"} {
+		if got := findUnmountDevice(log, pv); got != "" {
+			t.Errorf("findUnmountDevice(%s) = %q, want none", pv, got)
+		}
+	}
+}

@@ -308,6 +308,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		return fmt.Errorf("provision %s volumes: %w", s.cfg.Kind, err)
 	}
 	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.NoStagingMount
+	s.volumes.UnstageLosesData = vols.UnstageLosesData
 	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, req.Mode(), s.cluster.Workload())
 	if s.shapes != nil {
 		if len(vols.PVs) == 0 || vols.PVs[0].Driver == "" {
@@ -736,6 +737,13 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 			continue
 		}
 		if marker != s.markers[pv] {
+			if line := s.unstagedLine(ctx, pv); line != "" {
+				sc.Evidence(reports.Evidence{Name: "the kubelet unstaged PV " + pv, Kind: "log", Text: line})
+				sc.Note("pod %s uid %s on PV %s: marker now %q, before %q: the kubelet unstaged the volume after the old pod's cleanup and staged it again for this pod (it reached the pod after the cleanup), and this driver's volumes keep no data across an unstage, as a disk would (%s)",
+					p.Name, p.UID, pv, marker, s.markers[pv], line)
+				s.markers[pv] = marker
+				continue
+			}
 			return fmt.Errorf("pod %s (uid %s): marker on PV %s is %q, want %q (written before the first hop)", p.Name, p.UID, pv, marker, s.markers[pv])
 		}
 		sc.Note("pod %s uid %s on %s, claim %s → PV %s, marker intact", p.Name, p.UID, p.Spec.NodeName, claim, pv)

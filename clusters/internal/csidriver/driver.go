@@ -88,6 +88,10 @@ const (
 // Modes lists the modes, default first.
 var Modes = []Mode{ModeTmpfs, ModeEBS}
 
+// UnstageLosesData tells whether a volume's data goes with its staging in
+// mode m: a tmpfs does, a loop device's ext4 keeps it as a disk does.
+func (m Mode) UnstageLosesData() bool { return m != ModeEBS }
+
 // ParseMode checks a mode setting; empty means ModeTmpfs.
 func ParseMode(s string) (Mode, error) {
 	switch Mode(s) {

@@ -101,6 +101,12 @@ func (s *Scenario) unstagedLine(ctx context.Context, pv string) string {
 	return findUnmountDevice(log, pv)
 }
 
+// restaged says why a volume's data is gone although reconstruction did
+// its job, quoting the kubelet's unstage line.
+func restaged(line string) string {
+	return "the kubelet unstaged the volume after the old pod's cleanup (the new pod reached this kubelet only then) and staged it again for the new pod; this driver's volumes keep no data across an unstage, where a disk keeps it, so the marker is read again (" + line + ")"
+}
+
 // findUnmountDevice is the line of log where the kubelet's operation
 // generator reports PV pv's device unmounted (the CSI NodeUnstageVolume
 // done): `UnmountDevice succeeded for volume "<pv>" (UniqueName: ...)`,

@@ -739,8 +739,7 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 		if marker != s.markers[pv] {
 			if line := s.unstagedLine(ctx, pv); line != "" {
 				sc.Evidence(reports.Evidence{Name: "the kubelet unstaged PV " + pv, Kind: "log", Text: line})
-				sc.Note("pod %s uid %s on PV %s: marker now %q, before %q: the kubelet unstaged the volume after the old pod's cleanup and staged it again for this pod (it reached the pod after the cleanup), and this driver's volumes keep no data across an unstage, as a disk would (%s)",
-					p.Name, p.UID, pv, marker, s.markers[pv], line)
+				sc.Note("pod %s uid %s on PV %s: marker now %q, before %q: %s", p.Name, p.UID, pv, marker, s.markers[pv], restaged(line))
 				s.markers[pv] = marker
 				continue
 			}

@@ -1,9 +1,18 @@
 package catalogue
 
-// The providers an implemented entry runs on. Faults that plant node
-// state use commands through nodes.Node only, so they could run on kind
-// too; they are proven on local first.
+// The providers an implemented entry runs on.
 var localOnly = []string{"local"}
+
+// kindFaultProviders run the faults that need nothing of the node but
+// commands through nodes.Node and the API: kind too. The other faults stay
+// on local: they stall or stop skewtest's own CSI driver
+// (kill-during-publish, kill-between-unpublish-unstage,
+// driver-registers-late), cut the node's API server connection through the
+// local provider's proxy (apiserver-unreachable), rewrite the local
+// kubelet's config (rejected-feature-gate), or expect the global mount
+// skewtest's driver stages, which kind's csi-driver-host-path does not
+// make (vol-data-deleted, vol-data-empty, file-for-dir).
+var kindFaultProviders = []string{"local", "kind"}
 
 // shapeProviders run the shapes beyond the sign-off's, which go into one
 // workload on one cluster. The block shape needs skewtest's CSI driver in
@@ -90,7 +99,7 @@ func All() []Entry {
 			Checks: "as csi-filesystem: the re-created pods mount their volumes again with their data",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstructed as uncertain; unpublish and unstage are idempotent; the new pods mount again",
 				Refs: []Ref{issue(124057)}, FixedIn: "1.30 (#124048, backported to 1.27-1.29)"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
 			Name: "vol-data-deleted", Kind: Fault, Item: 2,
@@ -156,7 +165,7 @@ func All() []Entry {
 			Checks: "the pod stays Running with the same containers; its mounts keep their mount IDs (no unpublish or unstage happened)",
 			Expect: []Expectation{{From: "1.33", Outcome: Clean, Says: "the volume stays mounted", Refs: []Ref{pr(130335)},
 				FixedIn: "1.33 (backports #130684 to 1.32, #130685 to 1.31, #130686 to 1.30)"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
 			Name: "replacement-pod", Kind: Fault, Item: 9,
@@ -164,21 +173,21 @@ func All() []Entry {
 			Checks: "the old pod cleaned; the replacement Running with the old pod's data; then it is removed and the StatefulSet scaled back",
 			Expect: []Expectation{{From: "1.26", Outcome: Clean, Says: "the replacement starts once the old pod is cleaned",
 				Refs: []Ref{issue(113596)}, FixedIn: "1.26 (SELinux label reconstruction)"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
 			Name: "restart-no-delete", Kind: Fault, Item: 10,
 			Plants: "a kubelet stop, swap and start with nothing deleted",
 			Checks: "the same pod UIDs Running with the same container IDs and restart counts; every volume mount of the pods untouched (same mount IDs); reconstruction metrics",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "the running pods' volumes are reconstructed and left mounted; no container restarts"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
 			Name: "prestop-emptydir", Kind: Fault, Item: 11,
 			Plants: "a pod of its own with an emptyDir (a marker written there) and a preStop hook that outlasts the hop (grace 40 s) deleted gracefully; the kubelet stopped, swapped and started while it is Terminating; the StatefulSet's pods kept",
 			Checks: "for 20 s from the kubelet's start the pod stays and its emptyDir keeps the marker; the StatefulSet's pods keep their containers and mount IDs; then the pod is force-deleted and cleaned",
 			Expect: []Expectation{{Outcome: Clean, Says: "the volume is not unmounted or emptied under the running container", Refs: []Ref{issue(113979)}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
 			Name: "rejected-feature-gate", Kind: Fault, Item: 12,

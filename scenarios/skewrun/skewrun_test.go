@@ -131,9 +131,9 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		},
 		{
 			name:    "scenario on a provider it does not run on",
-			opts:    skewrun.Options{Scenario: "reboot", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    skewrun.Options{Scenario: "kill-during-publish", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
-			want:    []string{"SCENARIO=reboot runs on local, not PROVIDER=kind"},
+			want:    []string{"SCENARIO=kill-during-publish runs on local, not PROVIDER=kind"},
 		},
 		{
 			name:    "unknown provider",

@@ -7,6 +7,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -288,12 +289,16 @@ func TestCleanStale(t *testing.T) {
 		}
 	}
 	overlay := filepath.Join(live, overlayFile)
-	cmd := osexec.Command("sh", "-c", "sleep 600", overlay)
+	cmd := osexec.Command("sh", "-c", "sleep 600 & wait", overlay)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	// The stand-in qemu must name its overlay before CleanStale looks, as
+	// a real qemu does from its start: CI once saw CleanStale remove the
+	// live instance, its stand-in still running.
+	waitCmdline(t, cmd.Process.Pid, overlay)
 	if err := (&Instance{Name: "live", Dir: live, PID: cmd.Process.Pid, Overlay: overlay}).save(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,4 +322,17 @@ func TestCleanStale(t *testing.T) {
 	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
 		t.Errorf("running instance's process killed: %v", err)
 	}
+}
+
+// waitCmdline waits until process pid's command line names want.
+func waitCmdline(t *testing.T, pid int, want string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if last = strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(last, want) {
+			return
+		}
+	}
+	t.Fatalf("process %d's command line %q does not name %s after 5 s", pid, last, want)
 }

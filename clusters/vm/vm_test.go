@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -225,17 +224,7 @@ func TestDownKillsProcessGroupAndRemovesDir(t *testing.T) {
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	// Start returns once the child is forked, maybe before it has exec'd
-	// sh: until then its command line is this test binary's.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
-		if strings.Contains(string(b), overlay) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stand-in's command line never named the overlay: %q", b)
-		}
-	}
+	waitCmdline(t, cmd.Process.Pid, overlay)
 	inst := &Instance{Name: "t", Dir: dir, PID: cmd.Process.Pid, Overlay: overlay}
 	if err := inst.save(); err != nil {
 		t.Fatal(err)
@@ -295,9 +284,8 @@ func TestCleanStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	// The stand-in qemu must name its overlay before CleanStale looks, as
-	// a real qemu does from its start: CI once saw CleanStale remove the
-	// live instance, its stand-in still running.
+	// CI once saw CleanStale remove the live instance, its stand-in
+	// still running: see waitCmdline.
 	waitCmdline(t, cmd.Process.Pid, overlay)
 	if err := (&Instance{Name: "live", Dir: live, PID: cmd.Process.Pid, Overlay: overlay}).save(); err != nil {
 		t.Fatal(err)
@@ -324,7 +312,11 @@ func TestCleanStale(t *testing.T) {
 	}
 }
 
-// waitCmdline waits until process pid's command line names want.
+// waitCmdline waits until process pid's command line names want, as a
+// real qemu's names its overlay from its start. Start may return before
+// the stand-in's command line is readable: the kernel resumes a vfork
+// parent before the new image's argument area is set, and /proc/PID/cmdline
+// reads empty (or the parent's) until then.
 func waitCmdline(t *testing.T, pid int, want string) {
 	t.Helper()
 	var last string

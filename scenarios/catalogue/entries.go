@@ -5,13 +5,14 @@ var localOnly = []string{"local"}
 
 // kindFaultProviders run the faults that need nothing of the node but
 // commands through nodes.Node and the API: kind too. The other faults stay
-// on local: they stall or stop skewtest's own CSI driver
+// on local: they stall or stop skewtest's own CSI driver process
 // (kill-during-publish, kill-between-unpublish-unstage,
 // driver-registers-late), cut the node's API server connection through the
-// local provider's proxy (apiserver-unreachable), rewrite the local
-// kubelet's config (rejected-feature-gate), or expect the global mount
-// skewtest's driver stages, which kind's csi-driver-host-path does not
-// make (vol-data-deleted, vol-data-empty, file-for-dir).
+// local provider's proxy (apiserver-unreachable), or rewrite the local
+// kubelet's config (rejected-feature-gate). vol-data-deleted,
+// vol-data-empty and file-for-dir are judged on what their known bugs
+// leave at the CSI global mount; they are proven on local only so far
+// (kind's csi-driver-host-path option stages nothing there).
 var kindFaultProviders = []string{"local", "kind"}
 
 // shapeProviders run the shapes beyond the sign-off's, which go into one

@@ -106,6 +106,44 @@ func release(ctx context.Context, sc *scenarios.StepContext, d nodes.WithCSIDriv
 	return err
 }
 
+// heldCall is a CSI call the node's driver holds (its stall knob) until
+// the kubelet is SIGKILLed in the middle of it: faults 4 and 5.
+type heldCall struct {
+	method string
+	drv    nodes.WithCSIDriver
+	killer nodes.WithKubeletKill
+}
+
+// holdCall has the node's driver hold method from now on; the caller
+// defers h.release, so that a failed fault never leaves the driver stalled.
+func holdCall(ctx context.Context, s *Scenario, sc *scenarios.StepContext, method string) (*heldCall, error) {
+	drv, err := nodeAs[nodes.WithCSIDriver](s, "stall its CSI driver")
+	if err != nil {
+		return nil, err
+	}
+	killer, err := nodeAs[nodes.WithKubeletKill](s, "SIGKILL its kubelet")
+	if err != nil {
+		return nil, err
+	}
+	if err := stall(ctx, sc, drv, method); err != nil {
+		return nil, err
+	}
+	return &heldCall{method: method, drv: drv, killer: killer}, nil
+}
+
+func (h *heldCall) release(ctx context.Context, sc *scenarios.StepContext) error {
+	return release(ctx, sc, h.drv, h.method)
+}
+
+// killAndRelease SIGKILLs the kubelet while the call is held, then lets
+// the driver go on.
+func (h *heldCall) killAndRelease(ctx context.Context, sc *scenarios.StepContext) error {
+	if err := h.killer.KillKubelet(ctx); err != nil {
+		return err
+	}
+	return h.release(ctx, sc)
+}
+
 // waitStalled waits until a call of method is held by the stall and ready
 // also holds; it returns the held call's target or staging path.
 func (s *Scenario) waitStalled(ctx context.Context, sc *scenarios.StepContext, d nodes.WithCSIDriver, method string, ready func(context.Context) (bool, string)) (string, error) {
@@ -151,18 +189,11 @@ func podUIDOf(p string) string {
 // reconstruct (as uncertain) and clean up after the hop's force-delete.
 func killDuringPublish(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 	const method = "NodePublishVolume"
-	drv, err := nodeAs[nodes.WithCSIDriver](s, "stall its CSI driver")
+	h, err := holdCall(ctx, s, sc, method)
 	if err != nil {
 		return err
 	}
-	killer, err := nodeAs[nodes.WithKubeletKill](s, "SIGKILL its kubelet")
-	if err != nil {
-		return err
-	}
-	if err := stall(ctx, sc, drv, method); err != nil {
-		return err
-	}
-	defer release(context.WithoutCancel(ctx), sc, drv, method)
+	defer h.release(context.WithoutCancel(ctx), sc)
 	pods, err := s.listPods(ctx)
 	if err != nil {
 		return err
@@ -173,19 +204,16 @@ func killDuringPublish(ctx context.Context, s *Scenario, sc *scenarios.StepConte
 		}
 	}
 	sc.Note("force-deleted %d pods with the kubelet up; the StatefulSet re-creates them and the driver holds their %s", len(pods), method)
-	target, err := s.waitStalled(ctx, sc, drv, method, nil)
+	target, err := s.waitStalled(ctx, sc, h.drv, method, nil)
 	if err != nil {
 		return err
 	}
-	if err := killer.KillKubelet(ctx); err != nil {
+	if err := h.killAndRelease(ctx, sc); err != nil {
 		return err
 	}
 	uid := podUIDOf(target)
 	if uid == "" {
 		return fmt.Errorf("fault %s: the held %s has no pod UID in its target path %q", s.cfg.Fault.Entry.Name, method, target)
-	}
-	if err := release(ctx, sc, drv, method); err != nil {
-		return err
 	}
 	sc.Note("kubelet SIGKILLed while %s of pod uid %s was held by the driver (target %s); stall released", method, uid, target)
 	s.oldUIDs = append(s.oldUIDs, uid)
@@ -216,18 +244,11 @@ func killBetweenUnpublishUnstage(ctx context.Context, s *Scenario, sc *scenarios
 	if s.volumes.NoStagingMount || len(s.volumes.PVs) == 0 || s.volumes.PVs[0].Driver == "" {
 		return fmt.Errorf("fault %s needs CSI volumes whose driver mounts at the global mount", s.cfg.Fault.Entry.Name)
 	}
-	drv, err := nodeAs[nodes.WithCSIDriver](s, "stall its CSI driver")
+	h, err := holdCall(ctx, s, sc, method)
 	if err != nil {
 		return err
 	}
-	killer, err := nodeAs[nodes.WithKubeletKill](s, "SIGKILL its kubelet")
-	if err != nil {
-		return err
-	}
-	if err := stall(ctx, sc, drv, method); err != nil {
-		return err
-	}
-	defer release(context.WithoutCancel(ctx), sc, drv, method)
+	defer h.release(context.WithoutCancel(ctx), sc)
 	if err := s.scale(ctx, 0); err != nil {
 		return err
 	}
@@ -241,14 +262,11 @@ func killBetweenUnpublishUnstage(ctx context.Context, s *Scenario, sc *scenarios
 		}
 		return true, ""
 	}
-	target, err := s.waitStalled(ctx, sc, drv, method, podDirsGone)
+	target, err := s.waitStalled(ctx, sc, h.drv, method, podDirsGone)
 	if err != nil {
 		return err
 	}
-	if err := killer.KillKubelet(ctx); err != nil {
-		return err
-	}
-	if err := release(ctx, sc, drv, method); err != nil {
+	if err := h.killAndRelease(ctx, sc); err != nil {
 		return err
 	}
 	snap, err := s.snapshot(ctx, sc.Node)

@@ -2,14 +2,13 @@ package existing
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 )
 
@@ -59,41 +58,16 @@ func (s NodeState) layout() systemdkubelet.Layout {
 
 // ReadState reads dir's StateFile.
 func ReadState(dir string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, StateFile))
-	if err != nil {
-		return nil, err
-	}
 	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	if err := statefile.Read(dir, StateFile, &s); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
 
 // write replaces dir's StateFile in one rename, so a kill leaves the old
 // state or the new, never half of one.
-func (s *State) write(dir string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, StateFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, StateFile))
-	}
-	return err
-}
+func (s *State) write(dir string) error { return statefile.Write(dir, StateFile, s, 0o600) }
 
 // initState writes the run's state, with no node yet, before any node is
 // touched: a state directory that cannot be written fails Up, not a hop.

@@ -15,11 +15,9 @@ package kops
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -30,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -194,26 +193,17 @@ func (p *Provider) updateState(f func(*State)) error {
 }
 
 func writeState(dir string, s *State) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, StateFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := statefile.Write(dir, StateFile, s, 0o600); err != nil {
 		return fmt.Errorf("kops: write the run's state: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(dir, StateFile))
+	return nil
 }
 
 // ReadState reads a run directory's state.
 func ReadState(dir string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, StateFile))
-	if err != nil {
-		return nil, err
-	}
 	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, StateFile), err)
+	if err := statefile.Read(dir, StateFile, &s); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 )
 
 // state is what teardown needs to know about a run beyond what it can find
@@ -63,17 +65,7 @@ type nodeState struct {
 
 const stateFile = "state.json"
 
-func writeState(dir string, s state) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, stateFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, stateFile))
-}
+func writeState(dir string, s state) error { return statefile.Write(dir, stateFile, s, 0o644) }
 
 func readState(dir string) (state, error) {
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))

@@ -23,7 +23,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -57,7 +59,7 @@ type Provider struct {
 
 	// kube makes the API client from the run's kubeconfig; tests
 	// replace it.
-	kube func(*rest.Config) (kubernetes.Interface, error)
+	kube func(*rest.Config) (kubeAPI, error)
 	// validateRetry is the pause between kops validate calls that
 	// exited 2 (not valid yet).
 	validateRetry time.Duration
@@ -121,7 +123,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.RunDir == "" {
 		return nil, errors.New("kops: Config.RunDir is required")
 	}
-	p := &Provider{cfg: cfg, log: cfg.Logger, kube: func(rc *rest.Config) (kubernetes.Interface, error) {
+	p := &Provider{cfg: cfg, log: cfg.Logger, kube: func(rc *rest.Config) (kubeAPI, error) {
 		return kubernetes.NewForConfig(rc)
 	}, validateRetry: defaultValidateRetry, settleTimeout: ebsSettleTimeout, checkIPURL: defaultCheckIPURL}
 	p.state = State{RunID: cfg.RunID, Cluster: cfg.ClusterName(), Region: cfg.Region, StateStore: cfg.StateStore}
@@ -153,7 +155,15 @@ func (p *Provider) RESTConfig() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", p.KubeconfigPath())
 }
 
-func (p *Provider) kubeClient() (kubernetes.Interface, error) {
+// kubeAPI is what the provider reads from the API server: the nodes and
+// PVs of core/v1, and the server's version. Every kubernetes.Interface is
+// one; tests use clusters/internal/kubefake.
+type kubeAPI interface {
+	CoreV1() corev1client.CoreV1Interface
+	Discovery() discovery.DiscoveryInterfaces
+}
+
+func (p *Provider) kubeClient() (kubeAPI, error) {
 	rc, err := p.RESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kops: kubeconfig %s: %w", p.KubeconfigPath(), err)
@@ -167,7 +177,7 @@ func (p *Provider) IsUp(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, nil
 	}
-	if _, err := cs.Discovery().ServerVersion(); err != nil {
+	if _, err := cs.Discovery().ServerVersionWithContext(ctx); err != nil {
 		return false, nil
 	}
 	return true, nil

@@ -20,16 +20,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 )
 
 // testRun is one provider against the fakes.
 type testRun struct {
 	p         *Provider
 	store     *fakeStore
-	kube      *fake.Clientset
+	kube      *kubefake.Clientset
 	artifacts string
 	logs      *bytes.Buffer
 }
@@ -62,11 +62,11 @@ func newTestRun(t *testing.T, world func(*fakeWorld)) *testRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &testRun{p: p, store: store, kube: fake.NewClientset(), artifacts: cfg.ArtifactsDir, logs: logs}
+	tr := &testRun{p: p, store: store, kube: kubefake.New(), artifacts: cfg.ArtifactsDir, logs: logs}
 	p.clients = fakeClients(t, store)
 	p.validateRetry = 10 * time.Millisecond
 	p.settleTimeout = 500 * time.Millisecond
-	p.kube = func(*rest.Config) (kubernetes.Interface, error) {
+	p.kube = func(*rest.Config) (kubeAPI, error) {
 		tr.syncNodes(t)
 		return tr.kube, nil
 	}

@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 	"sigs.k8s.io/skewtest/clusters/internal/vmnode"
 )
 
@@ -46,7 +45,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	if err := os.WriteFile(p.KubeconfigPath(), []byte(fakeKubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.kube = func(*rest.Config) (kubernetes.Interface, error) { return fake.NewClientset(), nil }
+	p.kube = func(*rest.Config) (kubeAPI, error) { return kubefake.New(), nil }
 	p.clients = &Clients{}
 	sn, err := existing.SSHNodeWithLayout("vm-node", addr, existing.SSHConfig{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv),
 		KnownHostsFile: os.Getenv(vmnode.KnownHostsEnv), Timeout: time.Minute}, Layout, log)

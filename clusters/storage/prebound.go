@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -33,7 +32,7 @@ type Prebound struct {
 // ProvisionPrebound makes a StorageClass and one PV per claim, each bound
 // to its claim in advance and pinned to req.Node: CSI PVs of b.CSIDriver or
 // local PVs at b.LocalPath.
-func ProvisionPrebound(ctx context.Context, cs kubernetes.Interface, req Request, b Prebound) (Volumes, error) {
+func ProvisionPrebound(ctx context.Context, cs Client, req Request, b Prebound) (Volumes, error) {
 	size := req.Size
 	if size == "" {
 		size = "16Mi"

@@ -6,13 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+
+	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 )
 
 // A request's Group keeps its PVs apart from another request's on the
 // same node, and Block asks for raw block PVs.
 func TestProvisionPreboundGroupAndBlock(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := kubefake.New()
 	ctx := context.Background()
 	b := Prebound{NamePrefix: "skewtest-csi-ab12", CSIDriver: "csi.example"}
 	first, err := ProvisionPrebound(ctx, cs, Request{Kind: CSI, Namespace: "ns", Claims: []string{"data-web-0"}, Node: "n"}, b)
@@ -50,7 +51,7 @@ func TestProvisionPreboundAccessMode(t *testing.T) {
 		{"", corev1.ReadWriteOnce},
 		{corev1.ReadWriteOncePod, corev1.ReadWriteOncePod},
 	} {
-		cs := fake.NewClientset()
+		cs := kubefake.New()
 		ctx := context.Background()
 		vols, err := ProvisionPrebound(ctx, cs, Request{Kind: CSI, Namespace: "ns", Claims: []string{"data-web-0"}, Node: "n", AccessMode: tt.mode}, Prebound{NamePrefix: "p", CSIDriver: "csi.example"})
 		if err != nil {

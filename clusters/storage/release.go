@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 )
 
@@ -22,7 +21,7 @@ import (
 // directory) and then the PV. Deleting such a PV ourselves could race the
 // provisioner and leak the volume, so Release only waits for it to go. A
 // Retain PV (skewtest's pre-created ones) is deleted here.
-func Release(ctx context.Context, cs kubernetes.Interface, namespace string, vols Volumes, timeout, interval time.Duration) error {
+func Release(ctx context.Context, cs Client, namespace string, vols Volumes, timeout, interval time.Duration) error {
 	var errs []error
 	for _, pv := range vols.PVs {
 		if err := cs.CoreV1().PersistentVolumeClaims(namespace).Delete(ctx, pv.Claim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

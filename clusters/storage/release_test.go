@@ -12,8 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 )
 
 func pvWith(name string, policy corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
@@ -64,7 +65,7 @@ func TestRelease(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := fake.NewClientset(tc.objects...)
+			cs := kubefake.New(tc.objects...)
 			var deletedPVs []string
 			cs.PrependReactor("delete", "persistentvolumes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				deletedPVs = append(deletedPVs, a.(k8stesting.DeleteAction).GetName())

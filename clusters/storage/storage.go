@@ -7,7 +7,17 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
 )
+
+// Client is the part of a clientset this package uses; every
+// kubernetes.Interface is one. Its tests fake these two groups only
+// (clusters/internal/kubefake).
+type Client interface {
+	CoreV1() corev1client.CoreV1Interface
+	StorageV1() storagev1client.StorageV1Interface
+}
 
 // Kind is a kind of volume a scenario runs on.
 type Kind string

@@ -667,3 +667,33 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionsQueueAtTheServersLimit: a node whose sshd allows fewer
+// sessions per connection than skewtest opens at once (MaxSessions 2, as
+// hardened configurations have it) still runs every one of many parallel
+// commands: a session the server refuses is retried, not a failed step.
+// The default MaxSessions (10) meets the same refusal when sessions close
+// and open quickly, since sshd counts a session until it has processed
+// its close.
+func TestSessionsQueueAtTheServersLimit(t *testing.T) {
+	srv := sshdtest.Start(t, "MaxSessions 2")
+	ctx := t.Context()
+	p := newProvider(t, srv, nil)
+	n := p.Node("node-a", srv.Addr)
+	const commands = 24
+	errs := make(chan error, commands)
+	for i := range commands {
+		go func() {
+			res, err := exec.Output(ctx, n, "echo", strconv.Itoa(i))
+			if err == nil && res.Stdout != strconv.Itoa(i)+"\n" {
+				err = fmt.Errorf("stdout %q", res.Stdout)
+			}
+			errs <- err
+		}()
+	}
+	for range commands {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

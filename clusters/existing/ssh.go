@@ -26,6 +26,14 @@ import (
 // of being refused.
 const maxSessions = 8
 
+// sessionRefusedWait is how long a session the server refuses (sshd at
+// its MaxSessions) is retried, starting sessionRefusedPause apart and
+// backing off, before the refusal is the command's error.
+const (
+	sessionRefusedWait  = 10 * time.Second
+	sessionRefusedPause = 10 * time.Millisecond
+)
+
 // cancelGrace is how long Run waits, after killing a cancelled command,
 // for the session to close before returning anyway.
 const cancelGrace = 5 * time.Second
@@ -250,30 +258,48 @@ func (c *conn) drop(cl *ssh.Client) {
 	cl.Close()
 }
 
-// session opens a session, redialling once if the connection broke.
+// session opens a session, redialling once if the connection broke, and
+// waiting while the server refuses it for MaxSessions (sessionRefusedWait).
 func (c *conn) session(ctx context.Context) (*ssh.Session, error) {
 	cl, err := c.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s, err := cl.NewSession()
-	if err == nil {
-		return s, nil
+	redialled := false
+	deadline := time.Now().Add(sessionRefusedWait)
+	pause := sessionRefusedPause
+	for {
+		s, err := cl.NewSession()
+		if err == nil {
+			return s, nil
+		}
+		var oce *ssh.OpenChannelError
+		switch {
+		case errors.As(err, &oce) && oce.Reason == ssh.ConnectionFailed && time.Now().Before(deadline):
+			// sshd's answer at MaxSessions. It counts a session until it
+			// has processed the close, so one opened just after another of
+			// ours closed can meet the limit although fewer than
+			// maxSessions are open.
+			c.d.log.Debug("ssh session refused, retrying", "node", c.node, "addr", c.addr, "err", err)
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return nil, fmt.Errorf("ssh to node %s at %s: open session: %w", c.node, c.addr, context.Cause(ctx))
+			}
+			pause = min(2*pause, 20*sessionRefusedPause)
+		case errors.As(err, &oce) || redialled:
+			// The server is there but refused the session, or the
+			// connection broke again right after it was made.
+			return nil, fmt.Errorf("ssh to node %s at %s: open session: %w", c.node, c.addr, err)
+		default:
+			c.d.log.Debug("ssh connection lost, redialling", "node", c.node, "addr", c.addr, "err", err)
+			c.drop(cl)
+			if cl, err = c.get(ctx); err != nil {
+				return nil, err
+			}
+			redialled = true
+		}
 	}
-	var oce *ssh.OpenChannelError
-	if errors.As(err, &oce) {
-		// The server is there but refused the session.
-		return nil, fmt.Errorf("ssh to node %s at %s: open session: %w", c.node, c.addr, err)
-	}
-	c.d.log.Debug("ssh connection lost, redialling", "node", c.node, "addr", c.addr, "err", err)
-	c.drop(cl)
-	if cl, err = c.get(ctx); err != nil {
-		return nil, err
-	}
-	if s, err = cl.NewSession(); err != nil {
-		return nil, fmt.Errorf("ssh to node %s at %s: open session: %w", c.node, c.addr, err)
-	}
-	return s, nil
 }
 
 // Close closes the connection; the next command dials again.

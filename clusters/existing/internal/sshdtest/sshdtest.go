@@ -51,8 +51,9 @@ type Server struct {
 	stderr *lockedBuffer
 }
 
-// Start starts sshd, skipping the test if it is not installed.
-func Start(t testing.TB) *Server {
+// Start starts sshd, skipping the test if it is not installed. Each of
+// extra is a line added to its sshd_config.
+func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if _, err := os.Stat(SSHD); err != nil {
 		t.Skipf("%s not found (install openssh-server): %v", SSHD, err)
@@ -94,6 +95,10 @@ func Start(t testing.TB) *Server {
 			t.Fatal(err)
 		}
 		cfgFile := filepath.Join(dir, "sshd_config")
+		// HOME is the server's directory: bash started by sshd reads
+		// ~/.bashrc, and what the test user keeps there is not the
+		// node's. This machine's root runs pyenv's init there, twenty
+		// processes per command: 15 CPU-seconds of this package's tests.
 		cfg := fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1
 HostKey %s
@@ -109,8 +114,8 @@ UseDNS no
 PrintMotd no
 PrintLastLog no
 LogLevel VERBOSE
-SetEnv PATH=%s:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-`, port, hostKeyFile, authorizedKeys, filepath.Join(dir, "sshd.pid"), s.BinDir)
+SetEnv PATH=%s:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=%s
+`, port, hostKeyFile, authorizedKeys, filepath.Join(dir, "sshd.pid"), s.BinDir, dir) + strings.Join(extra, "\n")
 		if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -13,12 +13,17 @@ MATRIX ?=
 MATRIX_NODES ?=
 export PROVIDER PLAN REPLICAS ARTIFACTS MATRIX MATRIX_NODES
 
-# Every package but the suites, which need a cluster; the kops provider
-# first. go test compiles in the order of this list and starts test
-# binaries in it too. The AWS SDK's EC2 client (clusters/kops) is the one
-# long compile, 85 CPU-seconds: begun first, it runs beside the rest
-# instead of ending a cold make test alone on one core.
-UNIT_PKGS = ./clusters/kops $(shell go list ./... | grep -v -e /suites/ -e /clusters/kops$$)
+# Every Go build the targets make, tests included, in one configuration:
+# the one the programs we put into images and onto nodes need (static,
+# without cgo, paths trimmed). The builds inside tests and suites (the CSI
+# driver, podbin, the runc shim, kindcni) then reuse the packages the test
+# binaries compiled, instead of compiling the standard library and gRPC a
+# second time, twice at once when two such tests run together.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
+# Every package but the suites, which need a cluster.
+UNIT_PKGS = $(shell go list ./... | grep -v /suites/)
 # go test's -p counts test binaries running as well as compiles. Ours that
 # wait on real daemons (sshd, dockerd, containerd) would hold both slots of
 # a 2-core machine idle for half a minute of a cold make test; two slots

@@ -20,7 +20,8 @@ export PROVIDER PLAN REPLICAS ARTIFACTS MATRIX MATRIX_NODES
 # binaries compiled, instead of compiling the standard library and gRPC a
 # second time, twice at once when two such tests run together.
 export CGO_ENABLED := 0
-export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+# go env, not $(GOFLAGS): flags set with go env -w stay too.
+export GOFLAGS := $(strip $(shell go env GOFLAGS) -trimpath)
 
 # Every package but the suites, which need a cluster.
 UNIT_PKGS = $(shell go list ./... | grep -v /suites/)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 
 	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 )
@@ -67,8 +66,10 @@ const stateFile = "state.json"
 
 func writeState(dir string, s state) error { return statefile.Write(dir, stateFile, s, 0o644) }
 
+// readState reads dir's state; a run that wrote none has the zero state.
 func readState(dir string) (state, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	var b json.RawMessage
+	err := statefile.Read(dir, stateFile, &b)
 	if errors.Is(err, os.ErrNotExist) {
 		return state{}, nil
 	}

@@ -84,7 +84,14 @@ const (
 	podsRunningTimeout    = 3 * time.Minute
 	nodeReadyTimeout      = 2 * time.Minute
 	podsGoneTimeout       = time.Minute
+	// eventsTimeout bounds reading the pods' events for a failed wait's
+	// error, after the wait's own deadline.
+	eventsTimeout = 10 * time.Second
 )
+
+// maxQuotedEvents is how many of a stuck pod's Warning events its wait's
+// error quotes: enough for a controller's and the scheduler's reasons.
+const maxQuotedEvents = 4
 
 // scaled is d stretched by the configured timeout factor.
 func (s *Scenario) scaled(d time.Duration) time.Duration {
@@ -424,13 +431,19 @@ func (s *Scenario) listPods(ctx context.Context) ([]corev1.Pod, error) {
 func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bool, timeout time.Duration) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	var last string
+	var waiting []string
 	cond := func(ctx context.Context) (bool, error) {
 		got, err := s.listPods(ctx)
 		if err != nil {
-			last = err.Error()
+			// The list the deadline cut short would only say so: keep
+			// what the last list saw.
+			if ctx.Err() == nil || last == "" {
+				last = err.Error()
+			}
 			return false, nil
 		}
 		var status []string
+		waiting = waiting[:0]
 		ready := 0
 		for _, p := range got {
 			st := string(p.Status.Phase)
@@ -442,6 +455,9 @@ func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bo
 			} else if reason := waitingReason(p); reason != "" {
 				st += "/" + reason
 			}
+			if st != "Running" && st != "old uid" {
+				waiting = append(waiting, p.Name)
+			}
 			status = append(status, fmt.Sprintf("%s(%s)=%s", p.Name, p.UID, st))
 		}
 		last = strings.Join(status, ", ")
@@ -452,9 +468,71 @@ func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bo
 		return ready == s.cfg.Replicas && len(got) == s.cfg.Replicas, nil
 	}
 	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
-		return nil, fmt.Errorf("wait for %d pods of %s/%s Running on %s: %w (last seen: %s)", s.cfg.Replicas, s.cfg.Namespace, s.cfg.Name, s.node, err, last)
+		return nil, fmt.Errorf("wait for %d pods of %s/%s Running on %s: %w (last seen: %s)%s", s.cfg.Replicas, s.cfg.Namespace, s.cfg.Name, s.node, err, last, s.podWarnings(ctx, waiting))
 	}
 	return pods, nil
+}
+
+// podWarnings quotes the newest Warning events of the pods a wait ended
+// on (the scheduler's and the controllers' reasons, which the pods' own
+// status may not carry), for the step's error. It reads them after the
+// wait's deadline, so it has a short deadline of its own.
+func (s *Scenario) podWarnings(ctx context.Context, pods []string) string {
+	if len(pods) == 0 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), eventsTimeout)
+	defer cancel()
+	var list corev1.EventList
+	if err := s.res.WithNamespace(s.cfg.Namespace).List(ctx, &list); err != nil {
+		return fmt.Sprintf("; events of %s not read: %v", strings.Join(pods, ", "), err)
+	}
+	return warningEvents(list.Items, pods, maxQuotedEvents)
+}
+
+// warningEvents formats the newest n Warning events about the named pods,
+// oldest first.
+func warningEvents(events []corev1.Event, pods []string, n int) string {
+	want := map[string]bool{}
+	for _, p := range pods {
+		want[p] = true
+	}
+	var ws []corev1.Event
+	for _, e := range events {
+		if e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Pod" && want[e.InvolvedObject.Name] {
+			ws = append(ws, e)
+		}
+	}
+	if len(ws) == 0 {
+		return "; no Warning events for " + strings.Join(pods, ", ")
+	}
+	sort.SliceStable(ws, func(i, j int) bool { return eventTime(ws[i]).Before(eventTime(ws[j])) })
+	if len(ws) > n {
+		ws = ws[len(ws)-n:]
+	}
+	var out []string
+	for _, e := range ws {
+		out = append(out, fmt.Sprintf("%s %s %s by %s (x%d): %s", eventTime(e).UTC().Format(time.TimeOnly), e.InvolvedObject.Name, e.Reason, eventSource(e), max(e.Count, 1), e.Message))
+	}
+	return "; Warning events: " + strings.Join(out, "; ")
+}
+
+func eventTime(e corev1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+func eventSource(e corev1.Event) string {
+	for _, s := range []string{e.ReportingController, e.Source.Component} {
+		if s != "" {
+			return s
+		}
+	}
+	return "?"
 }
 
 func podReady(p corev1.Pod) bool {

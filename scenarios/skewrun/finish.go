@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -57,13 +59,25 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	return res, runErr
 }
 
-// CollectLogs copies the cluster's component logs into dir, and the CSI
-// calls its driver served where the provider records them. Failures are
+// CollectLogs copies the cluster's component logs into dir, the API
+// objects of pods and volumes into dir/api, and the CSI calls its driver
+// served where the provider records them. Failures are
 // logged: logs are evidence, not a verdict.
 func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 	logger := c.v.Options.Logger
 	if err := c.Provider.DumpClusterLogs(ctx, dir); err != nil {
 		logger.Warn("could not collect cluster logs", "err", err)
+	}
+	cfg, err := c.Provider.RESTConfig()
+	var cs kubernetes.Interface
+	if err == nil {
+		cs, err = kubernetes.NewForConfig(cfg)
+	}
+	if err == nil {
+		err = dumpAPIObjects(ctx, cs, dir)
+	}
+	if err != nil {
+		logger.Warn("could not write the API objects", "dir", filepath.Join(dir, "api"), "err", err)
 	}
 	if cp, ok := c.Provider.(capabilities.WithCSICalls); ok {
 		var b strings.Builder

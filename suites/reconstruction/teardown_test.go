@@ -105,6 +105,10 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		} else {
 			Expect(filepath.Join(run.ArtifactsDir, "logs")).To(BeADirectory(), "kind's logs are kept")
 		}
+		pods, err := os.ReadFile(filepath.Join(run.ArtifactsDir, "logs", "api", "pods.yaml"))
+		Expect(err).NotTo(HaveOccurred(), "the API objects are kept as evidence")
+		Expect(string(pods)).To(ContainSubstring("name: web-0"), "with the workload's pods as the control plane saw them")
+		Expect(filepath.Join(run.ArtifactsDir, "logs", "api", "events.yaml")).To(BeAnExistingFile())
 		Expect(footprint.Diff(before, footprint.Take(ctx))).To(BeEmpty())
 	})
 

@@ -23,6 +23,12 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 )
 
+// ErrControlPlane marks a step that failed because the control plane did
+// not do its part (a re-created pod the scheduler never placed on the
+// node), so the kubelet under test was never asked: the run's failure is
+// the infrastructure's, not the kubelet's.
+var ErrControlPlane = errors.New("the control plane did not act")
+
 // Step is one named step of a scenario.
 type Step struct {
 	Name string

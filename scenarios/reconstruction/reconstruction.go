@@ -430,8 +430,8 @@ func (s *Scenario) listPods(ctx context.Context) ([]corev1.Pod, error) {
 // node, none of them with a UID in exclude.
 func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bool, timeout time.Duration) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
+	var seen podsSeen
 	var last string
-	var waiting []string
 	cond := func(ctx context.Context) (bool, error) {
 		got, err := s.listPods(ctx)
 		if err != nil {
@@ -442,35 +442,79 @@ func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bo
 			}
 			return false, nil
 		}
-		var status []string
-		waiting = waiting[:0]
-		ready := 0
-		for _, p := range got {
-			st := string(p.Status.Phase)
-			if exclude[p.UID] {
-				st = "old uid"
-			} else if p.Status.Phase == corev1.PodRunning && podReady(p) && p.Spec.NodeName == s.node.String() {
-				ready++
-				st = "Running"
-			} else if reason := waitingReason(p); reason != "" {
-				st += "/" + reason
-			}
-			if st != "Running" && st != "old uid" {
-				waiting = append(waiting, p.Name)
-			}
-			status = append(status, fmt.Sprintf("%s(%s)=%s", p.Name, p.UID, st))
-		}
-		last = strings.Join(status, ", ")
-		if len(got) == 0 {
-			last = "no pods yet (is the StatefulSet controller running?)"
-		}
-		pods = got
-		return ready == s.cfg.Replicas && len(got) == s.cfg.Replicas, nil
+		pods, seen = got, observePods(got, exclude, s.node.String())
+		last = seen.status
+		return seen.ready == s.cfg.Replicas && len(got) == s.cfg.Replicas, nil
 	}
 	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
-		return nil, fmt.Errorf("wait for %d pods of %s/%s Running on %s: %w (last seen: %s)%s", s.cfg.Replicas, s.cfg.Namespace, s.cfg.Name, s.node, err, last, s.podWarnings(ctx, waiting))
+		err = fmt.Errorf("wait for %d pods of %s/%s Running on %s: %w (last seen: %s)%s", s.cfg.Replicas, s.cfg.Namespace, s.cfg.Name, s.node, err, last, s.podWarnings(ctx, seen.waiting))
+		if why := seen.controlPlaneFault(s.cfg.Replicas); why != "" {
+			err = fmt.Errorf("%w: %s: %w", scenarios.ErrControlPlane, why, err)
+		}
+		return nil, err
 	}
 	return pods, nil
+}
+
+// podsSeen is one look at the StatefulSet's pods while waiting for them.
+type podsSeen struct {
+	// ready run and are ready on the node; created are the pods that
+	// are not old ones.
+	ready, created int
+	// oldPresent: a pod with an old UID is still in the API.
+	oldPresent bool
+	// waiting are new pods not ready yet; unscheduled, those of them
+	// without a node.
+	waiting, unscheduled []string
+	status               string
+}
+
+func observePods(got []corev1.Pod, exclude map[types.UID]bool, node string) podsSeen {
+	var ps podsSeen
+	var status []string
+	for _, p := range got {
+		st := string(p.Status.Phase)
+		switch {
+		case exclude[p.UID]:
+			st, ps.oldPresent = "old uid", true
+		case p.Status.Phase == corev1.PodRunning && podReady(p) && p.Spec.NodeName == node:
+			ps.created++
+			ps.ready++
+			st = "Running"
+		default:
+			ps.created++
+			if reason := waitingReason(p); reason != "" {
+				st += "/" + reason
+			}
+			ps.waiting = append(ps.waiting, p.Name)
+			if p.Spec.NodeName == "" {
+				ps.unscheduled = append(ps.unscheduled, p.Name)
+			}
+		}
+		status = append(status, fmt.Sprintf("%s(%s)=%s", p.Name, p.UID, st))
+	}
+	ps.status = strings.Join(status, ", ")
+	if len(got) == 0 {
+		ps.status = "no pods yet (is the StatefulSet controller running?)"
+	}
+	return ps
+}
+
+// controlPlaneFault says why pods that never came up are the control
+// plane's failure, or "" when they may be the kubelet's. Creating and
+// scheduling the pods is the controllers' and the scheduler's job, and
+// the node was Ready: a pod never created, or never placed on the node,
+// never reached the kubelet. Not while an old pod is still in the API,
+// though: a kubelet that does not finish a deleted pod holds up its
+// replacement.
+func (ps podsSeen) controlPlaneFault(replicas int) string {
+	switch {
+	case len(ps.unscheduled) > 0:
+		return strings.Join(ps.unscheduled, ", ") + " never scheduled onto a node"
+	case ps.created < replicas && !ps.oldPresent:
+		return fmt.Sprintf("the StatefulSet controller created %d of %d pods", ps.created, replicas)
+	}
+	return ""
 }
 
 // podWarnings quotes the newest Warning events of the pods a wait ended

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
@@ -110,5 +111,48 @@ func TestWarningEvents(t *testing.T) {
 	}
 	if got := warningEvents(events, []string{"web-2"}, 2); got != "; no Warning events for web-2" {
 		t.Errorf("warningEvents for a pod without events = %q", got)
+	}
+}
+
+// A wait for re-created pods that times out blames the control plane only
+// when the kubelet was never asked: a pod without a node, or a pod never
+// created while no old pod holds it up.
+func TestControlPlaneFault(t *testing.T) {
+	pod := func(name, uid, node string, phase corev1.PodPhase, ready bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}, Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+		if ready {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		return p
+	}
+	unschedulable := pod("web-0", "new-0", "", corev1.PodPending, false)
+	unschedulable.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/2 nodes are available"}}
+	old := map[types.UID]bool{"old-0": true, "old-1": true}
+	tests := []struct {
+		name       string
+		pods       []corev1.Pod
+		want       string
+		wantStatus string
+	}{
+		{"a re-created pod the scheduler never placed", []corev1.Pod{unschedulable, pod("web-1", "new-1", "node-1", corev1.PodRunning, true)},
+			"web-0 never scheduled onto a node", "web-0(new-0)=Pending/0/2 nodes are available, web-1(new-1)=Running"},
+		{"a pod never re-created, no old pod left", []corev1.Pod{pod("web-1", "new-1", "node-1", corev1.PodRunning, true)},
+			"the StatefulSet controller created 1 of 2 pods", "web-1(new-1)=Running"},
+		{"no pods at all", nil, "the StatefulSet controller created 0 of 2 pods", "no pods yet (is the StatefulSet controller running?)"},
+		{"an old pod still in the API holds its replacement up: maybe the kubelet's", []corev1.Pod{pod("web-0", "old-0", "node-1", corev1.PodRunning, true), pod("web-1", "new-1", "node-1", corev1.PodRunning, true)},
+			"", "web-0(old-0)=old uid, web-1(new-1)=Running"},
+		{"a pod on the node that does not run: the kubelet's", []corev1.Pod{pod("web-0", "new-0", "node-1", corev1.PodPending, false), pod("web-1", "new-1", "node-1", corev1.PodRunning, true)},
+			"", "web-0(new-0)=Pending, web-1(new-1)=Running"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen := observePods(tt.pods, old, "node-1")
+			if got := seen.controlPlaneFault(2); got != tt.want {
+				t.Errorf("controlPlaneFault = %q, want %q", got, tt.want)
+			}
+			if seen.status != tt.wantStatus {
+				t.Errorf("status = %q, want %q", seen.status, tt.wantStatus)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package skewrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -54,6 +55,9 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
 	scenarioErr := runner.Execute(ctx, sc.Steps())
 	run.ComputeVerdict()
+	if errors.Is(scenarioErr, scenarios.ErrControlPlane) {
+		return classify(scenarioErr, ErrInfrastructure)
+	}
 	if scenarioErr != nil {
 		return classify(scenarioErr, ErrKubelet)
 	}

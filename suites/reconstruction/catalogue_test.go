@@ -56,7 +56,7 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			o.Out = GinkgoWriter
 			before := takeFootprint(ctx, o)
 
-			res, err := skewrun.Run(ctx, o)
+			res, err := runJudged(ctx, o)
 
 			addRunReport(res)
 			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))

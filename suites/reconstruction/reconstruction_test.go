@@ -93,7 +93,7 @@ var _ = Describe("kubelet volume reconstruction across versions", func() {
 			o.Out = GinkgoWriter
 			before := takeFootprint(ctx, o)
 
-			res, err := skewrun.Run(ctx, o)
+			res, err := runJudged(ctx, o)
 
 			addRunReport(res)
 			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
@@ -130,6 +130,28 @@ func phases(h reports.Hop) []string {
 		out = append(out, t.Phase)
 	}
 	return out
+}
+
+// infraRetries is how many more times a spec runs its plan after a run
+// that failed for the infrastructure (skewtest's exit code 3: the cluster
+// did not come up, the control plane never scheduled the re-created
+// pods), so that a control-plane flake in CI does not hide the kubelet's
+// verdict. A kubelet failure is never run again, nor a kept cluster's run.
+// Each attempt keeps its report and JUnit in its own artifacts directory,
+// and the spec's report names the attempt that was run again.
+const infraRetries = 1
+
+// runJudged is skewrun.Run with infraRetries.
+func runJudged(ctx context.Context, o skewrun.Options) (*skewrun.Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := skewrun.Run(ctx, o)
+		if attempt > infraRetries || o.KeepClusterOnFailure || ctx.Err() != nil || skewrun.ExitCode(err) != skewrun.ExitInfrastructure {
+			return res, err
+		}
+		msg := fmt.Sprintf("attempt %d failed for the infrastructure, not the kubelet; running the plan once more. Its report: %s. Its error: %v", attempt, artifactsOf(res), err)
+		AddReportEntry("infrastructure failure, run again", msg)
+		fmt.Fprintln(GinkgoWriter, msg)
+	}
 }
 
 // addRunReport puts the run's report path and summary into Ginkgo's report

@@ -71,7 +71,7 @@ var _ = Describe("reconstruction catalogue shapes", Label(catalogue.CatalogueLab
 		o.Out = GinkgoWriter
 		before := takeFootprint(ctx, o)
 
-		res, err := skewrun.Run(ctx, o)
+		res, err := runJudged(ctx, o)
 
 		addRunReport(res)
 		Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
+	"sigs.k8s.io/yaml"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -76,7 +77,24 @@ func TestClusterConfig(t *testing.T) {
 		t.Errorf("cgroup v1 hosts need failCgroupV1: false:\n%s", v1)
 	}
 	if strings.Contains(v2, "failCgroupV1") {
-		t.Errorf("cgroup v2 hosts need no patch:\n%s", v2)
+		t.Errorf("cgroup v2 hosts need no failCgroupV1:\n%s", v2)
+	}
+	for _, cfg := range []string{v1, v2} {
+		var c struct {
+			Patches []string `json:"kubeadmConfigPatches"`
+		}
+		if err := yaml.Unmarshal([]byte(cfg), &c); err != nil || len(c.Patches) != 1 {
+			t.Fatalf("want one kubeadm patch (%v):\n%s", err, cfg)
+		}
+		var kc struct {
+			Kind    string `json:"kind"`
+			Logging struct {
+				Verbosity int `json:"verbosity"`
+			} `json:"logging"`
+		}
+		if err := yaml.Unmarshal([]byte(c.Patches[0]), &kc); err != nil || kc.Kind != "KubeletConfiguration" || kc.Logging.Verbosity != 2 {
+			t.Errorf("the kubelets must log at level 2, where they name each volume they reconstruct: %+v (%v)\n%s", kc, err, cfg)
+		}
 	}
 }
 

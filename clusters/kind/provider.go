@@ -475,12 +475,21 @@ func cgroupV1Host() bool {
 	return err != nil
 }
 
-// clusterConfig is one tainted control plane and one worker; on cgroup v1
-// hosts kubelets from 1.35 need failCgroupV1: false.
+// kubeletVerbosity is the kubelets' log level: the kubelet logs each
+// volume it reconstructs at start at level 2 ("Volume is marked as
+// uncertain ..."), the lines that tell the metrics registration race from
+// a kubelet that reconstructed nothing. kind's default, 0, hides them; the
+// local provider and kops run their kubelets at 2 too.
+const kubeletVerbosity = 2
+
+// clusterConfig is one tainted control plane and one worker, their
+// kubelets at kubeletVerbosity; on cgroup v1 hosts kubelets from 1.35 need
+// failCgroupV1: false.
 func clusterConfig(cgroupV1 bool) string {
 	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: worker\n"
+	cfg += fmt.Sprintf("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  logging:\n    verbosity: %d\n", kubeletVerbosity)
 	if cgroupV1 {
-		cfg += "kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  failCgroupV1: false\n"
+		cfg += "  failCgroupV1: false\n"
 	}
 	return cfg
 }

@@ -112,6 +112,7 @@ func (s *Scenario) removeFaultPod(ctx context.Context, sc *scenarios.StepContext
 	if err := s.res.Delete(ctx, &p, resources.WithGracePeriod(0)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete pod %s (uid %s): %w", p.Name, p.UID, err)
 	}
+	deleted := time.Now()
 	var left string
 	cond := func(ctx context.Context) (bool, error) {
 		var got corev1.Pod
@@ -130,7 +131,8 @@ func (s *Scenario) removeFaultPod(ctx context.Context, sc *scenarios.StepContext
 		return true, nil
 	}
 	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.cfg.CleanupTimeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
-		return fmt.Errorf("pod %s (uid %s) a fault made not gone within %s: %s", p.Name, p.UID, s.cfg.CleanupTimeout, left)
+		// err says whether the wait timed out or was stopped.
+		return fmt.Errorf("pod %s (uid %s) a fault made not gone %s after its force-delete (%w): %s", p.Name, p.UID, time.Since(deleted).Round(time.Second), err, left)
 	}
 	return nil
 }

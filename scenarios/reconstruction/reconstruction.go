@@ -939,6 +939,9 @@ func (s *Scenario) explainRace(ctx context.Context, sc *scenarios.StepContext, r
 		return results
 	}
 	log := kubeletmetrics.ParseReconstructionLog(text)
+	if log.Attempts() == 0 {
+		sc.Note("the kubelet's log since its start names no reconstructed volume: either it reconstructed none, or it logs below level 2 (--v=2, or logging.verbosity: 2 in its configuration), where it names each one")
+	}
 	sc.Evidence(reports.Evidence{Name: "the kubelet's reconstruction log lines since its start", Kind: "log",
 		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", log.Reconstructed, log.Failed, strings.Join(log.Lines, "\n"))})
 	return kubeletmetrics.ExplainRegistrationRace(results, log, s.volsAtStart)

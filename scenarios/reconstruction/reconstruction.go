@@ -463,10 +463,11 @@ type podsSeen struct {
 	ready, created int
 	// oldPresent: a pod with an old UID is still in the API.
 	oldPresent bool
-	// waiting are new pods not ready yet; unscheduled, those of them
-	// without a node.
-	waiting, unscheduled []string
-	status               string
+	// waiting are new pods not ready yet; unscheduled, the names of
+	// those without a node.
+	waiting     []corev1.Pod
+	unscheduled []string
+	status      string
 }
 
 func observePods(got []corev1.Pod, exclude map[types.UID]bool, node string) podsSeen {
@@ -486,7 +487,7 @@ func observePods(got []corev1.Pod, exclude map[types.UID]bool, node string) pods
 			if reason := waitingReason(p); reason != "" {
 				st += "/" + reason
 			}
-			ps.waiting = append(ps.waiting, p.Name)
+			ps.waiting = append(ps.waiting, p)
 			if p.Spec.NodeName == "" {
 				ps.unscheduled = append(ps.unscheduled, p.Name)
 			}
@@ -521,7 +522,7 @@ func (ps podsSeen) controlPlaneFault(replicas int) string {
 // on (the scheduler's and the controllers' reasons, which the pods' own
 // status may not carry), for the step's error. It reads them after the
 // wait's deadline, so it has a short deadline of its own.
-func (s *Scenario) podWarnings(ctx context.Context, pods []string) string {
+func (s *Scenario) podWarnings(ctx context.Context, pods []corev1.Pod) string {
 	if len(pods) == 0 {
 		return ""
 	}
@@ -529,26 +530,27 @@ func (s *Scenario) podWarnings(ctx context.Context, pods []string) string {
 	defer cancel()
 	var list corev1.EventList
 	if err := s.res.WithNamespace(s.cfg.Namespace).List(ctx, &list); err != nil {
-		return fmt.Sprintf("; events of %s not read: %v", strings.Join(pods, ", "), err)
+		return fmt.Sprintf("; events of %s not read: %v", podNames(pods), err)
 	}
 	return warningEvents(list.Items, pods, maxQuotedEvents)
 }
 
-// warningEvents formats the newest n Warning events about the named pods,
-// oldest first.
-func warningEvents(events []corev1.Event, pods []string, n int) string {
-	want := map[string]bool{}
+// warningEvents formats the newest n Warning events about pods, oldest
+// first. Events are matched by UID: an old pod of the same name is
+// another pod.
+func warningEvents(events []corev1.Event, pods []corev1.Pod, n int) string {
+	want := map[types.UID]bool{}
 	for _, p := range pods {
-		want[p] = true
+		want[p.UID] = true
 	}
 	var ws []corev1.Event
 	for _, e := range events {
-		if e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Pod" && want[e.InvolvedObject.Name] {
+		if e.Type == corev1.EventTypeWarning && e.InvolvedObject.Kind == "Pod" && want[e.InvolvedObject.UID] {
 			ws = append(ws, e)
 		}
 	}
 	if len(ws) == 0 {
-		return "; no Warning events for " + strings.Join(pods, ", ")
+		return "; no Warning events for " + podNames(pods)
 	}
 	sort.SliceStable(ws, func(i, j int) bool { return eventTime(ws[i]).Before(eventTime(ws[j])) })
 	if len(ws) > n {
@@ -559,6 +561,14 @@ func warningEvents(events []corev1.Event, pods []string, n int) string {
 		out = append(out, fmt.Sprintf("%s %s %s by %s (x%d): %s", eventTime(e).UTC().Format(time.TimeOnly), e.InvolvedObject.Name, e.Reason, eventSource(e), max(e.Count, 1), e.Message))
 	}
 	return "; Warning events: " + strings.Join(out, "; ")
+}
+
+func podNames(pods []corev1.Pod) string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, fmt.Sprintf("%s (uid %s)", p.Name, p.UID))
+	}
+	return strings.Join(names, ", ")
 }
 
 func eventTime(e corev1.Event) time.Time {

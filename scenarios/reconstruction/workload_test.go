@@ -90,26 +90,30 @@ func TestTimeoutFactorStretchesTheCleanupWait(t *testing.T) {
 // oldest first, and only those.
 func TestWarningEvents(t *testing.T) {
 	at := func(s int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 1, 16, 17, s, 0, time.UTC)) }
-	ev := func(pod, typ, reason, by string, s int, msg string) corev1.Event {
+	ev := func(pod, uid, typ, reason, by string, s int, msg string) corev1.Event {
 		return corev1.Event{
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: pod},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: pod, UID: types.UID(uid)},
 			Type:           typ, Reason: reason, Message: msg, LastTimestamp: at(s), Source: corev1.EventSource{Component: by},
 		}
 	}
 	events := []corev1.Event{
-		ev("web-0", corev1.EventTypeWarning, "FailedScheduling", "default-scheduler", 30, "0/2 nodes are available: 1 node(s) unbound immediate PersistentVolumeClaims"),
-		ev("web-0", corev1.EventTypeWarning, "FailedBinding", "ephemeral_volume", 10, "ephemeral volume gen: PVC skewtest/web-0-gen was not created for pod skewtest/web-0 (pod is not owner)"),
-		ev("web-0", corev1.EventTypeNormal, "Scheduled", "default-scheduler", 40, "assigned"),
-		ev("web-1", corev1.EventTypeWarning, "FailedMount", "kubelet", 20, "not this pod"),
-		ev("web-0", corev1.EventTypeWarning, "Oldest", "kubelet", 1, "dropped: only the newest two are quoted"),
+		ev("web-0", "new-0", corev1.EventTypeWarning, "FailedScheduling", "default-scheduler", 30, "0/2 nodes are available: 1 node(s) unbound immediate PersistentVolumeClaims"),
+		ev("web-0", "new-0", corev1.EventTypeWarning, "FailedBinding", "ephemeral_volume", 10, "ephemeral volume gen: PVC skewtest/web-0-gen was not created for pod skewtest/web-0 (pod is not owner)"),
+		ev("web-0", "new-0", corev1.EventTypeNormal, "Scheduled", "default-scheduler", 40, "assigned"),
+		ev("web-1", "new-1", corev1.EventTypeWarning, "FailedMount", "kubelet", 20, "not this pod"),
+		ev("web-0", "new-0", corev1.EventTypeWarning, "Oldest", "kubelet", 1, "dropped: only the newest two are quoted"),
+		ev("web-0", "old-0", corev1.EventTypeWarning, "FailedMount", "kubelet", 50, "the old pod of the same name: not this one"),
 	}
-	got := warningEvents(events, []string{"web-0"}, 2)
+	pod := func(name, uid string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
+	}
+	got := warningEvents(events, []corev1.Pod{pod("web-0", "new-0")}, 2)
 	want := "; Warning events: 16:17:10 web-0 FailedBinding by ephemeral_volume (x1): ephemeral volume gen: PVC skewtest/web-0-gen was not created for pod skewtest/web-0 (pod is not owner); " +
 		"16:17:30 web-0 FailedScheduling by default-scheduler (x1): 0/2 nodes are available: 1 node(s) unbound immediate PersistentVolumeClaims"
 	if got != want {
 		t.Errorf("warningEvents =\n%s\nwant\n%s", got, want)
 	}
-	if got := warningEvents(events, []string{"web-2"}, 2); got != "; no Warning events for web-2" {
+	if got := warningEvents(events, []corev1.Pod{pod("web-2", "new-2")}, 2); got != "; no Warning events for web-2 (uid new-2)" {
 		t.Errorf("warningEvents for a pod without events = %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/scenarios"
 )
 
 func TestExitCode(t *testing.T) {
@@ -38,6 +39,16 @@ func TestExitCode(t *testing.T) {
 		if got := ExitCode(tc.err); got != tc.want {
 			t.Errorf("%s: ExitCode(%v) = %d, want %d", tc.name, tc.err, got, tc.want)
 		}
+	}
+	// A scenario's step error, as the runner wraps it.
+	step := func(err error) error { return fmt.Errorf("step 22 %q: %w", "hop 2: re-created pods Running", err) }
+	notScheduled := step(fmt.Errorf("%w: web-0 never scheduled onto a node: %w", scenarios.ErrControlPlane, context.DeadlineExceeded))
+	if got := ExitCode(classify(notScheduled, scenarioClass(notScheduled))); got != ExitInfrastructure {
+		t.Errorf("a pod the control plane never scheduled: exit %d, want %d (the kubelet was never asked)", got, ExitInfrastructure)
+	}
+	leak := step(errors.New("mount of pod 93826acf left"))
+	if got := ExitCode(classify(leak, scenarioClass(leak))); got != ExitKubelet {
+		t.Errorf("a leak: exit %d, want %d", got, ExitKubelet)
 	}
 	if msg := classify(errors.New("the message"), ErrKubelet).Error(); msg != "the message" {
 		t.Errorf("classify changed the message to %q", msg)

@@ -55,14 +55,21 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
 	scenarioErr := runner.Execute(ctx, sc.Steps())
 	run.ComputeVerdict()
-	if errors.Is(scenarioErr, scenarios.ErrControlPlane) {
-		return classify(scenarioErr, ErrInfrastructure)
-	}
 	if scenarioErr != nil {
-		return classify(scenarioErr, ErrKubelet)
+		return classify(scenarioErr, scenarioClass(scenarioErr))
 	}
 	if run.Verdict == reports.Fail {
 		return classify(fmt.Errorf("run failed: %s", run.Failure), ErrKubelet)
 	}
 	return nil
+}
+
+// scenarioClass is the class of a failed scenario's error: the kubelet's,
+// unless the control plane did not act (scenarios.ErrControlPlane), which
+// is the infrastructure's.
+func scenarioClass(err error) error {
+	if errors.Is(err, scenarios.ErrControlPlane) {
+		return ErrInfrastructure
+	}
+	return ErrKubelet
 }

@@ -2,6 +2,7 @@ package reconstruction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -132,24 +134,26 @@ func phases(h reports.Hop) []string {
 	return out
 }
 
-// infraRetries is how many more times a spec runs its plan after a run
-// that failed for the infrastructure (skewtest's exit code 3: the cluster
-// did not come up, the control plane never scheduled the re-created
-// pods), so that a control-plane flake in CI does not hide the kubelet's
-// verdict. A kubelet failure is never run again, nor a kept cluster's run.
-// Each attempt keeps its report and JUnit in its own artifacts directory,
-// and the spec's report names the attempt that was run again.
-const infraRetries = 1
+// controlPlaneRetries is how many more times a spec runs its plan after a
+// run the control plane failed: it never created or never scheduled the
+// re-created pods while the node was Ready (scenarios.ErrControlPlane,
+// exit code 3), so that such a flake in CI does not hide the kubelet's
+// verdict. A kubelet failure is never run again, nor any other
+// infrastructure failure (a cluster that did not come up, a failed build
+// or teardown: running again would only repeat it, on kops at a cost),
+// nor a kept cluster's run. Each attempt keeps its report and JUnit in its
+// own artifacts directory, and the spec's report names the first.
+const controlPlaneRetries = 1
 
-// runJudged is skewrun.Run with infraRetries.
+// runJudged is skewrun.Run with controlPlaneRetries.
 func runJudged(ctx context.Context, o skewrun.Options) (*skewrun.Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := skewrun.Run(ctx, o)
-		if attempt > infraRetries || o.KeepClusterOnFailure || ctx.Err() != nil || skewrun.ExitCode(err) != skewrun.ExitInfrastructure {
+		if attempt > controlPlaneRetries || o.KeepClusterOnFailure || ctx.Err() != nil || !errors.Is(err, scenarios.ErrControlPlane) {
 			return res, err
 		}
-		msg := fmt.Sprintf("attempt %d failed for the infrastructure, not the kubelet; running the plan once more. Its report: %s. Its error: %v", attempt, artifactsOf(res), err)
-		AddReportEntry("infrastructure failure, run again", msg)
+		msg := fmt.Sprintf("attempt %d failed because the control plane did not act, not the kubelet (exit %d); running the plan once more. Its report: %s. Its error: %v", attempt, skewrun.ExitCode(err), artifactsOf(res), err)
+		AddReportEntry("control plane failure, run again", msg)
 		fmt.Fprintln(GinkgoWriter, msg)
 	}
 }

@@ -5,9 +5,11 @@ package kind
 import (
 	"context"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +37,13 @@ func TestSystemdDriverOnKindNode(t *testing.T) {
 		t.Skip("SKIPPED, NOT PASSED: needs root (a private dockerd and kind nodes)")
 	}
 	newest, older := version.MustParseSemantic("v1.37.2"), version.MustParseSemantic("v1.36.3")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
+	// A test binary dies of SIGINT without running its defers; this one
+	// has a private dockerd and kind nodes to remove, so an interrupt
+	// (Ctrl-C on make test-images, CI cancelling) cancels ctx instead and
+	// Down below runs.
+	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir()}
 	build := func(v *version.Version) binaries.Binary {

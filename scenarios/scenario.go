@@ -24,9 +24,9 @@ import (
 )
 
 // ErrControlPlane marks a step that failed because the control plane did
-// not do its part (a re-created pod the scheduler never placed on the
-// node), so the kubelet under test was never asked: the run's failure is
-// the infrastructure's, not the kubelet's.
+// not do its part (a re-created pod its controller never created, or the
+// scheduler never placed on the node), so the kubelet under test was never
+// asked: the run's failure is the infrastructure's, not the kubelet's.
 var ErrControlPlane = errors.New("the control plane did not act")
 
 // Step is one named step of a scenario.

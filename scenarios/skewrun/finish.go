@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -68,11 +66,7 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 	if err := c.Provider.DumpClusterLogs(ctx, dir); err != nil {
 		logger.Warn("could not collect cluster logs", "err", err)
 	}
-	cfg, err := c.Provider.RESTConfig()
-	var cs kubernetes.Interface
-	if err == nil {
-		cs, err = kubernetes.NewForConfig(cfg)
-	}
+	cs, err := c.clientset()
 	if err == nil {
 		err = dumpAPIObjects(ctx, cs, dir)
 	}

@@ -160,6 +160,15 @@ func (c *Cluster) describe(ctx context.Context, node nodes.Node, run *reports.Ru
 	}
 }
 
+// clientset is a client of the cluster's API server; valid after Up.
+func (c *Cluster) clientset() (kubernetes.Interface, error) {
+	cfg, err := c.Provider.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
 func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.KeyValue {
 	o := c.v.Options
 	env := []reports.KeyValue{}
@@ -167,13 +176,11 @@ func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.Ke
 	if c.serverGit != "" {
 		add("API server", c.serverGit)
 	}
-	if cfg, err := c.Provider.RESTConfig(); err == nil {
-		if cs, err := kubernetes.NewForConfig(cfg); err == nil {
-			if n, err := cs.CoreV1().Nodes().Get(ctx, node.String(), metav1.GetOptions{}); err == nil {
-				add("Container runtime", n.Status.NodeInfo.ContainerRuntimeVersion)
-				add("Node OS", n.Status.NodeInfo.OSImage)
-				add("Kernel", n.Status.NodeInfo.KernelVersion)
-			}
+	if cs, err := c.clientset(); err == nil {
+		if n, err := cs.CoreV1().Nodes().Get(ctx, node.String(), metav1.GetOptions{}); err == nil {
+			add("Container runtime", n.Status.NodeInfo.ContainerRuntimeVersion)
+			add("Node OS", n.Status.NodeInfo.OSImage)
+			add("Kernel", n.Status.NodeInfo.KernelVersion)
 		}
 	}
 	if h, err := nodes.ProbeHost(ctx, node); err == nil {

@@ -4,7 +4,8 @@
 // hops and nodes:
 //
 //	Validate (validate.go)  the options, plan and kubelet sources; creates
-//	                        nothing. Errors wrap ErrInvalid (exit 2).
+//	                        nothing but the artifacts root, tried for
+//	                        writing. Errors wrap ErrInvalid (exit 2).
 //	Resolve  (resolve.go)   one kubelet binary per plan entry (cache, build,
 //	                        download). Errors wrap ErrInfrastructure, or
 //	                        ErrInvalid for a source the user must change.

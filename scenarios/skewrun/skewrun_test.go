@@ -418,3 +418,111 @@ func TestValidateShapes(t *testing.T) {
 		t.Errorf("one shape without block: %+v, %v; want the driver's default mode", v, err)
 	}
 }
+
+// A poll interval or cleanup bound below its floor is refused as bad input
+// (exit 2), naming the setting, its value, the floor and why; the floors
+// themselves pass.
+func TestValidateRefusesWaitsBelowTheirFloors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		want []string
+	}{
+		{map[string]string{"POLL_INTERVAL": "10ms"}, []string{"POLL_INTERVAL=10ms", "floor of 50ms", "mountinfo", "lists the API", "only loads the node under test"}},
+		{map[string]string{"POLL_INTERVAL": "49ms"}, []string{"POLL_INTERVAL=49ms", "floor of 50ms"}},
+		{map[string]string{"CLEANUP_TIMEOUT": "5s"}, []string{"CLEANUP_TIMEOUT=5s", "floor of 15s", "volume manager reconciler", "pod cleanup", "kubelet regression (exit 1)"}},
+		{map[string]string{"CLEANUP_TIMEOUT": "14.9s"}, []string{"CLEANUP_TIMEOUT=14.9s", "floor of 15s"}},
+	} {
+		t.Run(strings.Join(mapKeys(tc.env), ","), func(t *testing.T) {
+			t.Parallel()
+			o, err := skewrun.OptionsFromEnv(mapEnv(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Plan, o.Kubelets = "v1.37.2,v1.36.3", []string{"file:/nonexistent/a", "file:/nonexistent/b"}
+			o.ArtifactsDir = filepath.Join(t.TempDir(), "artifacts")
+			_, err = skewrun.Validate(o)
+			if err == nil {
+				t.Fatalf("Validate accepted %v", tc.env)
+			}
+			if code := skewrun.ExitCode(err); code != skewrun.ExitInvalid {
+				t.Errorf("ExitCode = %d, want %d (bad input); err: %v", code, skewrun.ExitInvalid, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
+	o := skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
+		PollInterval: 50 * time.Millisecond, CleanupTimeout: 15 * time.Second, ArtifactsDir: t.TempDir()}
+	if _, err := skewrun.Validate(o); err != nil {
+		t.Errorf("Validate refused the floors themselves: %v", err)
+	}
+}
+
+func mapKeys(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// ARTIFACTS is tried for writing before anything is made: one that cannot
+// be written is refused (exit 2) naming the path; a missing one is
+// created, and the probe leaves no file in it.
+func TestValidateTriesArtifactsForWriting(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	file := filepath.Join(base, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"a regular file":                             file,
+		"under a regular file":                       filepath.Join(file, "artifacts"),
+		"a directory nobody can write into (procfs)": "/proc",
+	}
+	if os.Geteuid() != 0 {
+		// Root writes into a read-only directory regardless.
+		ro := filepath.Join(base, "read-only")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		cases["a read-only directory"] = ro
+	}
+	for name, dir := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}, ArtifactsDir: dir})
+			if err == nil {
+				t.Fatalf("Validate accepted ARTIFACTS=%s", dir)
+			}
+			if code := skewrun.ExitCode(err); code != skewrun.ExitInvalid {
+				t.Errorf("ExitCode = %d, want %d (bad input); err: %v", code, skewrun.ExitInvalid, err)
+			}
+			for _, w := range []string{"ARTIFACTS=" + dir, "point ARTIFACTS at a directory you can write"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
+	t.Run("missing", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "new", "artifacts")
+		v, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}, ArtifactsDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.ArtifactsRoot != dir {
+			t.Errorf("ArtifactsRoot %s, want %s", v.ArtifactsRoot, dir)
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil || len(entries) != 0 {
+			t.Errorf("artifacts root after Validate: %v, %v; want it created and empty", entries, err)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package skewrun
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -43,7 +44,21 @@ const (
 	defaultArtifacts = "_artifacts"
 )
 
-// Validate checks o without creating anything and fills in its defaults.
+// Floors of the scenario's waits (POLL_INTERVAL, CLEANUP_TIMEOUT).
+const (
+	// minPollInterval: each poll reads the node's mountinfo and lists the
+	// API; polling faster sees nothing sooner and only loads the node
+	// under test.
+	minPollInterval = 50 * time.Millisecond
+	// minCleanupTimeout: the kubelet's volume manager reconciler and its
+	// pod cleanup need several seconds after it starts before they act; a
+	// shorter bound would report every hop as a kubelet regression.
+	minCleanupTimeout = 15 * time.Second
+)
+
+// Validate checks o and fills in its defaults; it creates nothing but the
+// artifacts root, which it tries for writing last, so that a run that
+// could not keep its reports is refused before it makes anything else.
 // Every error wraps ErrInvalid and names the setting and the fix. A
 // provider that creates its cluster runs the API server at the plan's
 // newest version, so the plan is checked against that here; an existing
@@ -62,6 +77,9 @@ func Validate(o Options) (*Validated, error) {
 	}
 	if o.CacheDir == "" {
 		o.CacheDir = binaries.DefaultCacheDir()
+	}
+	if err := validateWaits(o); err != nil {
+		return nil, err
 	}
 	kind, err := storage.ParseKind(defaultStr(o.Kind, string(storage.CSI)))
 	if err != nil {
@@ -109,7 +127,40 @@ func Validate(o Options) (*Validated, error) {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs
 	}
+	if err := probeWritable(root); err != nil {
+		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", ErrInvalid, root, err)
+	}
 	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
+}
+
+// validateWaits refuses a poll interval or cleanup bound below its floor
+// (0 is the default).
+func validateWaits(o Options) error {
+	if o.PollInterval != 0 && o.PollInterval < minPollInterval {
+		return fmt.Errorf("%w: POLL_INTERVAL=%s is below the floor of %s: each poll reads the node's mountinfo and lists the API, so polling faster only loads the node under test; set POLL_INTERVAL=%s or more, or leave it unset", ErrInvalid, o.PollInterval, minPollInterval, minPollInterval)
+	}
+	if o.CleanupTimeout != 0 && o.CleanupTimeout < minCleanupTimeout {
+		return fmt.Errorf("%w: CLEANUP_TIMEOUT=%s is below the floor of %s: the kubelet's volume manager reconciler and pod cleanup need several seconds after it starts, so a shorter bound would report every hop as a kubelet regression (exit 1); set CLEANUP_TIMEOUT=%s or more, or leave it unset", ErrInvalid, o.CleanupTimeout, minCleanupTimeout, minCleanupTimeout)
+	}
+	return nil
+}
+
+// probeWritable checks that dir can take files: it creates dir (and its
+// missing parents) and writes and removes a probe file. The directory
+// stays: the run writes its reports there, and removing it could pull it
+// from under a concurrent run given the same root.
+func probeWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".skewtest-write-probe-")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write([]byte("probe\n"))
+	cerr := f.Close()
+	rerr := os.Remove(f.Name())
+	return errors.Join(werr, cerr, rerr)
 }
 
 // validateShapes resolves SCENARIO when it names catalogue shapes (one,

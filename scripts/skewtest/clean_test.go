@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -20,13 +23,33 @@ func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: the host lock lives in /run/lock; CI runs as root")
 	}
-	// flock(1) takes the same flock(2) lock a run takes.
-	holder := exec.Command("flock", hostlock.Path, "sleep", "30")
+	// flock(1) takes the same flock(2) lock a run takes. -o closes the
+	// locked descriptor before it runs sleep: without it sleep inherits the
+	// lock and holds it for its 30 s after flock is killed, and a run just
+	// after the tests is refused. flock and sleep get a process group of
+	// their own, which the cleanup kills whole.
+	holder := exec.Command("flock", "-o", hostlock.Path, "sleep", "30")
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := holder.Start(); err != nil {
 		t.Fatalf("flock: %v", err)
 	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
-	time.Sleep(300 * time.Millisecond)
+	t.Cleanup(func() {
+		_ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
+		_ = holder.Wait()
+		// Nothing of the test may hold the host after it.
+		for deadline := time.Now().Add(5 * time.Second); !hostLockFree(t); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				locks, _ := os.ReadFile("/proc/locks")
+				t.Errorf("%s is still locked 5 s after the test's holder was killed; /proc/locks:\n%s", hostlock.Path, locks)
+				break
+			}
+		}
+	})
+	for deadline := time.Now().Add(5 * time.Second); hostLockFree(t); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("flock does not hold %s after 5 s", hostlock.Path)
+		}
+	}
 	dir := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -38,4 +61,22 @@ func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Errorf("a refused clean touched %s: %v", dir, err)
 	}
+}
+
+// hostLockFree tries the host lock without blocking, and lets it go.
+func hostLockFree(t *testing.T) bool {
+	t.Helper()
+	f, err := os.Open(hostlock.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return false
+	}
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return true
 }

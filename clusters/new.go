@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/clusters/kops"
 	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/reports"
 )
 
 // Names of the providers New knows.
@@ -93,12 +95,33 @@ func CheckOptions(name string, o Options) error {
 		return kind.CheckCSI(o.KindCSI)
 	case Kops:
 		// kops, a region and AWS credentials, before anything is built
-		// or made.
-		cfg := o.Kops
-		cfg.APIServerVersion = o.APIServerVersion
+		// or made: the settings New will give kops.New. The run ID is
+		// made once the kubelets are resolved, after this check, so a
+		// stand-in of the same form takes its place.
+		if o.RunID == "" {
+			o.RunID = reports.NewRunID(time.Now())
+		}
+		cfg := o.kopsConfig()
 		return cfg.Validate(context.Background())
 	}
 	return nil
+}
+
+// kopsConfig is the kops provider's settings as New makes it and
+// CheckOptions validates it: o.Kops with what the shared options fill in.
+func (o Options) kopsConfig() kops.Config {
+	cfg := o.Kops
+	cfg.RunID, cfg.APIServerVersion, cfg.CacheDir, cfg.ArtifactsDir = o.RunID, o.APIServerVersion, o.CacheDir, o.ArtifactsDir
+	if cfg.Logger == nil {
+		cfg.Logger = o.Logger
+	}
+	if len(o.InitialKubelets) == 1 {
+		cfg.Kubelet = o.InitialKubelets[0]
+	}
+	if cfg.RunDir == "" && o.RunID != "" {
+		cfg.RunDir = filepath.Join(existingRunRoot(o.LocalRunRoot), kops.RunDirPrefix+o.RunID)
+	}
+	return cfg
 }
 
 // checkCSIMode refuses a CSI driver mode the provider cannot run.
@@ -148,18 +171,7 @@ func New(name string, o Options) (Provider, error) {
 		}
 		return existing.New(cfg)
 	case Kops:
-		cfg := o.Kops
-		cfg.RunID, cfg.APIServerVersion, cfg.CacheDir, cfg.ArtifactsDir = o.RunID, o.APIServerVersion, o.CacheDir, o.ArtifactsDir
-		if cfg.Logger == nil {
-			cfg.Logger = o.Logger
-		}
-		if len(o.InitialKubelets) == 1 {
-			cfg.Kubelet = o.InitialKubelets[0]
-		}
-		if cfg.RunDir == "" {
-			cfg.RunDir = filepath.Join(existingRunRoot(o.LocalRunRoot), kops.RunDirPrefix+o.RunID)
-		}
-		return kops.New(cfg)
+		return kops.New(o.kopsConfig())
 	}
 	panic("unreachable: Check accepted " + name)
 }

@@ -62,9 +62,10 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A provider that cannot make as many test nodes says so now, before
-	// any binary is built.
-	if err := clusters.CheckOptions(v.Options.Provider, clusters.Options{KindCSI: o.KindCSI, CSIMode: o.CSIMode, InitialKubelets: make([]binaries.Binary, len(trails))}); err != nil {
+	// A provider that cannot make as many test nodes, or whose settings
+	// will not do, says so now, before any binary is built: the settings
+	// are the plain run's (clusterOptions), with one node per trail.
+	if err := clusters.CheckOptions(v.Options.Provider, v.clusterOptions("", make([]binaries.Binary, len(trails)))); err != nil {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", ErrInvalid, len(trails), v.Options.Provider, err)
 	}
 	m := &ValidatedMatrix{Validated: v, Versions: vs, Trails: trails}

@@ -46,15 +46,28 @@ type Cluster struct {
 // kubelet (a sign-off run has one: the plan's first). Nothing is created
 // until Up; errors are ErrInvalid (an unusable provider setting).
 func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*Cluster, error) {
-	o := v.Options
-	prov, err := clusters.New(o.Provider, clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
-		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, LocalRunRoot: o.LocalRunRoot,
-		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI, CSIMode: o.CSIMode,
-		Kops: o.Kops, ArtifactsDir: filepath.Join(v.ArtifactsRoot, runID)})
+	prov, err := clusters.New(v.Options.Provider, v.clusterOptions(runID, initialKubelets))
 	if err != nil {
-		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
+		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, v.Options.Provider, err)
 	}
 	return &Cluster{Provider: prov, v: v}, nil
+}
+
+// clusterOptions are the provider's options for a run of v: the one
+// construction NewCluster makes the provider from and the checks before
+// it (clusters.CheckOptions) validate, so that both see the same
+// settings. runID is empty before the run has one; the checks then use a
+// stand-in.
+func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Binary) clusters.Options {
+	o := v.Options
+	co := clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
+		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, LocalRunRoot: o.LocalRunRoot,
+		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI, CSIMode: o.CSIMode,
+		Kops: o.Kops}
+	if runID != "" {
+		co.ArtifactsDir = filepath.Join(v.ArtifactsRoot, runID)
+	}
+	return co
 }
 
 // Up brings the cluster up (or attaches), records the bring-up time in

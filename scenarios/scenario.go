@@ -29,6 +29,12 @@ import (
 // asked: the run's failure is the infrastructure's, not the kubelet's.
 var ErrControlPlane = errors.New("the control plane did not act")
 
+// ErrHarness marks a step that failed because of skewtest itself, not the
+// kubelet nor the control plane: for example a re-created pod Pending
+// because the PVs skewtest made for its claim were all taken. Such a
+// failure is a bug to fix in skewtest, never retried as a flake.
+var ErrHarness = errors.New("skewtest's own fault (a harness bug, not the kubelet's)")
+
 // Step is one named step of a scenario.
 type Step struct {
 	Name string

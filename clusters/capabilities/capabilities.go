@@ -11,6 +11,7 @@
 package capabilities
 
 import (
+	"context"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -66,4 +67,12 @@ type WithRunFacts interface {
 // still overrides it.
 type WithStorageClass interface {
 	StorageClass() string
+}
+
+// WithPrefetch is a provider that builds what its Up would build (control
+// plane, container runtime, node image) into the cache, making nothing
+// else: a suite calls it once before its first spec, so that no spec's
+// deadline pays for a cold build.
+type WithPrefetch interface {
+	Prefetch(ctx context.Context) error
 }

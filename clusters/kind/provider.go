@@ -43,6 +43,7 @@ var (
 	_ capabilities.WithBinaries  = &Provider{}
 	_ capabilities.WithRunDir    = &Provider{}
 	_ capabilities.WithCSIDriver = &Provider{}
+	_ capabilities.WithPrefetch  = &Provider{}
 )
 
 // Config configures a kind cluster.

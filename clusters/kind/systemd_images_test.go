@@ -4,6 +4,7 @@ package kind
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -41,19 +42,27 @@ func TestSystemdDriverOnKindNode(t *testing.T) {
 	// has a private dockerd and kind nodes to remove, so an interrupt
 	// (Ctrl-C on make test-images, CI cancelling) cancels ctx instead and
 	// Down below runs.
-	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt, syscall.SIGTERM)
+	sigCtx, stop := signal.NotifyContext(t.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
-	defer cancel()
-	b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir()}
+	// What the test runs is built first, bounded by go test's -timeout
+	// alone: a cold build of two kubelets and the node image takes tens
+	// of minutes on a busy 2-core machine, and is not what this test
+	// tests. The deadline below bounds the test itself.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
 	build := func(v *version.Version) binaries.Binary {
-		bins, err := b.Build(ctx, v, "kubelet")
+		bins, err := b.Build(sigCtx, v, "kubelet")
 		if err != nil {
 			t.Fatalf("kubelet %s: %v", v, err)
 		}
 		return bins["kubelet"]
 	}
 	own, old := build(newest), build(older)
+	if _, err := BuildNodeImage(sigCtx, newest, binaries.DefaultCacheDir(), logger); err != nil {
+		t.Fatalf("node image %s: %v", newest, err)
+	}
+	ctx, cancel := context.WithTimeout(sigCtx, 30*time.Minute)
+	defer cancel()
 
 	// A short run root: the private dockerd's unix sockets live under it.
 	runRoot, err := os.MkdirTemp("/tmp", "sd")

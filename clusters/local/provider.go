@@ -47,6 +47,7 @@ var (
 	_ capabilities.WithRunDir    = &Provider{}
 	_ capabilities.WithCSIDriver = &Provider{}
 	_ capabilities.WithCSICalls  = &Provider{}
+	_ capabilities.WithPrefetch  = &Provider{}
 )
 
 // DefaultRunRoot holds one directory per run.

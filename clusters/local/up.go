@@ -415,3 +415,10 @@ func (p *Provider) writePKI() error {
 	}
 	return nil
 }
+
+// Prefetch implements capabilities.WithPrefetch: the control plane,
+// containerd (and the attacher in EBS mode), built or found in the cache.
+func (p *Provider) Prefetch(ctx context.Context) error {
+	_, err := p.ensureBinaries(ctx)
+	return err
+}

@@ -162,7 +162,7 @@ func containerState(p corev1.Pod) map[string]string {
 // and records every difference in their containers and mounts, for the
 // fault's observation.
 func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext) error {
-	pods, err := s.waitPodsRunning(ctx, nil, s.scaled(podsRunningTimeout))
+	pods, err := s.waitPodsRunning(ctx, sc, nil, s.scaled(podsRunningTimeout))
 	if err != nil {
 		return err
 	}

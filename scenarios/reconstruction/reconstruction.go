@@ -139,10 +139,13 @@ type Scenario struct {
 	reader  nodestate.Reader
 
 	volumes storage.Volumes
-	pvOf    map[string]string // claim -> PV
-	markers map[string]string // PV -> marker content written at deploy
-	pods    map[string]corev1.Pod
-	initial *nodestate.Snapshot
+	// provisioned are the PVs the provider made for the StatefulSet's
+	// claims, as it made them (volumes holds those the claims bound).
+	provisioned storage.Volumes
+	pvOf        map[string]string // claim -> PV
+	markers     map[string]string // PV -> marker content written at deploy
+	pods        map[string]corev1.Pod
+	initial     *nodestate.Snapshot
 	// per hop
 	oldUIDs     []string
 	down        *nodestate.Snapshot
@@ -316,6 +319,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	}
 	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.NoStagingMount
 	s.volumes.UnstageLosesData = vols.UnstageLosesData
+	s.provisioned = vols
 	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, req.Mode(), s.cluster.Workload())
 	if s.shapes != nil {
 		if len(vols.PVs) == 0 || vols.PVs[0].Driver == "" {
@@ -331,7 +335,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
 	}
 	start := time.Now()
-	pods, err := s.waitPodsRunning(ctx, nil, s.scaled(podsRunningTimeout))
+	pods, err := s.waitPodsRunning(ctx, sc, nil, s.scaled(podsRunningTimeout))
 	if err != nil {
 		return err
 	}
@@ -428,11 +432,12 @@ func (s *Scenario) listPods(ctx context.Context) ([]corev1.Pod, error) {
 
 // waitPodsRunning waits until Replicas pods run and are ready on the test
 // node, none of them with a UID in exclude.
-func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bool, timeout time.Duration) ([]corev1.Pod, error) {
+func (s *Scenario) waitPodsRunning(ctx context.Context, sc *scenarios.StepContext, exclude map[types.UID]bool, timeout time.Duration) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	var seen podsSeen
 	var last string
 	cond := func(ctx context.Context) (bool, error) {
+		s.bindNewClaims(ctx, sc)
 		got, err := s.listPods(ctx)
 		if err != nil {
 			// The list the deadline cut short would only say so: keep
@@ -448,6 +453,11 @@ func (s *Scenario) waitPodsRunning(ctx context.Context, exclude map[types.UID]bo
 	}
 	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
 		err = fmt.Errorf("wait for %d pods of %s/%s Running on %s: %w (last seen: %s)%s", s.cfg.Replicas, s.cfg.Namespace, s.cfg.Name, s.node, err, last, s.podWarnings(ctx, seen.waiting))
+		// Skewtest's own PVs first: a claim they failed holds its pod
+		// Pending (unscheduled) as a control plane fault would.
+		if why := s.harnessFault(ctx, seen.waiting); why != "" {
+			return nil, fmt.Errorf("%w: %s: %w", scenarios.ErrHarness, why, err)
+		}
 		if why := seen.controlPlaneFault(s.cfg.Replicas); why != "" {
 			err = fmt.Errorf("%w: %s: %w", scenarios.ErrControlPlane, why, err)
 		}
@@ -770,6 +780,9 @@ func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) e
 	mountsGone, polls := time.Duration(0), 0
 	cond := func(ctx context.Context) (bool, error) {
 		polls++
+		// The re-created pods' new ephemeral claims get their PVs as soon
+		// as they exist, as from a provisioner, not after the cleanup.
+		s.bindNewClaims(ctx, sc)
 		snap, err := s.snapshot(ctx, sc.QuietNode)
 		if err != nil {
 			lastErr = err
@@ -836,7 +849,7 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 	for _, u := range s.oldUIDs {
 		exclude[types.UID(u)] = true
 	}
-	pods, err := s.waitPodsRunning(ctx, exclude, s.scaled(podsRunningTimeout))
+	pods, err := s.waitPodsRunning(ctx, sc, exclude, s.scaled(podsRunningTimeout))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -148,6 +149,9 @@ type shapeRun struct {
 	markers map[string]string
 	// genPV is the PV each pod's ephemeral claim was bound to, by pod name.
 	genPV map[string]string
+	// pools are the generic ephemeral PVs by the claim name they are for,
+	// handed to each new claim by UID (claims.go).
+	pools map[string]*claimPool
 	// loops is how many loop devices back the block volumes at deploy;
 	// loopsDown, which did while the kubelet was down (this hop).
 	loops     int
@@ -220,18 +224,28 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 		sc.Note("block shape: %d volumeMode Block PVs pre-bound: %s", len(v.PVs), pvNames(v))
 	}
 	if sh.has[ShapeGenericEphemeral] {
-		var claims []string
+		// One PV per pod and plan entry, each reserved for a claim name
+		// no claim has; bindNewClaims hands them out by UID.
+		var reserved []string
+		pools := map[string]*claimPool{}
 		for i := range s.cfg.Replicas {
-			for range s.cfg.Plan.Versions {
-				claims = append(claims, fmt.Sprintf("%s-%d-%s", s.cfg.Name, i, genVolume))
+			for k := range s.cfg.Plan.Versions {
+				reserved = append(reserved, reservedClaim(s.cfg.Name, i, k))
 			}
 		}
-		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: genVolume})
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: reserved, Size: s.cfg.Size, Node: s.node.String(), Group: genVolume})
 		if err != nil {
 			return fmt.Errorf("provision the generic ephemeral shape's volumes: %w", err)
 		}
-		sh.gen = v
-		sc.Note("generic-ephemeral shape: %d PVs pre-bound to the pods' ephemeral claims by name, one per pod and plan entry, so each new claim binds a fresh volume as from a provisioner: %s", len(v.PVs), pvNames(v))
+		for j, pv := range v.PVs {
+			claim := genClaim(s.cfg.Name, j/len(s.cfg.Plan.Versions))
+			if pools[claim] == nil {
+				pools[claim] = &claimPool{claim: claim, given: map[types.UID]string{}}
+			}
+			pools[claim].pvs = append(pools[claim].pvs, pv.Name)
+		}
+		sh.gen, sh.pools = v, pools
+		sc.Note("generic-ephemeral shape: %d PVs, one per pod and plan entry, each reserved for a claim name no claim has until a new ephemeral claim exists and is given the next one by its UID (claimRef name and uid), so each claim binds a fresh volume as from a provisioner and no two PVs bind one claim: %s", len(v.PVs), pvNames(v))
 	}
 	if sh.has[ShapeSubpath] || sh.has[ShapeProjected] {
 		cfg, sec := shapeObjectsData(s.cfg.Namespace)

@@ -28,6 +28,10 @@ const (
 	// did not come up, a build or download failed, a registry or SSH was
 	// unreachable, teardown failed.
 	ExitInfrastructure = 3
+	// ExitHarness: skewtest itself is at fault (scenarios.ErrHarness),
+	// e.g. the PVs it made for a claim were all taken: no verdict on the
+	// kubelet, and not a flake to retry; a bug to report against skewtest.
+	ExitHarness = 4
 	// An interrupted run exits 128 + the signal's number, as a shell
 	// reports a process killed by it: 130 for SIGINT, 143 for SIGTERM.
 	exitSignalBase = 128
@@ -42,6 +46,9 @@ var (
 	// ErrKubelet marks a scenario that failed: the kubelet under test
 	// misbehaved.
 	ErrKubelet = errors.New("kubelet failure")
+	// ErrHarness marks a scenario that failed through skewtest's own
+	// fault (scenarios.ErrHarness).
+	ErrHarness = errors.New("skewtest's own fault")
 )
 
 // Interrupted is the cause of a context SignalContext cancelled.
@@ -67,6 +74,8 @@ func ExitCode(err error) int {
 	switch {
 	case errors.Is(err, ErrInvalid), errors.Is(err, binaries.ErrBadSource), errors.Is(err, hostlock.ErrHostInUse):
 		return ExitInvalid
+	case errors.Is(err, ErrHarness):
+		return ExitHarness
 	case errors.Is(err, ErrKubelet):
 		return ExitKubelet
 	case errors.Is(err, ErrInfrastructure):

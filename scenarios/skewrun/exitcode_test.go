@@ -46,6 +46,13 @@ func TestExitCode(t *testing.T) {
 	if got := ExitCode(classify(notScheduled, scenarioClass(notScheduled))); got != ExitInfrastructure {
 		t.Errorf("a pod the control plane never scheduled: exit %d, want %d (the kubelet was never asked)", got, ExitInfrastructure)
 	}
+	ownPVs := step(fmt.Errorf("%w: claim skewtest/web-0-gen (uid 45699bf6) is Pending and none of the 3 PVs skewtest made for it is free: gen-0 (Released, claim web-0-gen uid 1f), gen-2 (Bound, claim web-0-gen uid 1f): %w", scenarios.ErrHarness, context.DeadlineExceeded))
+	if got := ExitCode(classify(ownPVs, scenarioClass(ownPVs))); got != ExitHarness {
+		t.Errorf("a pod Pending on skewtest's own taken PVs: exit %d, want %d (skewtest's bug, neither the kubelet's nor a flake)", got, ExitHarness)
+	}
+	if errors.Is(ownPVs, scenarios.ErrControlPlane) {
+		t.Error("a harness fault is also a control plane fault: the suites would retry skewtest's own bug as a flake")
+	}
 	leak := step(errors.New("mount of pod 93826acf left"))
 	if got := ExitCode(classify(leak, scenarioClass(leak))); got != ExitKubelet {
 		t.Errorf("a leak: exit %d, want %d", got, ExitKubelet)

@@ -66,9 +66,13 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 
 // scenarioClass is the class of a failed scenario's error: the kubelet's,
 // unless the control plane did not act (scenarios.ErrControlPlane), which
-// is the infrastructure's.
+// is the infrastructure's, or skewtest itself was at fault
+// (scenarios.ErrHarness).
 func scenarioClass(err error) error {
-	if errors.Is(err, scenarios.ErrControlPlane) {
+	switch {
+	case errors.Is(err, scenarios.ErrHarness):
+		return ErrHarness
+	case errors.Is(err, scenarios.ErrControlPlane):
 		return ErrInfrastructure
 	}
 	return ErrKubelet

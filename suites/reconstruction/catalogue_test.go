@@ -35,6 +35,14 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			continue // shapes_test.go runs them in one workload
 		}
 		name := fmt.Sprintf("%s %s: %s", e.Kind, e.Name, e.Plants)
+		needsBinaries(Label(catalogue.CatalogueLabel, e.Label()), func() *skewrun.Options {
+			if e.Status != catalogue.Runs || !e.RunsOn(provider) {
+				return nil
+			}
+			o := envOptions(orDefault(os.Getenv("PLAN"), skewrun.DefaultPlan), e.Name)
+			o.Replicas = skewrun.CatalogueReplicas
+			return o
+		})
 		It(name, Label(e.Label()), func(ctx SpecContext) {
 			switch {
 			case e.Status != catalogue.Runs:

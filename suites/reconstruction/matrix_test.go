@@ -2,6 +2,7 @@ package reconstruction
 
 import (
 	"log/slog"
+	"os"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
+	skewmatrix "sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -16,6 +18,11 @@ import (
 // directed pair of MATRIX's versions once, on one cluster, its trails on
 // MATRIX_NODES nodes at once. `make test-skew` leaves it out.
 var _ = Describe("matrix tour", Label("matrix"), func() {
+	needsBinaries(Label("matrix"), func() *skewrun.Options {
+		// Every version of the tour, as a plan: one kubelet of each, and
+		// the control plane at the newest.
+		return envOptions(orDefault(os.Getenv("MATRIX"), skewmatrix.Default), "")
+	})
 	It("cleans up force-deleted pods' volumes on every (from, to) pair of MATRIX", func(ctx SpecContext) {
 		o, err := skewrun.OptionsFromEnv(nil)
 		Expect(err).NotTo(HaveOccurred())

@@ -27,7 +27,9 @@ import (
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // multinodeKubelets are the nodes' first kubelets: one of each version the
@@ -38,18 +40,28 @@ var multinodeKubelets = []string{"v1.37.2", "v1.36.3", "v1.34.4"}
 const multinodeNamespace = "skewtest-multinode"
 
 var _ = Describe("a local cluster with several nodes", Label("multinode", "disruptive", clusters.Local), func() {
+	needsBinaries(Label("multinode", "disruptive", clusters.Local), func() *skewrun.Options {
+		if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
+			return nil
+		}
+		// The nodes' kubelets as a plan, newest first: the API server at
+		// the newest, every kubelet within the skew policy.
+		o := envOptions(strings.Join(multinodeKubelets, ","), "")
+		o.Kind = ""
+		return o
+	})
 	It("runs one kubelet version per node, each node with its own CSI plugin, and leaves nothing behind", func(ctx SpecContext) {
 		if p := orDefault(os.Getenv("PROVIDER"), clusters.Local); p != clusters.Local {
-			Skip("SKIPPED: several nodes on one host are a local provider feature; PROVIDER=" + p)
+			Skip("several nodes on one host are a local provider feature, not run on PROVIDER=" + p)
 		}
-		if os.Geteuid() != 0 {
-			Skip("SKIPPED: needs root (a real control plane, containerds, kubelets and mounts); run as root: sudo -E make test-skew")
-		}
+		testgate.RequireRoot(GinkgoT(), "a real control plane, containerds, kubelets and mounts")
 		cache := binaries.DefaultCacheDir()
 		kubelets, missing := cachedKubelets(ctx, cache)
 		if len(missing) > 0 {
-			Skip(fmt.Sprintf("SKIPPED: the binary cache %s lacks the kubelets %s; build each first: go run ./scripts/skewtest build %s kubelet",
-				cache, strings.Join(missing, ", "), missing[0]))
+			// The suite's prefetch built them unless this spec was
+			// selected by focus alone.
+			testgate.SkipOrFail(GinkgoT(), fmt.Sprintf("the binary cache %s lacks the kubelets %s", cache, strings.Join(missing, ", ")),
+				"build each first: go run ./scripts/skewtest build "+missing[0]+" kubelet")
 		}
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		before := footprint.Take(ctx)

@@ -87,6 +87,11 @@ func labelsFor(e matrixEntry) Labels {
 var _ = Describe("kubelet volume reconstruction across versions", func() {
 	for _, e := range matrix() {
 		name := fmt.Sprintf("cleans up force-deleted pods' %s volumes on plan %s", e.kind, e.plan)
+		needsBinaries(labelsFor(e), func() *skewrun.Options {
+			o := envOptions(e.plan, "")
+			o.Kind = e.kind
+			return o
+		})
 		It(name, labelsFor(e), func(ctx SpecContext) {
 			o, err := skewrun.OptionsFromEnv(nil)
 			Expect(err).NotTo(HaveOccurred())

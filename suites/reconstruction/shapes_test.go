@@ -29,6 +29,21 @@ func plantedShapes() []catalogue.Entry {
 	return out
 }
 
+// selectedShapes are the shapes the label filter selects that run on
+// provider, and those it selects that run elsewhere, saying where.
+func selectedShapes(entries []catalogue.Entry, provider string) (run, elsewhere []string) {
+	for _, e := range entries {
+		switch {
+		case !Label(catalogue.CatalogueLabel, e.Label()).MatchesLabelFilter(GinkgoLabelFilter()):
+		case !e.RunsOn(provider):
+			elsewhere = append(elsewhere, fmt.Sprintf("%s (runs on %s)", e.Name, strings.Join(e.Providers, ", ")))
+		default:
+			run = append(run, e.Name)
+		}
+	}
+	return run, elsewhere
+}
+
 // The catalogue's shapes go into one workload on one cluster, to keep the
 // catalogue cheap: one spec carries every shape's label, and runs the
 // shapes the label filter selects (all of them under
@@ -44,17 +59,17 @@ var _ = Describe("reconstruction catalogue shapes", Label(catalogue.CatalogueLab
 		labels = append(labels, e.Label())
 		names = append(names, e.Name)
 	}
-	It(fmt.Sprintf("shapes %s in one workload, force-deleted while the kubelet is down", strings.Join(names, ", ")), Label(labels...), func(ctx SpecContext) {
-		var run, elsewhere []string
-		for _, e := range entries {
-			switch {
-			case !Label(catalogue.CatalogueLabel, e.Label()).MatchesLabelFilter(GinkgoLabelFilter()):
-			case !e.RunsOn(provider):
-				elsewhere = append(elsewhere, fmt.Sprintf("%s (runs on %s)", e.Name, strings.Join(e.Providers, ", ")))
-			default:
-				run = append(run, e.Name)
-			}
+	needsBinaries(Label(append([]string{catalogue.CatalogueLabel}, labels...)...), func() *skewrun.Options {
+		run, _ := selectedShapes(entries, provider)
+		if len(run) == 0 {
+			return nil
 		}
+		o := envOptions(orDefault(os.Getenv("PLAN"), skewrun.DefaultPlan), strings.Join(run, ","))
+		o.Replicas = skewrun.CatalogueReplicas
+		return o
+	})
+	It(fmt.Sprintf("shapes %s in one workload, force-deleted while the kubelet is down", strings.Join(names, ", ")), Label(labels...), func(ctx SpecContext) {
+		run, elsewhere := selectedShapes(entries, provider)
 		if len(elsewhere) > 0 {
 			AddReportEntry("shapes not run on PROVIDER="+provider, strings.Join(elsewhere, "; "))
 		}

@@ -73,6 +73,14 @@ func readRun(dir string) *reports.Run {
 func teardownProvider() string { return orDefault(os.Getenv("PROVIDER"), clusters.Local) }
 
 var _ = Describe("teardown of clusters made on this host", Label("teardown", "disruptive"), func() {
+	needsBinaries(Label("teardown", "disruptive"), func() *skewrun.Options {
+		if p := teardownProvider(); p != clusters.Local && p != clusters.Kind {
+			return nil
+		}
+		o := envOptions(skewrun.DefaultPlan, "")
+		o.Provider, o.Kind = teardownProvider(), ""
+		return o
+	})
 	BeforeEach(func() {
 		if p := teardownProvider(); p != clusters.Local && p != clusters.Kind {
 			Skip("teardown specs are for providers that create clusters on this host (local, kind); PROVIDER=" + p +

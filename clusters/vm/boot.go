@@ -107,7 +107,7 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	}
 	log := cfg.Logger
 	dir := filepath.Join(cfg.StateDir, cfg.Name)
-	if err := os.MkdirAll(cfg.StateDir, 0o755); err != nil {
+	if err := checkStateDir(cfg.StateDir, true); err != nil {
 		return nil, err
 	}
 	if err := removeStale(cfg.StateDir, cfg.Name, log); err != nil {
@@ -423,7 +423,7 @@ func probeKVM(ctx context.Context, img Image, dir string) error {
 		"-accel", "kvm", "-cpu", "host", "-m", "256", "-display", "none", "-monitor", "none",
 		"-serial", "file:"+serial, "-kernel", img.Kernel, "-append", "console=ttyS0 panic=-1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.Cancel = func() error { return signalGroup(cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
 	b, _ := os.ReadFile(serial)
 	if strings.Contains(string(b), "Linux version") {

@@ -23,6 +23,9 @@ func Load(stateDir, name string, log *slog.Logger) (*Instance, error) {
 	if name == "" {
 		name = DefaultName
 	}
+	if err := checkStateDir(stateDir, false); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(stateDir, name)
 	b, err := os.ReadFile(filepath.Join(dir, stateFile))
 	if err != nil {
@@ -37,6 +40,9 @@ func Load(stateDir, name string, log *slog.Logger) (*Instance, error) {
 	}
 	if inst.Dir != dir {
 		return nil, fmt.Errorf("vm: %s records directory %s", filepath.Join(dir, stateFile), inst.Dir)
+	}
+	if inst.PID < 0 || inst.PID == 1 {
+		return nil, &ConfigError{fmt.Errorf("vm: %s records pid %d, which no instance's qemu has: skewtest did not write it; remove %s", filepath.Join(dir, stateFile), inst.PID, dir)}
 	}
 	inst.log = log
 	return &inst, nil
@@ -72,7 +78,8 @@ func (i *Instance) save() error {
 // line names the instance's overlay. A PID reused by another process after
 // qemu died (or a reboot) is never killed.
 func (i *Instance) ownsPID() bool {
-	if i.PID <= 0 {
+	// Never init or a pid that names a group of processes (signalGroup).
+	if i.PID <= 1 {
 		return false
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(i.PID) + "/cmdline")
@@ -114,7 +121,10 @@ func (i *Instance) Down(ctx context.Context) error {
 // kill signals qemu's process group and waits until qemu is gone.
 func (i *Instance) kill(ctx context.Context) error {
 	gone := func() bool { return !i.Running() }
-	_ = syscall.Kill(-i.PID, syscall.SIGTERM)
+	// ESRCH: the group is gone, whatever Running saw.
+	if err := signalGroup(i.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
 	deadline := time.Now().Add(downGrace)
 	for !gone() && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
@@ -122,7 +132,9 @@ func (i *Instance) kill(ctx context.Context) error {
 	if gone() {
 		return nil
 	}
-	_ = syscall.Kill(-i.PID, syscall.SIGKILL)
+	if err := signalGroup(i.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
 	for end := time.Now().Add(downGrace); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if gone() {
 			return nil
@@ -161,6 +173,9 @@ func CleanStale(stateDir string, log *slog.Logger) ([]string, error) {
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkStateDir(stateDir, false); err != nil {
+		return nil, err
 	}
 	entries, err := os.ReadDir(stateDir)
 	if errors.Is(err, os.ErrNotExist) {

@@ -21,8 +21,11 @@
 package vm
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -70,9 +73,78 @@ const (
 	AccelTCG  Accel = "tcg"
 )
 
-// DefaultStateDir is where instances keep their overlay, keys and state:
-// on disk (the overlay grows with what the guest writes), not in the cache,
-// which guests see.
+// defaultStateDir is where instances keep their overlay, keys and state:
+// on disk (the overlay grows with what the guest writes, so not tmpfs
+// /run), not in the cache, which guests see, and not in world-writable
+// /tmp, where anyone could make the directory first and plant a state
+// file whose pid `vm down` would signal. Beside the run root
+// /var/lib/skewtest, not in it: `skewtest clean` takes every directory
+// there for a run's.
+const defaultStateDir = "/var/lib/skewtest-vm"
+
+// DefaultStateDir is where instances keep their overlay, keys and state
+// unless Config.StateDir says otherwise; created 0700 (checkStateDir).
 func DefaultStateDir() string {
-	return filepath.Join(os.TempDir(), "skewtest-vm")
+	return defaultStateDir
+}
+
+// checkStateDir refuses a state directory that someone other than the
+// caller could write into (not the caller's, group or world writable, or
+// a symbolic link): the state files there name the pids Down signals and
+// the directories it removes. With create, a missing one is made 0700.
+// A missing one is no error: it holds no instance.
+func checkStateDir(dir string, create bool) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) && create {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return fmt.Errorf("vm: state directory %s: %w", dir, err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("vm: state directory %s: %w", dir, err)
+		}
+		fi, err = os.Lstat(dir)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("vm: state directory %s: %w", dir, err)
+	}
+	uid := os.Geteuid()
+	var problem string
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		problem = "not a directory (a symbolic link or a file)"
+	case st == nil || int(st.Uid) != uid:
+		owner := "unknown"
+		if st != nil {
+			owner = fmt.Sprint(st.Uid)
+		}
+		problem = fmt.Sprintf("owned by uid %s, not by you (uid %d)", owner, uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		problem = fmt.Sprintf("writable by others (mode %#o)", fi.Mode().Perm())
+	default:
+		return nil
+	}
+	return &ConfigError{fmt.Errorf("vm: state directory %s is %s: whoever can write there can plant an instance's state "+
+		"and have vm down signal any process; remove it if it is not yours (rm -r %s) or make it yours alone "+
+		"(chown %d %s && chmod 0700 %s)", dir, problem, dir, uid, dir, dir)}
+}
+
+// killProcess is syscall.Kill; tests record the signals instead of
+// sending them.
+var killProcess = syscall.Kill
+
+// signalGroup sends sig to process group pgid, refusing pgid <= 1: pids
+// come from state files, and kill(-1) signals every process the caller
+// may signal, kill(0) the caller's own group.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		return fmt.Errorf("vm: refusing to send %v to process group %d: no qemu of an instance has that pid, and the signal would reach every process", sig, pgid)
+	}
+	if err := killProcess(-pgid, sig); err != nil {
+		return fmt.Errorf("vm: send %v to process group %d: %w", sig, pgid, err)
+	}
+	return nil
 }

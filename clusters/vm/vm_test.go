@@ -328,3 +328,159 @@ func waitCmdline(t *testing.T, pid int, want string) {
 	}
 	t.Fatalf("process %d's command line %q does not name %s after 5 s", pid, last, want)
 }
+
+// The default state directory is not in world-writable /tmp, where anyone
+// could make it first.
+func TestDefaultStateDirIsRoots(t *testing.T) {
+	if d := DefaultStateDir(); !filepath.IsAbs(d) || strings.HasPrefix(d, os.TempDir()) || strings.HasPrefix(d, "/tmp") || strings.HasPrefix(d, "/var/lib/skewtest/") {
+		t.Errorf("DefaultStateDir %s: want a directory of root's, outside /tmp and outside the run root (skewtest clean takes what is there for runs)", d)
+	}
+}
+
+// A state directory someone else could write into is refused by Up, Load
+// and CleanStale, naming the directory and the fix: its state files name
+// the pids Down signals. A missing one is made 0700.
+func TestStateDirOthersCanWriteIsRefused(t *testing.T) {
+	// Should a check regress, the planted pid 1 below gets no signal.
+	sent := recordSignals(t)
+	defer func() {
+		if len(*sent) > 0 {
+			t.Errorf("signals sent: %q", *sent)
+		}
+	}()
+	base := t.TempDir()
+	img := Image{Disk: filepath.Join(base, "disk"), Kernel: filepath.Join(base, "k"), Initrd: filepath.Join(base, "i")}
+	for _, f := range []string{img.Disk, img.Kernel, img.Initrd} {
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkdir := func(name string, mode os.FileMode) string {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return d
+	}
+	cases := map[string]struct{ dir, want string }{
+		"world writable":   {mkdir("world", 0o777), "writable by others (mode 0777)"},
+		"group writable":   {mkdir("group", 0o770), "writable by others (mode 0770)"},
+		"sticky /tmp-like": {mkdir("sticky", 0o1777), "writable by others"},
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(mkdir("target", 0o700), link); err != nil {
+		t.Fatal(err)
+	}
+	cases["a symbolic link"] = struct{ dir, want string }{link, "not a directory"}
+	if os.Geteuid() == 0 {
+		other := mkdir("other", 0o700)
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases["another user's"] = struct{ dir, want string }{other, "owned by uid 65534, not by you (uid 0)"}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// A planted instance whose pid is init's.
+			if fi, err := os.Lstat(tc.dir); err == nil && fi.IsDir() {
+				planted := filepath.Join(tc.dir, "default")
+				_ = os.Mkdir(planted, 0o700)
+				_ = os.WriteFile(filepath.Join(planted, stateFile), []byte(`{"name":"default","dir":"`+planted+`","pid":1,"overlay":"/"}`), 0o600)
+			}
+			_, upErr := Up(context.Background(), Config{Image: img, StateDir: tc.dir})
+			_, loadErr := Load(tc.dir, "", nil)
+			_, cleanErr := CleanStale(tc.dir, nil)
+			for verb, err := range map[string]error{"Up": upErr, "Load": loadErr, "CleanStale": cleanErr} {
+				if _, ok := err.(*ConfigError); !ok {
+					t.Errorf("%s in a state directory %s: %v; want a ConfigError", verb, name, err)
+					continue
+				}
+				for _, w := range []string{"state directory " + tc.dir, tc.want, "rm -r " + tc.dir, "chmod 0700 " + tc.dir} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: refusal does not say %q: %v", verb, w, err)
+					}
+				}
+			}
+		})
+	}
+
+	fresh := filepath.Join(base, "new", "state")
+	if err := checkStateDir(fresh, true); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("a missing state directory made as %v, %v; want mode 0700", fi.Mode(), err)
+	}
+	if err := checkStateDir(filepath.Join(base, "absent"), false); err != nil {
+		t.Errorf("a missing state directory without create: %v; want no error (it holds no instance)", err)
+	}
+}
+
+// recordSignals replaces the signals vm sends with a record of them.
+func recordSignals(t *testing.T) *[]string {
+	t.Helper()
+	var sent []string
+	saved := killProcess
+	killProcess = func(pid int, sig syscall.Signal) error {
+		sent = append(sent, strconv.Itoa(pid)+" "+sig.String())
+		return nil
+	}
+	t.Cleanup(func() { killProcess = saved })
+	return &sent
+}
+
+// No pid from a state file ever makes vm signal init, every process
+// (kill(-1)) or its own group (kill(0)), whatever the file says.
+func TestNeverSignalsPIDOneOrLess(t *testing.T) {
+	sent := recordSignals(t)
+	for _, pid := range []int{1, 0, -1, -4242} {
+		if err := signalGroup(pid, syscall.SIGTERM); err == nil || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("signalGroup(%d) = %v; want a refusal", pid, err)
+		}
+	}
+	if err := signalGroup(4242, syscall.SIGTERM); err != nil {
+		t.Errorf("signalGroup(4242): %v", err)
+	}
+	if want := []string{"-4242 terminated"}; !slices.Equal(*sent, want) {
+		t.Errorf("signals sent %q, want only %q", *sent, want)
+	}
+	*sent = nil
+
+	// A planted state naming init, with an "overlay" its command line
+	// contains, as ownsPID checks.
+	init1, _ := os.ReadFile("/proc/1/cmdline")
+	overlay, _, _ := strings.Cut(string(init1), "\x00")
+	if overlay == "" {
+		overlay = "/"
+	}
+	state := t.TempDir()
+	dir := filepath.Join(state, "planted")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	planted := &Instance{Name: "planted", Dir: dir, PID: 1, Overlay: overlay}
+	if err := planted.save(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(state, "planted", nil); err == nil || !strings.Contains(err.Error(), "records pid 1") {
+		t.Errorf("Load of a state naming pid 1 = %v; want a refusal", err)
+	}
+	if planted.ownsPID() || planted.Running() {
+		t.Error("pid 1 is taken for the instance's qemu")
+	}
+	if err := planted.kill(context.Background()); err == nil {
+		t.Error("kill of pid 1's group succeeded; want a refusal")
+	}
+	if err := planted.Down(context.Background()); err != nil {
+		t.Errorf("Down of a planted instance: %v", err)
+	}
+	if removed, err := CleanStale(state, nil); err != nil || len(removed) != 0 {
+		t.Errorf("CleanStale after Down: %v, %v", removed, err)
+	}
+	if len(*sent) != 0 {
+		t.Errorf("signals sent for a state naming pid 1: %q", *sent)
+	}
+}

@@ -70,7 +70,10 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		if len(f.argv) == 0 {
 			return fmt.Errorf("%w: vm exec needs a command after --\n%s", skewrun.ErrInvalid, vmUsage)
 		}
-		inst, err := vm.Load("", f.name, logger)
+		inst, err := loadVM(f.name, logger)
+		if errors.Is(err, skewrun.ErrInvalid) {
+			return err
+		}
 		if err == nil && !inst.Running() {
 			return infrastructure(fmt.Errorf("vm: instance %s is recorded but its qemu is gone: skewtest vm down -name %s", f.name, f.name))
 		}
@@ -99,13 +102,28 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		if err != nil {
 			return err
 		}
-		inst, err := vm.Load("", f.name, logger)
+		inst, err := loadVM(f.name, logger)
+		if errors.Is(err, skewrun.ErrInvalid) {
+			return err
+		}
 		if err != nil {
 			return infrastructure(err)
 		}
 		return infrastructure(inst.Down(ctx))
 	}
 	return fmt.Errorf("%w: unknown vm command %q\n%s", skewrun.ErrInvalid, args[0], vmUsage)
+}
+
+// loadVM is vm.Load of the default state directory, its refusals (a state
+// directory others can write, a state file skewtest did not write) marked
+// as bad input: the user's to fix.
+func loadVM(name string, logger *slog.Logger) (*vm.Instance, error) {
+	inst, err := vm.Load("", name, logger)
+	var invalid *vm.ConfigError
+	if errors.As(err, &invalid) {
+		return nil, fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+	}
+	return inst, err
 }
 
 type vmFlags struct {

@@ -158,34 +158,87 @@ func containerState(p corev1.Pod) map[string]string {
 	return out
 }
 
-// checkUntouched waits for the same pods to be Running and ready again
-// and records every difference in their containers and mounts, for the
-// fault's observation.
+// untouchedWatch is how long after the kubelet's start a hop that keeps
+// its pods watches them for a change, at the least: the kubelet unmounts a
+// running pod's volume it wrongly left out of its desired state (#130335:
+// 1.42 s after the start, measured on v1.32.2) only once its desired state
+// of world is populated and it has read the node's status, which on a
+// busy 2-core machine takes seconds; a single look at node Ready (about
+// 1.3 s after the start) saw nothing. The watch also lasts
+// untouchedSettle past the pods' Running again, so several reconciler
+// passes (100 ms each) run after the populator has seen every pod.
+const (
+	untouchedWatch  = 20 * time.Second
+	untouchedSettle = 5 * time.Second
+)
+
+// checkUntouched waits for the pods to run again, then watches their
+// containers and mounts for a bounded window (untouchedWatch after the
+// kubelet's start, and untouchedSettle after the pods ran), recording
+// every change against what they were before the kubelet stopped. A change
+// seen once stays recorded, even if it is undone later (a remount).
 func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext) error {
 	pods, err := s.waitPodsRunning(ctx, sc, nil, s.scaled(podsRunningTimeout))
 	if err != nil {
 		return err
 	}
 	s.timing("pods Running", time.Since(s.kubeletUp))
-	snap, err := s.snapshot(ctx, sc.QuietNode)
-	if err != nil {
-		return err
+	end := s.kubeletUp.Add(s.scaled(untouchedWatch))
+	if settle := time.Now().Add(s.scaled(untouchedSettle)); settle.After(end) {
+		end = settle
 	}
+	seen := map[string]bool{}
+	s.changes = nil
+	polls := 0
+	var snap *nodestate.Snapshot
+	for {
+		polls++
+		if snap, err = s.snapshot(ctx, sc.QuietNode); err != nil {
+			return err
+		}
+		got, err := s.listPods(ctx)
+		if err != nil {
+			return fmt.Errorf("list the pods while watching them: %w", err)
+		}
+		for _, c := range s.untouchedChanges(got, snap) {
+			if !seen[c] {
+				seen[c] = true
+				s.changes = append(s.changes, fmt.Sprintf("%s (%.2fs after the kubelet's start)", c, time.Since(s.kubeletUp).Seconds()))
+			}
+		}
+		if !time.Now().Before(end) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.cfg.PollInterval):
+		}
+	}
+	sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, snap)})
+	sc.Note("%d pods Running again; watched their containers and mounts until %.1fs after the kubelet's start (%d looks, at least %s after the start and %s after they ran): %d changes",
+		len(pods), end.Sub(s.kubeletUp).Seconds(), polls, s.scaled(untouchedWatch), s.scaled(untouchedSettle), len(s.changes))
+	return nil
+}
+
+// untouchedChanges compares the pods and the node now with what they were
+// before the kubelet stopped (s.running).
+func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot) []string {
 	byUID := map[types.UID]corev1.Pod{}
 	for _, p := range pods {
 		byUID[p.UID] = p
 	}
-	s.changes = nil
+	var changes []string
 	for _, r := range s.running {
 		p, ok := byUID[r.uid]
 		if !ok {
-			s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s is gone", r.name, r.uid))
+			changes = append(changes, fmt.Sprintf("pod %s uid %s is gone", r.name, r.uid))
 			continue
 		}
 		now := containerState(p)
 		for c, was := range r.containers {
 			if now[c] != was {
-				s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s container %s was %q, now %q", r.name, r.uid, c, was, now[c]))
+				changes = append(changes, fmt.Sprintf("pod %s uid %s container %s was %q, now %q", r.name, r.uid, c, was, now[c]))
 			}
 		}
 		ids := map[string]int{}
@@ -195,15 +248,13 @@ func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext
 		for mp, id := range r.mounts {
 			switch now, ok := ids[mp]; {
 			case !ok:
-				s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s: %s was unmounted", r.name, r.uid, mp))
+				changes = append(changes, fmt.Sprintf("pod %s uid %s: %s was unmounted", r.name, r.uid, mp))
 			case now != id:
-				s.changes = append(s.changes, fmt.Sprintf("pod %s uid %s: %s was remounted (mount ID %d, now %d)", r.name, r.uid, mp, id, now))
+				changes = append(changes, fmt.Sprintf("pod %s uid %s: %s was remounted (mount ID %d, now %d)", r.name, r.uid, mp, id, now))
 			}
 		}
 	}
-	sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, snap)})
-	sc.Note("%d pods Running again; %d changes to their containers and mounts", len(pods), len(s.changes))
-	return nil
+	return changes
 }
 
 func observeUntouched(_ context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {

@@ -33,7 +33,8 @@ const (
 	// kubelet, and not a flake to retry; a bug to report against skewtest.
 	ExitHarness = 4
 	// An interrupted run exits 128 + the signal's number, as a shell
-	// reports a process killed by it: 130 for SIGINT, 143 for SIGTERM.
+	// reports a process killed by it: 130 for SIGINT, 143 for SIGTERM, 129
+	// for SIGHUP.
 	exitSignalBase = 128
 )
 
@@ -84,14 +85,16 @@ func ExitCode(err error) int {
 	return ExitKubelet
 }
 
-// SignalContext is ctx cancelled by the first SIGINT or SIGTERM, with an
+// SignalContext is ctx cancelled by the first SIGINT, SIGTERM or SIGHUP
+// (the terminal or SSH session closed: the daemons run in process groups
+// of their own and would outlive the harness untorn-down), with an
 // *Interrupted as its cause; a run then tears down and its error carries
 // the signal. After the first signal the default handling is restored, so
 // a second one ends the process at once. stop releases the handler.
 func SignalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		select {
 		case s := <-ch:

@@ -86,18 +86,23 @@ func TestInterruptedAddsTheSignalThatCancelledTheRun(t *testing.T) {
 // SignalContext is tested with a real signal to this test process; the
 // handler it installs keeps the signal from killing the process.
 func TestSignalContext(t *testing.T) {
-	ctx, stop := SignalContext(t.Context())
-	defer stop()
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("SIGTERM did not cancel the context")
-	}
-	var in *Interrupted
-	if cause := context.Cause(ctx); !errors.As(cause, &in) || in.Signal != syscall.SIGTERM {
-		t.Fatalf("cause = %v, want *Interrupted{SIGTERM}", cause)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		ctx, stop := SignalContext(t.Context())
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v did not cancel the context", sig)
+		}
+		var in *Interrupted
+		if cause := context.Cause(ctx); !errors.As(cause, &in) || in.Signal != sig {
+			t.Fatalf("cause = %v, want *Interrupted{%v}", cause, sig)
+		}
+		if code := ExitCode(fmt.Errorf("%w: run", in)); code != 128+int(sig) {
+			t.Errorf("%v: exit %d, want %d", sig, code, 128+int(sig))
+		}
+		stop()
 	}
 }

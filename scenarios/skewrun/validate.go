@@ -108,8 +108,9 @@ func Validate(o Options) (*Validated, error) {
 		return nil, err
 	}
 	// Unknown providers fail here, before binaries are built.
-	if err := clusters.CheckOptions(o.Provider, clusters.Options{KindCSI: o.KindCSI, CSIMode: o.CSIMode,
-		APIServerVersion: pl.Newest(), Kops: o.Kops}); err != nil {
+	// The one construction the provider is made from (clusterOptions),
+	// so that the checks see exactly what New will get.
+	if err := clusters.CheckOptions(o.Provider, (&Validated{Options: o, Plan: pl}).clusterOptions("", nil)); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault

@@ -42,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
@@ -333,17 +334,28 @@ func clean(ctx context.Context, dir string, log *slog.Logger) error {
 		return nil
 	}
 	st, err := readState(dir)
+	var damaged error
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		log.Warn("no dockerd state file: iptables, links and host directories are left as they are", "dir", dir)
 		st = &state{Dir: dir, CgroupParent: cgroupParentFor(dir)}
 	case err != nil:
-		return err
+		// What was recorded of the host is lost: clean what can be told
+		// apart without it (the processes whose command lines name dir,
+		// the cgroups named after it, the mounts under it), restore
+		// nothing host-wide, and keep dir.
+		damaged = err
+		log.Warn("the dockerd state file cannot be read: cleaning only the processes, mounts and cgroups of the directory, and keeping it", "dir", dir, "err", err)
+		st = &state{Dir: dir, CgroupParent: cgroupParentFor(dir)}
 	}
 	if st.CgroupParent == "" {
 		st.CgroupParent = cgroupParentFor(dir)
 	}
-	return (&teardown{dir: dir, st: st, log: log}).run(ctx)
+	err = (&teardown{dir: dir, st: st, log: log, keep: damaged != nil}).run(ctx)
+	if damaged != nil {
+		return errors.Join(fmt.Errorf("dockerd: clean %s without its state: %w; iptables, links, kernel settings and host directories were not restored; the directory is kept: look at it, then remove it by hand", dir, damaged), err)
+	}
+	return err
 }
 
 // cleanRunning stops the Daemon of dir if this process started it.
@@ -375,32 +387,51 @@ func cgroupParentFor(dir string) string {
 	return "/skewtest-dockerd-" + hex.EncodeToString(sum[:6])
 }
 
+// writeState replaces dir's state file in one rename, after fsync
+// (statefile), so that a kill or a power loss leaves the old state or the
+// new, never half of one.
 func writeState(dir string, st *state) error {
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, stateName+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("dockerd: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, stateName)); err != nil {
+	if err := statefile.Write(dir, stateName, st, 0o644); err != nil {
 		return fmt.Errorf("dockerd: %w", err)
 	}
 	return nil
 }
 
+// readState reads dir's state file. A missing file's error satisfies
+// errors.Is(err, os.ErrNotExist).
 func readState(dir string) (*state, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateName))
-	if err != nil {
-		return nil, err
-	}
 	var st state
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("dockerd: %s: %w", filepath.Join(dir, stateName), err)
+	if err := statefile.Read(dir, stateName, &st); err != nil {
+		return nil, fmt.Errorf("dockerd: %w", err)
 	}
 	return &st, nil
 }
+
+// CheckState tells whether dir holds the state of a private dockerd that
+// Start made there: nil when its state file parses and names dir. An
+// error satisfying errors.Is(err, os.ErrNotExist) when there is none;
+// ErrDamagedState when there is one that does not parse (Clean then
+// cleans what it can find without it and keeps dir).
+func CheckState(dir string) error {
+	dir, err := checkDir(dir)
+	if err != nil {
+		return err
+	}
+	st, err := readState(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return err
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrDamagedState, err)
+	case filepath.Clean(st.Dir) != dir:
+		return fmt.Errorf("dockerd: %s is the state of a daemon in %q, not of one in %s", filepath.Join(dir, stateName), st.Dir, dir)
+	}
+	return nil
+}
+
+// ErrDamagedState is a daemon's state file that is there but cannot be
+// read.
+var ErrDamagedState = errors.New("dockerd: damaged state")
 
 // record fills in the host's state before dockerd starts.
 func record(ctx context.Context, st *state) error {
@@ -465,6 +496,8 @@ type teardown struct {
 	child     *exec.Cmd     // dockerd when this process started it
 	childDone chan struct{} // closed when child was reaped
 	sockets   []string      // shim sockets in /run/containerd of killed shims
+	// keep keeps dir whatever happens: its state could not be read.
+	keep bool
 }
 
 func (t *teardown) run(ctx context.Context) error {
@@ -505,16 +538,23 @@ func (t *teardown) run(ctx context.Context) error {
 		}
 	}
 	// Never remove the directory while something may still be mounted in
-	// it or use it.
-	if len(survivors) == 0 && mountsLeft == nil {
+	// it or use it, nor, after any step failed, the state that Stop or
+	// Clean needs to finish the job.
+	switch {
+	case t.keep:
+	case len(errs) == 0:
 		if err := os.RemoveAll(t.dir); err != nil {
 			errs = append(errs, err)
 		}
-	} else {
-		errs = append(errs, fmt.Errorf("kept %s", t.dir))
+	default:
+		errs = append(errs, fmt.Errorf("kept %s and its state for Stop or Clean to finish", t.dir))
 	}
 	if err := joinErrs(errs); err != nil {
 		return fmt.Errorf("dockerd: stop %s: %w", t.dir, err)
+	}
+	if t.keep {
+		t.log.Info("dockerd's processes, mounts and cgroups cleaned; directory kept", "dir", t.dir)
+		return nil
 	}
 	t.log.Info("dockerd stopped and cleaned up", "dir", t.dir)
 	return nil
@@ -531,6 +571,11 @@ func (t *teardown) stopDockerd() error {
 	} else if t.st.DockerdPID > 0 {
 		d, found = readProc(t.st.DockerdPID)
 		found = found && d.start == t.st.DockerdStart
+	} else {
+		// No pid recorded (no state, or one that cannot be read): the
+		// dockerd whose command line names dir, so that it too gets
+		// its SIGTERM grace to stop its containers.
+		d, found = dockerdOf(t.dir)
 	}
 	if !found || !alive(d) || !ownedBy(d, t.dir) {
 		// Gone, or the pid now belongs to someone else: leftovers are

@@ -96,6 +96,20 @@ func ownedBy(p proc, dir string) bool {
 	return false
 }
 
+// dockerdOf returns the one running dockerd whose command line names dir.
+func dockerdOf(dir string) (proc, bool) {
+	var found []proc
+	for _, p := range allProcs() {
+		if (p.comm == "dockerd" || (len(p.argv) > 0 && filepath.Base(p.argv[0]) == "dockerd")) && ownedBy(p, dir) && alive(p) {
+			found = append(found, p)
+		}
+	}
+	if len(found) != 1 {
+		return proc{}, false
+	}
+	return found[0], true
+}
+
 func afterByte(s string, c byte) string {
 	if i := strings.IndexByte(s, c); i >= 0 {
 		return s[i+1:]

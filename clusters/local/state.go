@@ -22,8 +22,13 @@ type state struct {
 	// empty); without it teardown leaves iptables alone.
 	IPTablesRecorded bool `json:"iptablesRecorded"`
 	// ContainerdRunDirExisted tells whether /run/containerd existed before
-	// the run (shims put their sockets in /run/containerd/s).
+	// the run (shims put their sockets in /run/containerd/s). Unset,
+	// teardown removes the directory, but only if nothing but the run's
+	// dead leftovers is in it (containerdRunDirInUse).
 	ContainerdRunDirExisted bool `json:"containerdRunDirExisted"`
+	// BootID is the kernel's boot ID when the state was written: after a
+	// reboot nothing in /run is the run's. Empty in older state files.
+	BootID string `json:"bootID,omitempty"`
 	// HostKubeletDirMade is set when /var/lib/kubelet did not exist before
 	// the run: every kubelet, whatever its --root-dir, puts its device
 	// plugin socket in /var/lib/kubelet/device-plugins, and teardown then

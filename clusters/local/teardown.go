@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,7 +47,7 @@ func (p *Provider) Down(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := Clean(ctx, p.dir); err != nil {
+	if err := clean(ctx, p.dir, p.logger); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -88,9 +89,14 @@ const loopDetachTimeout = 10 * time.Second
 // the CSI driver's and the external-attacher), containerd shims, mounts,
 // loop devices backed by files under runDir, cgroups, the kubelets' iptables chains, the
 // CNI bridges, the kubelets' /var/log/containers links and CNI cache
-// entries, then runDir itself. It is what Down does after stopping its own
+// entries, /run/containerd if the run made it and nothing else uses it
+// (else it says so and leaves it), then runDir itself. It is what Down does after stopping its own
 // processes, and what `skewtest clean` runs for a harness that was killed.
 func Clean(ctx context.Context, runDir string) error {
+	return clean(ctx, runDir, slog.Default())
+}
+
+func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 	if _, err := os.Stat(runDir); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -176,7 +182,16 @@ func Clean(ctx context.Context, runDir string) error {
 	}
 	if !st.ContainerdRunDirExisted && len(st.Nodes) > 0 {
 		// Shim sockets go to /run/containerd/s whatever the state dir is.
-		os.RemoveAll("/run/containerd")
+		// The run made the directory, but a containerd started since (a
+		// reboot, a Docker install) may live there now: only the run's
+		// dead leftovers are removed, never across a mount.
+		if _, err := os.Lstat(containerdRunDir); err == nil {
+			if why := containerdRunDirInUse(containerdRunDir, st); why != "" {
+				log.Warn("not removing "+containerdRunDir+", which the run made: it is in use", "why", why, "run", runDir)
+			} else if err := os.RemoveAll(containerdRunDir); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if st.HostKubeletDirMade {
 		if err := removeDirOfRun(hostKubeletRoot); err != nil {

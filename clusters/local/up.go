@@ -106,6 +106,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		IPTablesBefore:          iptablesChains(ctx),
 		IPTablesRecorded:        true,
 		ContainerdRunDirExisted: statErr == nil,
+		BootID:                  bootID(),
 		HostKubeletDirMade:      errors.Is(kubeletDirErr, os.ErrNotExist),
 		Sysctls:                 sysctl.Read(sysctl.Keys),
 		CNIDirMade:              errors.Is(cniDirErr, os.ErrNotExist),

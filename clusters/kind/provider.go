@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 // The optional capabilities the kind provider has.
@@ -207,7 +208,10 @@ func (p *Provider) Binaries() []binaries.Binary {
 func (p *Provider) Up(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			if derr := p.Down(context.WithoutCancel(ctx)); derr != nil {
+			// Bounded, as Finish's teardown is: nothing waits forever.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(timeouts.Teardown, timeouts.FromEnv()))
+			defer cancel()
+			if derr := p.Down(dctx); derr != nil {
 				err = errors.Join(err, fmt.Errorf("teardown after failed bring-up: %w", derr))
 			}
 		}

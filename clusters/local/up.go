@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/pki"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 // Host programs taken from Debian packages, with the package that has each,
@@ -52,7 +53,10 @@ type ports struct {
 func (p *Provider) Up(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			if derr := p.Down(context.WithoutCancel(ctx)); derr != nil {
+			// Bounded, as Finish's teardown is: nothing waits forever.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(timeouts.Teardown, timeouts.FromEnv()))
+			defer cancel()
+			if derr := p.Down(dctx); derr != nil {
 				err = errors.Join(err, fmt.Errorf("teardown after failed bring-up: %w", derr))
 			}
 		}

@@ -5,6 +5,7 @@ package timeouts
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 )
@@ -33,3 +34,18 @@ func Parse(v string) (time.Duration, error) {
 // Scale is d stretched by factor; a factor below 1 (a zero value) leaves d
 // as it is.
 func Scale(d, factor time.Duration) time.Duration { return d * max(factor, 1) }
+
+// Teardown is how long a cluster made on this host gets to tear down,
+// before Scale: Finish's bound, and the bound of a provider's teardown
+// after its own failed bring-up.
+const Teardown = 3 * time.Minute
+
+// FromEnv is the factor of SKEWTEST_TIMEOUT_FACTOR, or 1 when it is unset
+// or unusable (the settings' validation reports it, not this).
+func FromEnv() time.Duration {
+	f, err := Parse(os.Getenv(FactorEnv))
+	if err != nil {
+		return 1
+	}
+	return f
+}

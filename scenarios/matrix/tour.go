@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -68,6 +69,15 @@ func (t *Tour) Run(ctx context.Context) ([]TrailRun, error) {
 		wg.Add(1)
 		go func(i, first int, p plan.Plan) {
 			defer wg.Done()
+			// A panic in one trail fails that trail, not the process: the
+			// tour still merges, reports and tears the cluster down.
+			defer func() {
+				if r := recover(); r != nil {
+					node := t.Nodes[i].String()
+					out[i] = TrailRun{Node: node, Plan: p, ArtifactsSubdir: TrailDir(i, node),
+						Run: &reports.Run{Node: node, Plan: p.Raw, Verdict: reports.Fail, Failure: fmt.Sprintf("trail %d on %s panicked: %v\n%s", i+1, node, r, debug.Stack())}}
+				}
+			}()
 			out[i] = t.runTrail(ctx, i, first, p, t.Nodes[i])
 		}(i, first, p)
 		first += len(p.Versions) - 1

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 )
 
@@ -104,5 +106,29 @@ func TestSignalContext(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d", sig, code, 128+int(sig))
 		}
 		stop()
+	}
+}
+
+// A panic in bring-up or in the scenario must still let Finish tear down:
+// upAndRun returns it as the run's infrastructure failure, with the panic
+// in the report, instead of unwinding past Finish.
+func TestRecoverRunTurnsAPanicIntoAnInfrastructureFailure(t *testing.T) {
+	run := &reports.Run{}
+	err := func() (err error) {
+		defer recoverRun(run, &err)
+		panic("nil map in the provider's Up")
+	}()
+	if code := ExitCode(err); code != ExitInfrastructure {
+		t.Errorf("a panic: exit %d, want %d", code, ExitInfrastructure)
+	}
+	if run.Verdict != reports.Fail || !strings.Contains(run.Failure, "nil map in the provider's Up") || !strings.Contains(run.Failure, "goroutine") {
+		t.Errorf("the report says %q (%s); want the panic and its stack", run.Failure, run.Verdict)
+	}
+	ok := func() (err error) {
+		defer recoverRun(run, &err)
+		return nil
+	}()
+	if ok != nil {
+		t.Errorf("recoverRun without a panic changed the error to %v", ok)
 	}
 }

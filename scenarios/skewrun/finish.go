@@ -10,11 +10,18 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/reports"
 )
 
-// teardownTimeout bounds Down, which runs even after a signal.
-const teardownTimeout = 3 * time.Minute
+// teardownTimeout bounds Down, which runs even after a signal;
+// logsTimeout bounds collecting the cluster's logs and API objects before
+// it. Both are scaled by SKEWTEST_TIMEOUT_FACTOR (restores under TCG take
+// minutes).
+const (
+	teardownTimeout = timeouts.Teardown
+	logsTimeout     = 2 * time.Minute
+)
 
 // Finish ends a run whose cluster c was made, whatever happened (runErr is
 // the run's error so far, nil on a pass): it collects the cluster's logs if
@@ -31,7 +38,7 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	// by a signal.
 	wctx := context.WithoutCancel(ctx)
 	if c.up {
-		c.CollectLogs(wctx, filepath.Join(run.ArtifactsDir, "logs"))
+		c.collectLogsBounded(wctx, filepath.Join(run.ArtifactsDir, "logs"))
 	}
 	teardown := time.Now()
 	if runErr != nil && o.KeepClusterOnFailure && ctx.Err() == nil {
@@ -89,15 +96,35 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 	}
 }
 
+// collectLogsBounded is CollectLogs within logsTimeout: a provider whose
+// log dump ignores its context (kind's) is left behind, with a warning,
+// so that teardown is never held up by evidence.
+func (c *Cluster) collectLogsBounded(ctx context.Context, dir string) {
+	timeout := timeouts.Scale(logsTimeout, c.v.Options.TimeoutFactor)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.CollectLogs(ctx, dir)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.v.Options.Logger.Warn("collecting the cluster's logs took too long; tearing down without the rest", "timeout", timeout, "dir", dir)
+	}
+}
+
 // Down tears the cluster down, even after a failed or partial Up; the
 // error is ErrInfrastructure. It is bounded by teardownTimeout, or the
-// provider's own when it deletes cloud resources.
+// provider's own when it deletes cloud resources, scaled by
+// SKEWTEST_TIMEOUT_FACTOR.
 func (c *Cluster) Down(ctx context.Context) error {
 	timeout := teardownTimeout
 	if tp, ok := c.Provider.(capabilities.WithTeardownTimeout); ok {
 		timeout = tp.TeardownTimeout()
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeouts.Scale(timeout, c.v.Options.TimeoutFactor))
 	defer cancel()
 	if err := c.Provider.Down(ctx); err != nil {
 		return classify(fmt.Errorf("tear down the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)

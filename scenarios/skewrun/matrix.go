@@ -114,7 +114,9 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 
 // tour brings c up and runs the trails on its test nodes, returning the
 // merged run (run itself when no trail started).
-func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) (*reports.Run, error) {
+func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) (merged *reports.Run, err error) {
+	merged = run
+	defer recoverRun(run, &err)
 	o := m.Options
 	if err := c.Up(ctx, run); err != nil {
 		return run, err
@@ -174,7 +176,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 		return run, classify(err, ErrInfrastructure)
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: TourPhase, Duration: time.Since(tourStart)})
-	merged := matrix.Merge(*run, trails)
+	merged = matrix.Merge(*run, trails)
 	if merged.Verdict == reports.Fail {
 		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), ErrKubelet)
 	}

@@ -28,8 +28,11 @@ package skewrun
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -139,9 +142,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return Finish(ctx, c, run, interrupted(ctx, err))
 }
 
+// recoverRun turns a panic in a run's bring-up or scenario into the run's
+// infrastructure failure (exit 3) with the panic and its stack in the
+// report, so that Finish still tears the cluster down. Call it deferred,
+// with the function's named error.
+func recoverRun(run *reports.Run, err *error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	msg := fmt.Sprintf("skewtest panicked: %v\n%s", p, debug.Stack())
+	run.Verdict, run.Failure = reports.Fail, msg
+	*err = classify(errors.New(msg), ErrInfrastructure)
+}
+
 // upAndRun brings c up and runs the scenario of the whole plan on its
 // first test node.
-func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) error {
+func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) (err error) {
+	defer recoverRun(run, &err)
 	if err := c.Up(ctx, run); err != nil {
 		return err
 	}

@@ -445,7 +445,8 @@ func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
 
 // Down implements clusters.Provider: deletes the cluster, stops the
 // private dockerd (restoring iptables and links) and removes the run
-// directory.
+// directory. When any of that fails the run directory is kept, and the
+// error names it, for a second Down or `skewtest clean`.
 func (p *Provider) Down(ctx context.Context) error {
 	var errs []error
 	p.mu.Lock()
@@ -455,11 +456,18 @@ func (p *Provider) Down(ctx context.Context) error {
 	if kp != nil && created {
 		if err := kp.Delete(p.name, p.KubeconfigPath()); err != nil {
 			errs = append(errs, fmt.Errorf("delete kind cluster %s: %w", p.name, err))
+			p.mu.Lock()
+			p.created = true
+			p.mu.Unlock()
 		}
 	}
 	if d != nil {
-		if err := d.Stop(ctx); err != nil {
+		if err := stopDocker(ctx, d); err != nil {
 			errs = append(errs, err)
+			// A second Down tries again; the Daemon keeps its lock.
+			p.mu.Lock()
+			p.docker = d
+			p.mu.Unlock()
 		}
 	}
 	if oldHost != nil {
@@ -469,11 +477,22 @@ func (p *Provider) Down(ctx context.Context) error {
 			os.Setenv("DOCKER_HOST", *oldHost)
 		}
 	}
-	if err := os.RemoveAll(p.dir); err != nil {
-		errs = append(errs, err)
+	if len(errs) > 0 {
+		// The directory holds what is left to undo: the dockerd's state
+		// (the host's iptables, links and kernel settings from before)
+		// and the kubeconfig. Removing it would leave clean nothing.
+		errs = append(errs, fmt.Errorf("kind provider: kept the run directory %s for `skewtest clean %s`", p.dir, p.dir))
+		return errors.Join(errs...)
 	}
-	return errors.Join(errs...)
+	if err := os.RemoveAll(p.dir); err != nil {
+		return err
+	}
+	return nil
 }
+
+// stopDocker stops the private dockerd; a variable so that tests can make
+// it fail.
+var stopDocker = func(ctx context.Context, d *dockerd.Daemon) error { return d.Stop(ctx) }
 
 func cgroupV1Host() bool {
 	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")

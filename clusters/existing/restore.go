@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
 
 	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
@@ -56,6 +58,9 @@ func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
 	n := p.Node(rec.Name, rec.Address)
 	d := *n.driver
 	d.Layout = rec.layout()
+	if err := p.removeUpload(ctx, n, rec.Binary+NewSuffix); err != nil {
+		return fmt.Errorf("restore kubelet on %s: %w", rec.Name, err)
+	}
 	if err := d.Restore(ctx, rec.OriginalSHA256); err != nil {
 		return err
 	}
@@ -65,6 +70,24 @@ func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
 	p.log.Info("node's own kubelet restored, node Ready", "node", rec.Name, "binary", rec.Binary, "sha256", rec.OriginalSHA256, "version", rec.OriginalVersion)
 	if err := p.forget(rec.Name); err != nil {
 		return fmt.Errorf("restore kubelet on %s: update the state in %s: %w", rec.Name, p.cfg.StateDir, err)
+	}
+	return nil
+}
+
+// removeUploadScript removes $1 if it is there (a file or a link) and
+// says so.
+const removeUploadScript = `if [ -e "$1" ] || [ -L "$1" ]; then rm -f -- "$1" && echo removed; fi`
+
+// removeUpload removes path, <kubelet>.skewtest-new on the node: the
+// upload of a swap that a kill interrupted, which nothing else removes.
+// Only that one name is touched.
+func (p *Provider) removeUpload(ctx context.Context, n *Node, path string) error {
+	res, err := exec.Output(ctx, n, "sh", "-c", removeUploadScript, "sh", path)
+	if err != nil {
+		return fmt.Errorf("remove the interrupted upload %s: %w", path, err)
+	}
+	if strings.TrimSpace(res.Stdout) == "removed" {
+		p.log.Info("removed the upload an interrupted swap left", "node", n.name, "path", path)
 	}
 	return nil
 }

@@ -36,6 +36,11 @@ TEST_P ?= $(shell echo $$(( $$(nproc) + 2 )))
 IMAGES_TAG = images
 IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind
 GINKGO_ARGS ?=
+# go test's deadline for the suites. Ginkgo's own deadline ends the
+# provider's teardown bound (clusters.TeardownBound) before it, so an
+# interrupted or timed-out spec still tears down: kops needs an hour more
+# for kops delete cluster and the sweep.
+SKEW_TIMEOUT ?= $(if $(filter kops,$(PROVIDER)),160m,85m)
 
 # The nightly jobs (.github/workflows/nightly.yaml, ci/prow/): what
 # bin/skewtest runs, and where the sign-off page is made from.
@@ -79,7 +84,7 @@ test-images: deps
 # replaces the default one.
 test-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
-	go test -count=1 -v -timeout 85m ./suites/reconstruction -ginkgo.v -ginkgo.label-filter='!matrix' \
+	go test -count=1 -v -timeout $(SKEW_TIMEOUT) ./suites/reconstruction -ginkgo.v -ginkgo.label-filter='!matrix' \
 		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_reconstruction.xml" $(GINKGO_ARGS)
 	@echo "Reports: $(ARTIFACTS)/latest/report.md (and one directory per run in $(ARTIFACTS))"
 

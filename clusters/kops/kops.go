@@ -141,6 +141,11 @@ func (p *Provider) RunDir() string { return p.cfg.RunDir }
 // not the seconds local clusters need.
 func (p *Provider) TeardownTimeout() time.Duration { return p.cfg.DeleteTimeout + sweepTimeout }
 
+// DefaultTeardownTimeout is TeardownTimeout with the default delete
+// timeout: what a suite must leave a kops run to tear down after an
+// interrupt.
+const DefaultTeardownTimeout = DefaultDeleteTimeout + sweepTimeout
+
 // CSIDriver names the driver kops installs, for the report.
 func (p *Provider) CSIDriver() string {
 	return "aws-ebs-csi-driver (" + ebsDriver + ", installed by kops; StorageClass " + defaultStorageClass + ")"

@@ -35,6 +35,10 @@ func Parse(v string) (time.Duration, error) {
 // as it is.
 func Scale(d, factor time.Duration) time.Duration { return d * max(factor, 1) }
 
+// Logs bounds collecting a cluster's logs and API objects before its
+// teardown, before Scale.
+const Logs = 2 * time.Minute
+
 // Teardown is how long a cluster made on this host gets to tear down,
 // before Scale: Finish's bound, and the bound of a provider's teardown
 // after its own failed bring-up.

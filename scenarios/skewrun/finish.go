@@ -20,7 +20,7 @@ import (
 // minutes).
 const (
 	teardownTimeout = timeouts.Teardown
-	logsTimeout     = 2 * time.Minute
+	logsTimeout     = timeouts.Logs
 )
 
 // Finish ends a run whose cluster c was made, whatever happened (runErr is

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/clusters/vm"
 	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
+	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -204,7 +205,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 	It("passes the default sign-off plan through the existing provider, from the host, against the guest's node", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		start := time.Now()
-		cmd := osexec.CommandContext(ctx, bin, "run")
+		cmd := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "run"))
 		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing"))...)
 		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 		err := cmd.Run()
@@ -219,7 +220,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 	It("puts the node's own kubelet back with skewtest clean after the harness is SIGKILLed in the middle of a hop", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		start := time.Now()
-		cmd := osexec.CommandContext(ctx, bin, "run")
+		cmd := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "run"))
 		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing-killed"))...)
 		logs, err := cmd.StderrPipe()
 		Expect(err).NotTo(HaveOccurred())
@@ -238,7 +239,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 
 		By("skewtest clean " + stateDir)
 		cstart := time.Now()
-		clean := osexec.CommandContext(ctx, bin, "clean", stateDir)
+		clean := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "clean", stateDir))
 		clean.Dir, clean.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing-killed"))...)
 		clean.Stdout, clean.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(clean.Run()).To(Succeed(), "skewtest clean %s", stateDir)

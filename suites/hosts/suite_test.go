@@ -16,12 +16,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"sigs.k8s.io/skewtest/internal/suiteconfig"
 )
 
 func TestHosts(t *testing.T) {
 	RegisterFailHandler(Fail)
 	suiteConfig, reporterConfig := GinkgoConfiguration()
 	reporterConfig.Verbose = true
-	suiteConfig.Timeout = 0
+	// A spec's teardown outlives an interrupt and the suite's deadline.
+	suiteconfig.Apply(t, &suiteConfig)
 	RunSpecs(t, "skewtest: the local provider on a cgroup v2 systemd host (qemu guest)", suiteConfig, reporterConfig)
 }

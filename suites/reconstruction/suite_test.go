@@ -12,6 +12,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"sigs.k8s.io/skewtest/internal/suiteconfig"
 )
 
 func TestReconstruction(t *testing.T) {
@@ -20,6 +22,7 @@ func TestReconstruction(t *testing.T) {
 	// Runs take tens of seconds each and build binaries on a cold cache:
 	// show progress as it happens.
 	reporterConfig.Verbose = true
-	suiteConfig.Timeout = 0
+	// A spec's teardown outlives an interrupt and the suite's deadline.
+	suiteconfig.Apply(t, &suiteConfig)
 	RunSpecs(t, "skewtest: kubelet volume reconstruction across versions", suiteConfig, reporterConfig)
 }

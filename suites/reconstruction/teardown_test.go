@@ -18,6 +18,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/footprint"
+	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -93,7 +94,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		o := failingHop()
 		before := footprint.Take(ctx)
 
-		cmd := exec.CommandContext(ctx, bin, "run")
+		cmd := suiteconfig.Interruptible(exec.CommandContext(ctx, bin, "run"))
 		cmd.Env = append(os.Environ(), "PROVIDER="+o.Provider, "PLAN="+o.Plan, "KUBELETS="+strings.Join(o.Kubelets, ","), "ARTIFACTS="+o.ArtifactsDir, "KEEP_CLUSTER_ON_FAILURE=false")
 		var stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = GinkgoWriter, io.MultiWriter(GinkgoWriter, &stderr)
@@ -155,7 +156,19 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		Expect(err).NotTo(HaveOccurred())
 		cmd.Stdout = GinkgoWriter
 		Expect(cmd.Start()).To(Succeed())
-		DeferCleanup(func() { _ = cmd.Process.Kill() })
+		done := make(chan error, 1)
+		exited := make(chan struct{})
+		go func() { done <- cmd.Wait(); close(exited) }()
+		// Should the spec fail before its own SIGINT: SIGINT still, so the
+		// run tears down; only what outlives the teardown bound is killed.
+		DeferCleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-time.After(suiteconfig.TeardownWait()):
+				_ = cmd.Process.Kill()
+			case <-exited:
+			}
+		})
 
 		// Interrupt once the pods are force-deleted and the kubelet is
 		// stopped: the most state there is to clean up.
@@ -176,8 +189,6 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		}()
 		Eventually(reached).WithTimeout(5 * time.Minute).Should(BeClosed())
 		Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		var waitErr error
 		Eventually(done).WithTimeout(3 * time.Minute).Should(Receive(&waitErr))
 

@@ -91,7 +91,7 @@ test-skew: deps
 # The local provider's default plan inside a Debian 12 guest under qemu
 # (cgroup v2 unified, systemd as PID 1); the guest's reports and serial
 # console go to $(ARTIFACTS)/hosts. Under TCG (no usable KVM) it takes tens
-# of minutes, so the nightly jobs run it and .ci/run does not (README).
+# of minutes, so the nightly jobs run it and .ci/run does not (docs/hosts.md).
 test-hosts: deps
 	@mkdir -p "$(ARTIFACTS)"
 	go test -count=1 -v -timeout 150m ./suites/hosts -ginkgo.v -ginkgo.label-filter=hosts \
@@ -119,7 +119,7 @@ signoff:
 	go run ./scripts/skewtest signoff "$(DIR)" $(if $(BASELINE),-baseline "$(BASELINE)")
 
 # make exits 2 for any failed recipe and go run exits 1, whatever the
-# program's code: jobs that act on skewtest's exit code (README, "Exit
+# program's code: jobs that act on skewtest's exit code (docs/design.md, "Exit
 # codes") run bin/skewtest.
 skewtest:
 	go build -o bin/skewtest ./scripts/skewtest

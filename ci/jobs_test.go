@@ -503,7 +503,7 @@ func TestPeriodics(t *testing.T) {
 			}
 		}
 		// make test-hosts does not fit CI's budget under TCG: a nightly job
-		// must run it (README, "make test-hosts").
+		// must run it (docs/hosts.md).
 		if !slices.ContainsFunc(cfg.Periodics, func(p periodic) bool {
 			return p.Spec != nil && slices.Contains(p.Spec.Containers[0].Args, "test-hosts")
 		}) {

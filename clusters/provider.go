@@ -1,7 +1,7 @@
 // Package clusters is the facade over skewtest's cluster providers: local
-// (a real control plane and kubelet on this Linux host), existing (a
-// kubeconfig plus SSH to the nodes) and, later, kind and kops. Scenarios
-// only see Provider and nodes.Node.
+// (a real control plane and kubelets on this Linux host), kind (kind
+// clusters as a library), existing (a kubeconfig plus SSH to the nodes)
+// and kops (AWS). Scenarios only see Provider and nodes.Node.
 package clusters
 
 import (

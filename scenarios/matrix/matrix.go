@@ -26,7 +26,7 @@ import (
 const Default = "v1.34.4,v1.35.4,v1.36.3,v1.37.2"
 
 // DefaultNodes is how many trails (nodes) a tour runs at once unless told
-// otherwise; chosen by measurement with make bench-skew (see README).
+// otherwise; chosen by measurement with make bench-skew (docs/measurements.md).
 const DefaultNodes = 3
 
 // Versions are a matrix's distinct kubelet versions, newest first.

@@ -15,7 +15,7 @@ import (
 )
 
 // Settings are the environment variables `make test-skew`, the suite and
-// `skewtest run` read, with what each means; the README's table is this.
+// `skewtest run` read, with what each means; docs/settings.md is generated from it (ci/docs_test.go).
 var Settings = []struct{ Name, Default, Help string }{
 	{"PROVIDER", "local", "local (a real cluster on this Linux host), kind (kind with an offline node image), existing (KUBECONFIG plus SSH) or kops (a kops cluster on AWS with the EBS CSI driver)"},
 	{"KIND_NODE_IMAGE", "", "kind: offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},

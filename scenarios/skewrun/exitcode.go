@@ -13,7 +13,7 @@ import (
 )
 
 // Exit codes of skewtest, for the jobs and dashboards that act on them
-// (README, "Exit codes").
+// (docs/design.md, "Exit codes").
 const (
 	// ExitPass: the run passed, possibly with expected deviations.
 	ExitPass = 0

@@ -353,7 +353,7 @@ func moduleRoot() string {
 }
 
 // tcgTimeoutFactor stretches the run's waits in an emulated guest, where
-// the same programs run 10-45 times slower (README, make test-hosts); under
+// the same programs run 10-45 times slower (docs/measurements.md); under
 // KVM they run at about the host's speed and keep their timeouts.
 const tcgTimeoutFactor = 10
 

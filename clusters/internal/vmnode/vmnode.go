@@ -113,7 +113,7 @@ systemctl enable kubelet.service
 `
 
 // Timed runs f, failing t with what if f fails, and logs how long it took:
-// the figures the README quotes.
+// the figures docs/measurements.md quotes.
 func Timed(t *testing.T, what string, f func() error) {
 	t.Helper()
 	s := time.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
@@ -133,6 +135,12 @@ func Clean(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
+	switch l, what := st.Owner.Liveness(); {
+	case l == Live && !st.Owner.isSelf():
+		return fmt.Errorf("existing: clean %s: the run is live: %s; stop it first (its own teardown puts the nodes back)", dir, what)
+	case l == Unknown:
+		slog.Default().Warn("whether the run is still live cannot be told; cleaning it because it was asked for by name", "dir", dir, "why", what)
+	}
 	if len(st.Nodes) == 0 {
 		return os.RemoveAll(dir)
 	}
@@ -150,5 +158,95 @@ func Clean(ctx context.Context, dir string) error {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
 	p.state.Nodes = st.Nodes
+	// This process acts on the run now: another clean leaves it alone
+	// until it is done or gone.
+	p.state.Owner = self()
+	if err := p.state.write(dir); err != nil {
+		return fmt.Errorf("existing: clean %s: %w", dir, err)
+	}
 	return p.Down(ctx)
+}
+
+// Owner is a process, told apart from a later one with the same pid by its
+// start time, the boot it ran in and its pid namespace.
+type Owner struct {
+	PID int `json:"pid,omitempty"`
+	// Start is field 22 of /proc/PID/stat: clock ticks after boot.
+	Start uint64 `json:"start,omitempty"`
+	// BootID is /proc/sys/kernel/random/boot_id; PIDNamespace the link
+	// /proc/self/ns/pid, in whose pids PID is.
+	BootID       string `json:"bootID,omitempty"`
+	PIDNamespace string `json:"pidNamespace,omitempty"`
+}
+
+// self is this process as an Owner.
+func self() Owner {
+	o := Owner{PID: os.Getpid(), BootID: readTrimmed("/proc/sys/kernel/random/boot_id")}
+	if st, err := procfs.ReadStat(o.PID); err == nil {
+		o.Start = st.StartTime
+	}
+	o.PIDNamespace, _ = os.Readlink("/proc/self/ns/pid")
+	return o
+}
+
+func (o Owner) isSelf() bool { s := self(); return o.PID == s.PID && o.Start == s.Start }
+
+func readTrimmed(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+// Liveness of a run: whether the process acting on it still runs.
+type Liveness int
+
+const (
+	// Gone: the process that recorded the state is no more.
+	Gone Liveness = iota
+	// Live: it still runs; the run must be left alone.
+	Live
+	// Unknown: the state does not tell (an older state file, or one
+	// written in another pid namespace).
+	Unknown
+)
+
+// Liveness tells whether o still runs, and says what it found.
+func (o Owner) Liveness() (Liveness, string) {
+	if o.PID <= 0 {
+		return Unknown, "the state records no process (written by a skewtest that did not record one)"
+	}
+	if o.BootID != "" && o.BootID != readTrimmed("/proc/sys/kernel/random/boot_id") {
+		return Gone, fmt.Sprintf("pid %d ran before the host last booted", o.PID)
+	}
+	if ns, _ := os.Readlink("/proc/self/ns/pid"); o.PIDNamespace == "" || o.PIDNamespace != ns {
+		return Unknown, fmt.Sprintf("pid %d is of pid namespace %q, not this process's %q", o.PID, o.PIDNamespace, ns)
+	}
+	st, err := procfs.ReadStat(o.PID)
+	switch {
+	case errors.Is(err, procfs.ErrNotExist):
+		return Gone, fmt.Sprintf("pid %d is gone", o.PID)
+	case err != nil:
+		return Unknown, fmt.Sprintf("pid %d: %v", o.PID, err)
+	case st.Dead():
+		return Gone, fmt.Sprintf("pid %d has exited", o.PID)
+	case o.Start == 0:
+		return Unknown, fmt.Sprintf("pid %d (%s) runs, but the state does not say when the run's process started", o.PID, st.Comm)
+	case st.StartTime != o.Start:
+		return Gone, fmt.Sprintf("pid %d is another process now (%s, started at tick %d, not %d)", o.PID, st.Comm, st.StartTime, o.Start)
+	}
+	return Live, fmt.Sprintf("its process, pid %d (%s), still runs", o.PID, st.Comm)
+}
+
+// CheckRunDir tells whether dir holds the state of the existing-provider
+// run runID: nil when its state file parses and names that run. When it
+// does, what is returned tells whether the run is live.
+func CheckRunDir(dir, runID string) (Liveness, string, error) {
+	st, err := ReadState(dir)
+	if err != nil {
+		return Unknown, "", fmt.Errorf("no existing-provider run state: %w", err)
+	}
+	if st.RunID != runID {
+		return Unknown, "", fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, StateFile), st.RunID, runID)
+	}
+	l, what := st.Owner.Liveness()
+	return l, what, nil
 }

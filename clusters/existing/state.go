@@ -26,6 +26,11 @@ type State struct {
 	Context    string      `json:"context,omitempty"`
 	SSH        StateSSH    `json:"ssh"`
 	Nodes      []NodeState `json:"nodes"`
+	// Owner is the process acting on the run: its harness, or the
+	// `skewtest clean` putting its nodes back. Such a run takes no host
+	// lock, so clean, looking through the run roots, leaves it alone while
+	// that process runs (Owner.Liveness). Zero in older state files.
+	Owner Owner `json:"owner,omitzero"`
 }
 
 // StateSSH is the SSH settings of the run.
@@ -80,6 +85,7 @@ func (p *Provider) initState() error {
 	if err := os.MkdirAll(p.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("existing: state directory %s (it records each node's own kubelet so that `skewtest clean` can put it back): %w", p.cfg.StateDir, err)
 	}
+	p.state.Owner = self()
 	if err := p.state.write(p.cfg.StateDir); err != nil {
 		return fmt.Errorf("existing: state directory %s: %w", p.cfg.StateDir, err)
 	}

@@ -239,13 +239,63 @@ func CleansHost(runDir string) bool {
 	return !strings.HasPrefix(filepath.Base(runDir), existingDirPrefix)
 }
 
+// RunDir is what `skewtest clean` knows of a directory before it cleans
+// it (Inspect).
+type RunDir struct {
+	Path string
+	// NotARun says why Path is not a run's directory that Clean knows:
+	// it has no state of its provider (by its name's prefix) that parses
+	// and names the run. nil when it is one.
+	NotARun error
+	// Live is set when the run takes no host lock (an existing cluster's)
+	// and the process acting on it still runs; Undecided when whether it
+	// does cannot be told. Both say what was found.
+	Live, Undecided string
+}
+
+// Inspect tells whether Clean may clean runDir. Local, kind and kops runs
+// hold the host lock while they run, which `skewtest clean` takes first;
+// an existing cluster's run takes none, and its state names the process
+// acting on it.
+func Inspect(runDir string) RunDir {
+	r := RunDir{Path: runDir}
+	dir := filepath.Clean(runDir)
+	base := filepath.Base(dir)
+	switch {
+	case strings.HasPrefix(base, kind.RunDirPrefix):
+		r.NotARun = kind.CheckRunDir(dir)
+	case strings.HasPrefix(base, kops.RunDirPrefix):
+		st, err := kops.ReadState(dir)
+		switch {
+		case err != nil:
+			r.NotARun = fmt.Errorf("no kops run state: %w", err)
+		case st.RunID != strings.TrimPrefix(base, kops.RunDirPrefix):
+			r.NotARun = fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, kops.StateFile), st.RunID, strings.TrimPrefix(base, kops.RunDirPrefix))
+		}
+	case strings.HasPrefix(base, existingDirPrefix):
+		l, what, err := existing.CheckRunDir(dir, strings.TrimPrefix(base, existingDirPrefix))
+		switch {
+		case err != nil:
+			r.NotARun = err
+		case l == existing.Live:
+			r.Live = what
+		case l == existing.Unknown:
+			r.Undecided = what
+		}
+	default:
+		r.NotARun = local.CheckRunDir(dir)
+	}
+	return r
+}
+
 // Clean undoes what a run left when the harness itself was killed, given
 // its run directory: kind runs live in kind-<run-id>, local runs in
 // <run-id>, and an existing cluster's run keeps in existing-<run-id> the
-// state from which its nodes' own kubelets are put back.
+// state from which its nodes' own kubelets are put back. It goes by the
+// name alone: `skewtest clean` asks Inspect first.
 func Clean(ctx context.Context, runDir string) error {
 	switch base := filepath.Base(runDir); {
-	case strings.HasPrefix(base, "kind-"):
+	case strings.HasPrefix(base, kind.RunDirPrefix):
 		return kind.Clean(ctx, runDir)
 	case strings.HasPrefix(base, kops.RunDirPrefix):
 		return kops.Clean(ctx, runDir)

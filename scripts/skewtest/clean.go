@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +29,13 @@ import (
 //
 // Given only existing-cluster runs' directories it changes nothing on this
 // host, so it goes ahead while a run holds the host.
+//
+// It cleans only directories that hold a recognisable state of their
+// provider (clusters.Inspect), and never an existing-cluster run whose
+// process still runs (such runs take no host lock); the others are named
+// and left alone. An existing-cluster run whose liveness cannot be told
+// (a state file from before skewtest recorded the process) is cleaned
+// only when its directory is given.
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	cleansHost := len(dirs) == 0 || slices.ContainsFunc(dirs, clusters.CleansHost)
 	if cleansHost {
@@ -46,40 +54,84 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 			fmt.Printf("removed %d stale VM instances: %v\n", len(removed), removed)
 		}
 	}
+	var n int
+	var err error
 	if len(dirs) == 0 {
-		for _, root := range clusters.RunRoots() {
-			entries, err := os.ReadDir(root)
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			for _, e := range entries {
-				if e.IsDir() {
-					dirs = append(dirs, filepath.Join(root, e.Name()))
-				}
-			}
-		}
+		n, err = cleanRunRoots(ctx, logger, os.Stdout, clusters.RunRoots())
+	} else {
+		n, err = cleanRunDirs(ctx, logger, os.Stdout, dirs, true)
 	}
-	var errs []error
-	for _, d := range dirs {
-		logger.Info("cleaning", "dir", d)
-		if err := clusters.Clean(ctx, d); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{err}
 	// Cache entries of runs whose directories are gone: left by runs made
 	// before teardown removed all of its own.
 	if !cleansHost {
 		// Nothing of this host's.
-	} else if n, err := local.RemoveOrphanedCNIEntries(local.DefaultRunRoot); err != nil {
+	} else if entries, err := local.RemoveOrphanedCNIEntries(local.DefaultRunRoot); err != nil {
 		errs = append(errs, err)
-	} else if n > 0 {
-		logger.Info("removed CNI cache entries of runs that are gone", "entries", n)
+	} else if entries > 0 {
+		logger.Info("removed CNI cache entries of runs that are gone", "entries", entries)
 	}
-	if len(errs) == 0 {
-		fmt.Printf("cleaned %d run directories\n", len(dirs))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	fmt.Printf("cleaned %d run directories\n", n)
+	return nil
+}
+
+// cleanRunRoots cleans the run directories under roots (cleanRunDirs) and
+// returns how many it cleaned.
+func cleanRunRoots(ctx context.Context, logger *slog.Logger, w io.Writer, roots []string) (int, error) {
+	var dirs []string
+	for _, root := range roots {
+		entries, err := os.ReadDir(root)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	return cleanRunDirs(ctx, logger, w, dirs, false)
+}
+
+// cleanRunDirs cleans each of dirs that clusters.Inspect takes for a run
+// that is not live, and names the others on w, leaving them alone; given
+// says the user named dirs, which makes leaving one alone an error and
+// cleans an existing-cluster run whose liveness cannot be told. It returns
+// how many it cleaned.
+func cleanRunDirs(ctx context.Context, logger *slog.Logger, w io.Writer, dirs []string, given bool) (int, error) {
+	var errs []error
+	n := 0
+	for _, d := range dirs {
+		r := clusters.Inspect(d)
+		var left error
+		switch {
+		case r.NotARun != nil:
+			left = fmt.Errorf("not a skewtest run, left alone: %s (%v)", d, r.NotARun)
+		case r.Live != "":
+			left = fmt.Errorf("live run, left alone: %s (%s)", d, r.Live)
+		case r.Undecided != "" && !given:
+			fmt.Fprintf(w, "cannot tell whether the run is live, left alone: %s (%s); if it is not, run `skewtest clean %s`\n", d, r.Undecided, d)
+			continue
+		}
+		if left != nil {
+			fmt.Fprintln(w, left)
+			if given {
+				errs = append(errs, left)
+			}
+			continue
+		}
+		logger.Info("cleaning", "dir", d)
+		if err := clusters.Clean(ctx, d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }

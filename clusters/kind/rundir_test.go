@@ -1,0 +1,72 @@
+package kind
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+)
+
+// clusterName, which CheckRunDir looks for in a kubeconfig, is the name
+// New gives the cluster.
+func TestClusterNameIsNews(t *testing.T) {
+	for _, id := range []string{"20000101-000000-ab12", "abc"} {
+		p, err := New(Config{RunID: id, RunRoot: t.TempDir(), APIServerVersion: version.MustParseGeneric("1.36.0"),
+			Kubelet: binaries.Binary{Component: "kubelet", Version: "v1.36.0", Path: "/nonexistent/kubelet"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := clusterName(id); got != p.name {
+			t.Errorf("clusterName(%q) = %q, New named it %q", id, got, p.name)
+		}
+	}
+}
+
+func TestCheckRunDir(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, c string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := func(ctx string) string {
+		return fmt.Sprintf("apiVersion: v1\nkind: Config\ncontexts:\n- name: %s\n  context: {cluster: %s}\n", ctx, ctx)
+	}
+	ok := map[string]func(dir string){
+		"kind-20000101-000000-aaa1": func(d string) { write(filepath.Join(d, "kubeconfig"), kubeconfig("kind-skewtest-aaa1")) },
+		"kind-20000101-000000-aaa2": func(d string) {
+			write(filepath.Join(d, "docker", "state.json"), fmt.Sprintf(`{"dir":%q}`, filepath.Join(d, "docker")))
+		},
+		"kind-20000101-000000-aaa3": func(d string) { write(filepath.Join(d, "docker", "state.json"), `{"dir":`) }, // damaged: Clean keeps it
+	}
+	bad := map[string]func(dir string){
+		"kind-20000101-000000-bbb1": func(d string) { write(filepath.Join(d, "notes"), "") },
+		"kind-20000101-000000-bbb2": func(d string) { write(filepath.Join(d, "kubeconfig"), kubeconfig("kind-skewtest-zzzz")) },
+		"kind-20000101-000000-bbb3": func(d string) {
+			write(filepath.Join(d, "docker", "state.json"), `{"dir":"/var/lib/skewtest/kind-other/docker"}`)
+		},
+		"not-kind": func(d string) { write(filepath.Join(d, "kubeconfig"), kubeconfig("kind-skewtest-kind")) },
+	}
+	for name, mk := range ok {
+		d := filepath.Join(root, name)
+		mk(d)
+		if err := CheckRunDir(d); err != nil {
+			t.Errorf("CheckRunDir(%s) = %v, want it taken for a kind run", name, err)
+		}
+	}
+	for name, mk := range bad {
+		d := filepath.Join(root, name)
+		mk(d)
+		if err := CheckRunDir(d); err == nil {
+			t.Errorf("CheckRunDir(%s) = nil, want it refused", name)
+		}
+	}
+}

@@ -23,6 +23,28 @@ type Binary struct {
 	Source string `json:"source"`
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
+	// BuildTags are the Go build tags a module build used, comma-separated
+	// as `go build -tags` takes them (recorded in the binary's
+	// <path>.build.json sidecar); empty for a plain build and for every
+	// other source. A string, not a slice, so that Binary stays comparable.
+	//
+	// The one tag used is "providerless", and only for a component that
+	// would otherwise import a staging module the Go module proxy does not
+	// serve from files the tag leaves out (k8s.io/legacy-cloud-providers,
+	// imported by the in-tree cloud providers: measured, kube-apiserver and
+	// kube-controller-manager v1.27.16 and kube-apiserver v1.29.6). It does
+	// not change volume reconstruction: it drops the in-tree cloud
+	// providers, the kubelet's cloud hooks (cadvisor's cloud info, the Azure
+	// registry credential provider, the cloud credential flags) and the
+	// in-tree volume plugins kept for CSI migration (AWS EBS, Azure Disk
+	// and File, GCE PD, vSphere, Portworx, RBD; which ones depends on the
+	// version), none of which skewtest's CSI and local volumes use. The
+	// volume manager, its reconciler and reconstruction code, the
+	// operation executor and the CSI, local, configmap, secret, projected,
+	// downwardAPI, emptyDir and hostPath plugins are the same packages with
+	// the same files with or without it (checked with go/build for
+	// v1.26.15 to v1.33.13: TestProxyBuildability fails if one differs).
+	BuildTags string `json:"buildTags,omitempty"`
 }
 
 // DefaultCacheDir is $SKEWTEST_CACHE, else $XDG_CACHE_HOME/skewtest, else

@@ -157,7 +157,11 @@ func (m *mdWriter) binaries() {
 	}
 	var rows [][]string
 	for _, b := range m.run.Binaries {
-		rows = append(rows, []string{mdText(b.Component), orDash(mdText(b.Version)), orDash(mdCode(b.Source)), orDash(mdCode(shortSHA(b.SHA256)))})
+		source := orDash(mdCode(b.Source))
+		if b.BuildTags != "" {
+			source += " built with " + mdCode("-tags "+b.BuildTags)
+		}
+		rows = append(rows, []string{mdText(b.Component), orDash(mdText(b.Version)), source, orDash(mdCode(shortSHA(b.SHA256)))})
 	}
 	m.table([]string{"Component", "Version", "Source", "SHA-256 (short)"}, rows)
 }

@@ -74,6 +74,10 @@ type Binary struct {
 	Version   string `json:"version"`
 	Source    string `json:"source"`
 	SHA256    string `json:"sha256"`
+	// BuildTags are the Go build tags a module build used (providerless
+	// where the proxy lacks a cloud provider's staging module), so a
+	// reviewer sees the binary was not the default build.
+	BuildTags string `json:"buildTags,omitempty"`
 }
 
 // Step is one named step of a scenario, in order.

@@ -88,7 +88,7 @@ func (r *Resolver) ResolvePlan(ctx context.Context, component string, specs []st
 		if err != nil {
 			return nil, fmt.Errorf("plan entry %d: %w", i+1, err)
 		}
-		if err := r.moduleBuilder().CheckServed(ctx, v); err != nil {
+		if err := r.moduleBuilder().CheckServed(ctx, v, component); err != nil {
 			return nil, fmt.Errorf("plan entry %d (%s): %w", i+1, strings.TrimSpace(specs[i]), err)
 		}
 	}

@@ -243,7 +243,7 @@ func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
 }
 
 func appendBinary(list []reports.Binary, b binaries.Binary) []reports.Binary {
-	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256}
+	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256, BuildTags: b.BuildTags}
 	for _, x := range list {
 		if x == rb {
 			return list

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	kinddefaults "sigs.k8s.io/kind/pkg/apis/config/defaults"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindlog "sigs.k8s.io/kind/pkg/log"
@@ -69,18 +68,7 @@ type Config struct {
 
 // UpstreamNodeImage is the node image the kind release in go.mod uses by
 // default, pinned by digest.
-const UpstreamNodeImage = kinddefaults.Image
-
-// NodeImageFor is the kindest/node image of Kubernetes version v, pinned
-// by digest when it is the one the kind release in go.mod pins. It is also
-// where KUBELET_SOURCE=kindest takes each plan version's kubelet from.
-func NodeImageFor(v *version.Version) string {
-	ref := "kindest/node:v" + v.String()
-	if base, _, ok := strings.Cut(UpstreamNodeImage, "@"); ok && base == ref {
-		return UpstreamNodeImage
-	}
-	return ref
-}
+const UpstreamNodeImage = binaries.UpstreamKindNodeImage
 
 // chooseNodeImage picks the node image for Kubernetes version v. By
 // default a normal Docker host pulls kindest/node at v (pinned by digest
@@ -88,7 +76,7 @@ func NodeImageFor(v *version.Version) string {
 // private dockerd (no CAP_SYS_RESOURCE: our VMs, which have no registry
 // either) builds the offline image. offline reports that choice.
 func chooseNodeImage(setting string, privateDocker bool, v *version.Version) (ref string, offline bool) {
-	upstream := NodeImageFor(v)
+	upstream := binaries.KindNodeImage(v)
 	switch setting {
 	case "offline":
 		return "", true

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -18,9 +17,9 @@ import (
 
 	skewconditions "sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/hostpath"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
-	"sigs.k8s.io/skewtest/clusters/kind/internal/hostpath"
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
@@ -191,11 +190,4 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 // the worker, never pulled.
 func (p *Provider) Workload() storage.Workload {
 	return storage.Workload{Image: images.Workload, PullPolicy: string(corev1.PullNever)}
-}
-
-// ValidateHostpathDriver has the API server at cfg check the CSI hostpath
-// driver's objects, pinned to node, with a server-side dry run; it stores
-// nothing. Up makes the same check before it creates them.
-func ValidateHostpathDriver(ctx context.Context, cfg *rest.Config, node string) error {
-	return hostpath.Validate(ctx, cfg, node)
 }

@@ -11,7 +11,6 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	kindcluster "sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -234,7 +233,7 @@ func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
 		case "release":
 			specs[i] = "release:v" + v.String()
 		case "kindest":
-			specs[i] = "image:" + kindcluster.NodeImageFor(v)
+			specs[i] = "image:" + binaries.KindNodeImage(v)
 		default:
 			return nil, fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", o.KubeletSource)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/kind"
+	"sigs.k8s.io/skewtest/clusters/hostpath"
 	"sigs.k8s.io/skewtest/reports"
 )
 
@@ -42,7 +42,8 @@ var _ = Describe("the CSI hostpath driver objects of the kind provider's online 
 		cfg, err := prov.RESTConfig()
 		Expect(err).NotTo(HaveOccurred())
 
-		Expect(kind.ValidateHostpathDriver(ctx, cfg, testNodes[0].String())).To(Succeed())
+		// The check kind's Up makes before it creates them.
+		Expect(hostpath.Validate(ctx, cfg, testNodes[0].String())).To(Succeed())
 
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())

@@ -2,7 +2,9 @@
 // (kubernetes-csi/csi-driver-host-path) on a kind cluster, as typed objects
 // written here rather than upstream's YAML, for users who are online: every
 // image is pulled from registry.k8s.io. A host without registry access uses
-// skewtest's own node plugin instead (KIND_CSI=skewtest).
+// skewtest's own node plugin instead (KIND_CSI=skewtest). It is the kind
+// provider's, and public so that a suite can have a real API server check
+// its objects (Validate) without importing a provider.
 //
 // The deployment is upstream's single-node one, cut down to what volume
 // reconstruction needs: the plugin StatefulSet with the hostpath plugin,

@@ -2,7 +2,7 @@ package ci
 
 // The documentation's tests: README.md is the front door and docs/ the
 // manual. They check what drifts when code changes and prose does not:
-// the settings table (generated from skewrun.Settings), the make targets,
+// the settings table (generated from skewrun.AllSettings), the make targets,
 // programs and skewtest subcommands the pages tell people to run, and the
 // links between pages.
 
@@ -30,20 +30,22 @@ const (
 	measurementsPage = "docs/measurements.md"
 )
 
-// docsSetting is one row of skewrun.Settings.
+// docsSetting is one row of skewrun.AllSettings.
 type docsSetting struct{ Name, Default, Help string }
 
-// docsSettingsPage is docs/settings.md as skewrun.Settings makes it.
+// docsSettingsPage is docs/settings.md as skewrun.AllSettings makes it.
 func docsSettingsPage(settings []docsSetting) string {
 	var b strings.Builder
 	b.WriteString("# Settings\n\n")
-	b.WriteString("<!-- Generated from skewrun.Settings (scenarios/skewrun/env.go) by `" + docsRegenerate + "`. Do not edit. -->\n\n")
-	b.WriteString("This page is generated from `skewrun.Settings` in\n")
-	b.WriteString("`scenarios/skewrun/env.go`, the table that\n")
-	b.WriteString("`go run ./scripts/skewtest settings` prints. Do not edit it by hand:\n")
-	b.WriteString("change `Settings` and regenerate the page with\n\n")
+	b.WriteString("<!-- Generated from skewrun.AllSettings (scenarios/skewrun/env.go and each provider's Descriptor) by `" + docsRegenerate + "`. Do not edit. -->\n\n")
+	b.WriteString("This page is generated from `skewrun.AllSettings`: the shared\n")
+	b.WriteString("settings in `scenarios/skewrun/env.go`, then each provider's own from\n")
+	b.WriteString("its `Descriptor` (`clusters/<provider>/descriptor.go`), named before\n")
+	b.WriteString("their meaning; the table that `go run ./scripts/skewtest settings`\n")
+	b.WriteString("prints. Do not edit it by hand: change the settings there and\n")
+	b.WriteString("regenerate the page with\n\n")
 	b.WriteString("```sh\n" + docsRegenerate + "\n```\n\n")
-	b.WriteString("`go test ./ci/` fails while the page and `Settings` differ.\n\n")
+	b.WriteString("`go test ./ci/` fails while the page and the settings differ.\n\n")
 	b.WriteString("Every setting is an environment variable, and also a make variable\n")
 	b.WriteString("(`make test-skew PLAN=...`). What the settings about plans and kubelet\n")
 	b.WriteString("binaries accept, and how they are checked: [plans and kubelets](plans.md).\n")
@@ -73,7 +75,7 @@ func docsCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 func TestDocsSettings(t *testing.T) {
 	var settings []docsSetting
-	for _, s := range skewrun.Settings {
+	for _, s := range skewrun.AllSettings() {
 		settings = append(settings, docsSetting{s.Name, s.Default, s.Help})
 	}
 	want := docsSettingsPage(settings)
@@ -82,7 +84,7 @@ func TestDocsSettings(t *testing.T) {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s from skewrun.Settings", path)
+		t.Logf("wrote %s from skewrun.AllSettings", path)
 		return
 	}
 	got, err := os.ReadFile(path)
@@ -90,7 +92,7 @@ func TestDocsSettings(t *testing.T) {
 		t.Fatalf("%v; generate it with %s", err, docsRegenerate)
 	}
 	if diff := docsFirstDiff(string(got), want); diff != "" {
-		t.Errorf("docs/settings.md is not what skewrun.Settings generates: %s; regenerate it with %s", diff, docsRegenerate)
+		t.Errorf("docs/settings.md is not what skewrun.AllSettings generates: %s; regenerate it with %s", diff, docsRegenerate)
 	}
 }
 

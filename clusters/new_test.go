@@ -26,10 +26,10 @@ var providerCases = []struct {
 	ok   bool
 	want []string
 }{
-	{name: clusters.Local, ok: true},
-	{name: clusters.Existing, ok: true},
-	{name: clusters.Kind, ok: true},
-	{name: clusters.Kops, ok: true},
+	{name: "local", ok: true},
+	{name: "existing", ok: true},
+	{name: "kind", ok: true},
+	{name: "kops", ok: true},
 	{name: "nope", want: []string{`unknown provider "nope"`, "want one of local, kind, existing, kops"}},
 	{name: "", want: []string{`unknown provider ""`, "want one of local, kind, existing, kops"}},
 	{name: "Local", want: []string{`unknown provider "Local"`, "want one of local, kind, existing, kops"}},
@@ -68,7 +68,7 @@ func TestNewRejectsWhatCheckRejects(t *testing.T) {
 		t.Run("provider="+tc.name, func(t *testing.T) {
 			t.Parallel()
 			runRoot := filepath.Join(t.TempDir(), "runs")
-			p, err := clusters.New(tc.name, clusters.Options{RunID: "r1", LocalRunRoot: runRoot, CacheDir: filepath.Join(t.TempDir(), "cache")})
+			p, err := clusters.New(tc.name, clusters.Options{RunID: "r1", RunRoot: runRoot, CacheDir: filepath.Join(t.TempDir(), "cache")}, nil)
 			if err == nil {
 				t.Fatalf("New(%q) returned a %T", tc.name, p)
 			}
@@ -95,13 +95,13 @@ func TestNewLocal(t *testing.T) {
 		return clusters.Options{
 			RunID:            "run-1",
 			CacheDir:         cache,
-			LocalRunRoot:     runRoot,
+			RunRoot:          runRoot,
 			APIServerVersion: version.MustParseSemantic("v1.37.2"),
 			InitialKubelets:  []binaries.Binary{{Component: "kubelet", Version: "v1.37.2", Path: "/nonexistent/kubelet"}},
 		}
 	}
 	t.Run("valid", func(t *testing.T) {
-		p, err := clusters.New(clusters.Local, ok())
+		p, err := clusters.New("local", ok(), nil)
 		if os.Geteuid() != 0 {
 			if err == nil || !strings.Contains(err.Error(), "must run as root") {
 				t.Fatalf("New as non-root: %v, want a must-run-as-root error", err)
@@ -111,8 +111,8 @@ func TestNewLocal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
-		if p.Name() != clusters.Local {
-			t.Errorf("Name() = %q, want %q", p.Name(), clusters.Local)
+		if p.Name() != "local" {
+			t.Errorf("Name() = %q, want %q", p.Name(), "local")
 		}
 		if want := filepath.Join(runRoot, "run-1"); !strings.HasPrefix(p.KubeconfigPath(), want+string(filepath.Separator)) {
 			t.Errorf("KubeconfigPath() = %s, want it under the run directory %s", p.KubeconfigPath(), want)
@@ -133,7 +133,7 @@ func TestNewLocal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
 			tc.mutate(&o)
-			p, err := clusters.New(clusters.Local, o)
+			p, err := clusters.New("local", o, nil)
 			if err == nil {
 				t.Fatalf("New accepted it: %T", p)
 			}
@@ -157,17 +157,17 @@ func TestNewSeveralNodes(t *testing.T) {
 		{Component: "kubelet", Version: "v1.36.3", Path: "/nonexistent/kubelet-1.36"},
 		{Component: "kubelet", Version: "v1.34.4", Path: "/nonexistent/kubelet-1.34"},
 	}
-	o := clusters.Options{RunID: "run-1", CacheDir: t.TempDir(), LocalRunRoot: t.TempDir(),
+	o := clusters.Options{RunID: "run-1", CacheDir: t.TempDir(), RunRoot: t.TempDir(),
 		APIServerVersion: version.MustParseSemantic("v1.37.2"), InitialKubelets: kubelets}
-	err := clusters.CheckOptions(clusters.Kind, o)
+	err := clusters.CheckOptions("kind", o, nil)
 	assertSays(t, err, []string{"provider kind: 3 nodes asked for, but it makes at most 1; use PROVIDER=local for several nodes"})
-	if p, err := clusters.New(clusters.Kind, o); err == nil {
+	if p, err := clusters.New("kind", o, nil); err == nil {
 		t.Errorf("New(kind) with 3 nodes returned a %T", p)
 	}
-	if err := clusters.CheckOptions(clusters.Local, o); err != nil {
+	if err := clusters.CheckOptions("local", o, nil); err != nil {
 		t.Errorf("CheckOptions(local) with 3 nodes: %v", err)
 	}
-	p, err := clusters.New(clusters.Local, o)
+	p, err := clusters.New("local", o, nil)
 	if os.Geteuid() != 0 {
 		assertSays(t, err, []string{"must run as root"})
 		return
@@ -216,12 +216,12 @@ current-context: test
 
 	cfg := existing.Config{Kubeconfig: kubeconfig, SSH: existing.SSHConfig{User: "test", KeyFile: key, KnownHostsFile: knownHosts}}
 	t.Run("valid", func(t *testing.T) {
-		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-1", Existing: cfg})
+		p, err := clusters.New("existing", clusters.Options{RunID: "run-1"}, cfg)
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
-		if p.Name() != clusters.Existing {
-			t.Errorf("Name() = %q, want %q", p.Name(), clusters.Existing)
+		if p.Name() != "existing" {
+			t.Errorf("Name() = %q, want %q", p.Name(), "existing")
 		}
 		if p.KubeconfigPath() != kubeconfig {
 			t.Errorf("KubeconfigPath() = %s, want %s", p.KubeconfigPath(), kubeconfig)
@@ -229,7 +229,7 @@ current-context: test
 	})
 	t.Run("state directory beside the other runs", func(t *testing.T) {
 		root := t.TempDir()
-		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-7", LocalRunRoot: root, Existing: cfg})
+		p, err := clusters.New("existing", clusters.Options{RunID: "run-7", RunRoot: root}, cfg)
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -252,7 +252,7 @@ current-context: test
 	t.Run("no kubeconfig", func(t *testing.T) {
 		c := cfg
 		c.Kubeconfig = ""
-		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-1", Existing: c})
+		p, err := clusters.New("existing", clusters.Options{RunID: "run-1"}, c)
 		if err == nil {
 			t.Fatalf("New accepted it: %T", p)
 		}
@@ -261,7 +261,7 @@ current-context: test
 	t.Run("missing kubeconfig", func(t *testing.T) {
 		c := cfg
 		c.Kubeconfig = filepath.Join(dir, "no-such-kubeconfig")
-		p, err := clusters.New(clusters.Existing, clusters.Options{RunID: "run-1", Existing: c})
+		p, err := clusters.New("existing", clusters.Options{RunID: "run-1"}, c)
 		if err == nil {
 			t.Fatalf("New accepted it: %T", p)
 		}
@@ -294,16 +294,16 @@ func TestCSIMode(t *testing.T) {
 		provider, mode string
 		want           []string // nil: accepted
 	}{
-		{provider: clusters.Local, mode: ""},
-		{provider: clusters.Local, mode: "tmpfs"},
-		{provider: clusters.Local, mode: "ebs"},
-		{provider: clusters.Kind, mode: "tmpfs"},
-		{provider: clusters.Local, mode: "nfs", want: []string{"CSI_MODE", `"nfs"`, "tmpfs", "ebs"}},
-		{provider: clusters.Local, mode: "EBS", want: []string{"CSI_MODE", `"EBS"`}},
-		{provider: clusters.Kind, mode: "ebs", want: []string{"CSI_MODE=ebs", "provider kind", "PROVIDER=local"}},
-		{provider: clusters.Existing, mode: "ebs", want: []string{"CSI_MODE=ebs", "provider existing"}},
+		{provider: "local", mode: ""},
+		{provider: "local", mode: "tmpfs"},
+		{provider: "local", mode: "ebs"},
+		{provider: "kind", mode: "tmpfs"},
+		{provider: "local", mode: "nfs", want: []string{"CSI_MODE", `"nfs"`, "tmpfs", "ebs"}},
+		{provider: "local", mode: "EBS", want: []string{"CSI_MODE", `"EBS"`}},
+		{provider: "kind", mode: "ebs", want: []string{"CSI_MODE=ebs", "provider kind", "PROVIDER=local"}},
+		{provider: "existing", mode: "ebs", want: []string{"CSI_MODE=ebs", "provider existing"}},
 	} {
-		err := clusters.CheckOptions(tc.provider, clusters.Options{CSIMode: tc.mode})
+		err := clusters.CheckOptions(tc.provider, clusters.Options{CSIMode: tc.mode}, nil)
 		if tc.want == nil {
 			if err != nil {
 				t.Errorf("CheckOptions(%s, CSI_MODE=%q): %v", tc.provider, tc.mode, err)

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/registry"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
@@ -118,9 +119,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := CheckCSI(cfg.CSI); err != nil {
 		return nil, err
 	}
-	if cfg.RunRoot == "" {
-		cfg.RunRoot = "/var/lib/skewtest"
-	}
+	cfg.RunRoot = registry.HostRunRoot(cfg.RunRoot)
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = binaries.DefaultCacheDir()
 	}
@@ -132,7 +131,7 @@ func New(cfg Config) (*Provider, error) {
 	if len(short) > 4 {
 		short = short[len(short)-4:]
 	}
-	return &Provider{cfg: cfg, name: "skewtest-" + short, dir: filepath.Join(cfg.RunRoot, "kind-"+cfg.RunID), logger: logger}, nil
+	return &Provider{cfg: cfg, name: "skewtest-" + short, dir: filepath.Join(cfg.RunRoot, RunDirPrefix+cfg.RunID), logger: logger}, nil
 }
 
 // Name implements clusters.Provider.

@@ -114,7 +114,7 @@ const defaultValidateRetry = 10 * time.Second
 const defaultCheckIPURL = "https://checkip.amazonaws.com"
 
 // New fills in cfg's defaults. Nothing is checked against AWS or created
-// until Up (Validate checks the settings; clusters.CheckOptions calls it).
+// until Up (Validate checks the settings; its Descriptor.Check calls it).
 func New(cfg Config) (*Provider, error) {
 	cfg.defaults()
 	if cfg.RunID == "" {

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/registry"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
@@ -51,7 +52,7 @@ var (
 )
 
 // DefaultRunRoot holds one directory per run.
-const DefaultRunRoot = "/var/lib/skewtest"
+const DefaultRunRoot = registry.DefaultRunRoot
 
 // Config configures a local cluster.
 type Config struct {

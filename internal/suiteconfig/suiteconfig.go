@@ -58,7 +58,7 @@ func provider() string {
 	if p := os.Getenv("PROVIDER"); p != "" {
 		return p
 	}
-	return clusters.Local
+	return clusters.Default().Name
 }
 
 // Interruptible makes cmd, a skewtest run started with

@@ -10,7 +10,7 @@ import (
 func TestDeadlinesLeaveTheTeardownItsTime(t *testing.T) {
 	t.Setenv("SKEWTEST_TIMEOUT_FACTOR", "")
 	now := time.Now()
-	for _, p := range []string{clusters.Local, clusters.Kind, clusters.Kops} {
+	for _, p := range []string{"local", "kind", "kops"} {
 		deadline := now.Add(150 * time.Minute)
 		grace, timeout, err := deadlines(p, now, deadline, true)
 		if err != nil {
@@ -26,14 +26,14 @@ func TestDeadlinesLeaveTheTeardownItsTime(t *testing.T) {
 			t.Errorf("PROVIDER=%s: no go test deadline, yet a suite timeout of %s", p, timeout)
 		}
 	}
-	if _, _, err := deadlines(clusters.Kops, now, now.Add(30*time.Minute), true); err == nil {
+	if _, _, err := deadlines("kops", now, now.Add(30*time.Minute), true); err == nil {
 		t.Error("a go test deadline shorter than a kops teardown was accepted")
 	}
 	t.Setenv("SKEWTEST_TIMEOUT_FACTOR", "3")
-	if grace, _, _ := deadlines(clusters.Local, now, time.Time{}, false); grace != 3*clusters.TeardownBound(clusters.Local) {
-		t.Errorf("SKEWTEST_TIMEOUT_FACTOR=3: grace %s, want %s", grace, 3*clusters.TeardownBound(clusters.Local))
+	if grace, _, _ := deadlines("local", now, time.Time{}, false); grace != 3*clusters.TeardownBound("local") {
+		t.Errorf("SKEWTEST_TIMEOUT_FACTOR=3: grace %s, want %s", grace, 3*clusters.TeardownBound("local"))
 	}
-	if clusters.TeardownBound(clusters.Kops) <= clusters.TeardownBound(clusters.Local) {
+	if clusters.TeardownBound("kops") <= clusters.TeardownBound("local") {
 		t.Error("a kops teardown (kops delete cluster and the sweep) is bounded no longer than a local one")
 	}
 }

@@ -12,11 +12,12 @@ import (
 // the kubelets are resolved (seconds from the cache): a run that builds
 // them first, or fails resolving them, disturbs nobody. Two runs at once
 // would share pod subnets, iptables chains, the kubelet's device-plugin
-// socket and the kernel settings each records and restores. An existing cluster's runs make
-// nothing on this host and take no lock. The lock goes with the run (its
-// Release), or with the process if that is killed.
+// socket and the kernel settings each records and restores. The runs of a
+// provider that makes nothing on this host (Descriptor.CleansHost false:
+// existing) take no lock. The lock goes with the run (its Release), or
+// with the process if that is killed.
 func lockHost(v *Validated, runID string) (*hostlock.Lock, error) {
-	if v.Options.Provider == clusters.Existing {
+	if d, err := clusters.Lookup(v.Options.Provider); err == nil && !d.CleansHost {
 		return nil, nil
 	}
 	l, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: runID})

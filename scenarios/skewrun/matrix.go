@@ -65,7 +65,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	// A provider that cannot make as many test nodes, or whose settings
 	// will not do, says so now, before any binary is built: the settings
 	// are the plain run's (clusterOptions), with one node per trail.
-	if err := clusters.CheckOptions(v.Options.Provider, v.clusterOptions("", make([]binaries.Binary, len(trails)))); err != nil {
+	if err := v.checkProvider(make([]binaries.Binary, len(trails))); err != nil {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", ErrInvalid, len(trails), v.Options.Provider, err)
 	}
 	m := &ValidatedMatrix{Validated: v, Versions: vs, Trails: trails}
@@ -189,8 +189,8 @@ func matrixNodes(o Options) int {
 	if o.MatrixNodes != 0 {
 		return o.MatrixNodes
 	}
-	if max := clusters.MaxTestNodes(defaultStr(o.Provider, clusters.Local)); max > 0 {
-		return min(matrix.DefaultNodes, max)
+	if d, err := clusters.Lookup(defaultStr(o.Provider, clusters.Default().Name)); err == nil && d.MaxTestNodes > 0 {
+		return min(matrix.DefaultNodes, d.MaxTestNodes)
 	}
 	return matrix.DefaultNodes
 }

@@ -36,7 +36,7 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			t.Parallel()
 			dirs := newRunDirs(t)
 			o := tc.opts
-			o.ArtifactsDir, o.LocalRunRoot, o.CacheDir = dirs.artifacts, dirs.localRunRoot, dirs.cache
+			o.ArtifactsDir, o.RunRoot, o.CacheDir = dirs.artifacts, dirs.runRoot, dirs.cache
 			o.KubeletSource, o.ReleaseBaseURL = "release", "http://127.0.0.1:1"
 			o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 			o.Out = t.Output()

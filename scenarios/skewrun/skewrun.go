@@ -36,8 +36,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/existing"
-	"sigs.k8s.io/skewtest/clusters/kops"
 	"sigs.k8s.io/skewtest/reports"
 )
 
@@ -71,17 +69,16 @@ type Options struct {
 	ArtifactsDir         string
 	KeepClusterOnFailure bool
 	CacheDir             string
-	LocalRunRoot         string
-	PollInterval         time.Duration
-	CleanupTimeout       time.Duration
+	// RunRoot is the parent of run directories (every provider's; empty
+	// for its default).
+	RunRoot        string
+	PollInterval   time.Duration
+	CleanupTimeout time.Duration
 	// TimeoutFactor stretches the scenario's waits (SKEWTEST_TIMEOUT_FACTOR,
 	// timeouts.FactorEnv); 0 counts as 1.
 	TimeoutFactor time.Duration
-	// KindNodeImage overrides the kind provider's offline node image.
-	KindNodeImage string
-	// KindCSI chooses the kind provider's CSI driver.
-	KindCSI string
-	// CSIMode is the mode of skewtest's own CSI driver (CSI_MODE).
+	// CSIMode is the mode of skewtest's own CSI driver (CSI_MODE), for
+	// every provider (see clusters.Options).
 	CSIMode string
 	// Matrix (MATRIX) are the versions of a matrix tour (RunMatrix), any
 	// order; empty for matrix.Default. MatrixNodes (MATRIX_NODES) is how
@@ -93,13 +90,14 @@ type Options struct {
 	// (reconstruction.Shapes; several separated by commas); empty for the
 	// baseline.
 	Scenario string
-	// Existing cluster settings.
-	Existing existing.Config
-	// Kops is the kops provider's settings (KOPS_*, AWS_REGION).
-	Kops         kops.Config
-	StorageClass string
-	Image        string
-	Logger       *slog.Logger
+	// ProviderSettings are the chosen provider's own settings, as its
+	// descriptor's FromEnv read them (OptionsFromEnv does); opaque here,
+	// they go to clusters.New as they are. nil for the provider's
+	// defaults.
+	ProviderSettings any
+	StorageClass     string
+	Image            string
+	Logger           *slog.Logger
 	// Out receives the human summary at the end.
 	Out io.Writer
 }

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -18,16 +20,16 @@ import (
 // t.TempDir() and none existing beforehand, so that any file or directory
 // the run leaves behind shows.
 type runDirs struct {
-	artifacts, localRunRoot, cache string
+	artifacts, runRoot, cache string
 }
 
 func newRunDirs(t *testing.T) runDirs {
 	t.Helper()
 	base := t.TempDir()
 	return runDirs{
-		artifacts:    filepath.Join(base, "artifacts"),
-		localRunRoot: filepath.Join(base, "runs"),
-		cache:        filepath.Join(base, "cache"),
+		artifacts: filepath.Join(base, "artifacts"),
+		runRoot:   filepath.Join(base, "runs"),
+		cache:     filepath.Join(base, "cache"),
 	}
 }
 
@@ -36,7 +38,7 @@ func (d runDirs) assertNothingCreated(t *testing.T) {
 	t.Helper()
 	for _, dir := range []struct{ name, path string }{
 		{"ArtifactsDir", d.artifacts},
-		{"LocalRunRoot", d.localRunRoot},
+		{"RunRoot", d.runRoot},
 		{"CacheDir", d.cache},
 	} {
 		entries, err := os.ReadDir(dir.path)
@@ -149,7 +151,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		},
 		{
 			name:    "unknown kind CSI driver",
-			opts:    skewrun.Options{Provider: "kind", KindCSI: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    skewrun.Options{Provider: "kind", ProviderSettings: providerSettings(t, "kind", map[string]string{"KIND_CSI": "nfs"}), Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PROVIDER=kind", `KIND_CSI="nfs"`, "want skewtest", "or hostpath"},
 		},
@@ -209,7 +211,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			t.Parallel()
 			dirs := newRunDirs(t)
 			o := tc.opts
-			o.ArtifactsDir, o.LocalRunRoot, o.CacheDir = dirs.artifacts, dirs.localRunRoot, dirs.cache
+			o.ArtifactsDir, o.RunRoot, o.CacheDir = dirs.artifacts, dirs.runRoot, dirs.cache
 			o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 			o.Out = t.Output()
 			// Belt and braces: should a case ever get past validation into
@@ -246,6 +248,21 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 
 func mapEnv(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
+}
+
+// providerSettings are the named provider's own settings as its
+// descriptor reads them from env.
+func providerSettings(t *testing.T, provider string, env map[string]string) any {
+	t.Helper()
+	d, err := clusters.Lookup(provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.FromEnv(mapEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
@@ -294,7 +311,7 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 		check func(t *testing.T, o skewrun.Options)
 	}{
 		{"nothing set leaves defaults to Run", nil, func(t *testing.T, o skewrun.Options) {
-			if o.Provider != "" || o.Plan != "" || o.Replicas != 0 || o.KeepClusterOnFailure || o.PollInterval != 0 || o.CleanupTimeout != 0 || o.Kubelets != nil || o.Existing.Nodes != nil {
+			if o.Provider != "" || o.Plan != "" || o.Replicas != 0 || o.KeepClusterOnFailure || o.PollInterval != 0 || o.CleanupTimeout != 0 || o.Kubelets != nil {
 				t.Errorf("empty environment gave non-zero options: %+v", o)
 			}
 		}},
@@ -333,32 +350,28 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 			}
 		}},
 		{"lists are split and trimmed", map[string]string{
-			"KUBELETS": " file:/a/kubelet , v1.36.3,,", "NODES": "node-a, node-b",
+			"KUBELETS": " file:/a/kubelet , v1.36.3,,",
 		}, func(t *testing.T, o skewrun.Options) {
 			if got := strings.Join(o.Kubelets, "|"); got != "file:/a/kubelet|v1.36.3" {
 				t.Errorf("Kubelets = %q, want [file:/a/kubelet v1.36.3]", o.Kubelets)
 			}
-			if got := strings.Join(o.Existing.Nodes, "|"); got != "node-a|node-b" {
-				t.Errorf("Existing.Nodes = %q, want [node-a node-b]", o.Existing.Nodes)
+		}},
+		{"the chosen provider's own settings travel as its descriptor reads them", map[string]string{
+			"PROVIDER": "existing", "KUBECONFIG": "/k/config", "NODES": "node-a, node-b", "SSH_USER": "ops", "KOPS_ZONES": "us-east-1b",
+		}, func(t *testing.T, o skewrun.Options) {
+			want := providerSettings(t, "existing", map[string]string{"KUBECONFIG": "/k/config", "NODES": "node-a, node-b", "SSH_USER": "ops"})
+			if !reflect.DeepEqual(o.ProviderSettings, want) {
+				t.Errorf("ProviderSettings = %+v, want %+v", o.ProviderSettings, want)
 			}
 		}},
-		{"existing cluster settings", map[string]string{
-			"KUBECONFIG": "/k/config", "KUBELET_BINARY": "/opt/kubelet", "KUBELET_UNIT": "kubelet2", "KUBELET_ROOT_DIR": "/k/root",
-			"SSH_USER": "ops", "SSH_KEY": "/k/id", "SSH_KNOWN_HOSTS": "/k/known_hosts",
-			"SSH_ADDRESSES": "node-a=127.0.0.1:2222, node-b=[::1]:22",
-		}, func(t *testing.T, o skewrun.Options) {
-			e := o.Existing
-			if e.Kubeconfig != "/k/config" || e.KubeletBinary != "/opt/kubelet" || e.KubeletUnit != "kubelet2" || e.KubeletRootDir != "/k/root" ||
-				e.SSH.User != "ops" || e.SSH.KeyFile != "/k/id" || e.SSH.KnownHostsFile != "/k/known_hosts" {
-				t.Errorf("Existing = %+v", e)
+		{"no PROVIDER: the default provider's settings", nil, func(t *testing.T, o skewrun.Options) {
+			if want := providerSettings(t, "local", nil); !reflect.DeepEqual(o.ProviderSettings, want) {
+				t.Errorf("ProviderSettings = %#v, want the local provider's %#v", o.ProviderSettings, want)
 			}
-			if e.SSH.Address == nil {
-				t.Fatal("SSH_ADDRESSES did not set SSH.Address")
-			}
-			for node, want := range map[string]string{"node-a": "127.0.0.1:2222", "node-b": "[::1]:22", "node-c": ""} {
-				if got := e.SSH.Address(node); got != want {
-					t.Errorf("SSH.Address(%q) = %q, want %q", node, got, want)
-				}
+		}},
+		{"an unknown PROVIDER has none, for Validate to refuse", map[string]string{"PROVIDER": "nope"}, func(t *testing.T, o skewrun.Options) {
+			if o.ProviderSettings != nil {
+				t.Errorf("ProviderSettings = %#v, want nil", o.ProviderSettings)
 			}
 		}},
 	} {
@@ -373,11 +386,11 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 	}
 }
 
-// Every variable OptionsFromEnv reads is documented in Settings.
+// Every variable OptionsFromEnv reads is documented in AllSettings.
 func TestSettingsDocumentEveryVariable(t *testing.T) {
 	t.Parallel()
 	documented := map[string]bool{}
-	for _, s := range skewrun.Settings {
+	for _, s := range skewrun.AllSettings() {
 		for _, n := range strings.Split(s.Name, "/") {
 			documented[strings.TrimSpace(n)] = true
 		}

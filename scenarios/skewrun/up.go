@@ -46,28 +46,33 @@ type Cluster struct {
 // kubelet (a sign-off run has one: the plan's first). Nothing is created
 // until Up; errors are ErrInvalid (an unusable provider setting).
 func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*Cluster, error) {
-	prov, err := clusters.New(v.Options.Provider, v.clusterOptions(runID, initialKubelets))
+	prov, err := clusters.New(v.Options.Provider, v.clusterOptions(runID, initialKubelets), v.Options.ProviderSettings)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, v.Options.Provider, err)
 	}
 	return &Cluster{Provider: prov, v: v}, nil
 }
 
-// clusterOptions are the provider's options for a run of v: the one
+// clusterOptions are the shared provider options for a run of v: the one
 // construction NewCluster makes the provider from and the checks before
-// it (clusters.CheckOptions) validate, so that both see the same
-// settings. runID is empty before the run has one; the checks then use a
-// stand-in.
+// it (checkProvider) validate, so that both see the same settings; the
+// provider's own settings go beside them as Options.ProviderSettings.
+// runID is empty before the run has one; the checks then use a stand-in.
 func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Binary) clusters.Options {
 	o := v.Options
 	co := clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
-		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, LocalRunRoot: o.LocalRunRoot,
-		Existing: o.Existing, KindNodeImage: o.KindNodeImage, KindCSI: o.KindCSI, CSIMode: o.CSIMode,
-		Kops: o.Kops}
+		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, RunRoot: o.RunRoot,
+		CSIMode: o.CSIMode}
 	if runID != "" {
 		co.ArtifactsDir = filepath.Join(v.ArtifactsRoot, runID)
 	}
 	return co
+}
+
+// checkProvider checks, without a cluster, what NewCluster will make the
+// provider of v from, with one test node per initial kubelet.
+func (v *Validated) checkProvider(initialKubelets []binaries.Binary) error {
+	return clusters.CheckOptions(v.Options.Provider, v.clusterOptions("", initialKubelets), v.Options.ProviderSettings)
 }
 
 // Up brings the cluster up (or attaches), records the bring-up time in

@@ -69,7 +69,7 @@ func Validate(o Options) (*Validated, error) {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
-	o.Provider = defaultStr(o.Provider, clusters.Local)
+	o.Provider = defaultStr(o.Provider, clusters.Default().Name)
 	o.Plan = defaultStr(o.Plan, DefaultPlan)
 	if o.Replicas <= 0 {
 		o.Replicas = defaultReplicas
@@ -88,10 +88,14 @@ func Validate(o Options) (*Validated, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
 	}
-	if o.Provider != clusters.Existing {
+	// An unknown provider is refused below, after the plan's own errors.
+	if d, err := clusters.Lookup(o.Provider); err != nil || d.CreatesCluster {
 		if err := pl.Validate(pl.Newest()); err != nil {
 			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
 		}
+	}
+	if err := pl.CheckGatesProvider(o.Provider); err != nil {
+		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
 	}
 	specs, err := kubeletSpecs(pl, o)
 	if err != nil {
@@ -109,7 +113,7 @@ func Validate(o Options) (*Validated, error) {
 	// Unknown providers fail here, before binaries are built.
 	// The one construction the provider is made from (clusterOptions),
 	// so that the checks see exactly what New will get.
-	if err := clusters.CheckOptions(o.Provider, (&Validated{Options: o, Plan: pl}).clusterOptions("", nil)); err != nil {
+	if err := (&Validated{Options: o, Plan: pl}).checkProvider(nil); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault

@@ -298,7 +298,7 @@ func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]Phase
 
 func defaultProvider(p string) string {
 	if p == "" {
-		return clusters.Local
+		return clusters.Default().Name
 	}
 	return p
 }

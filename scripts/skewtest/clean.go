@@ -12,7 +12,6 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
-	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/clusters/vm"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -62,14 +61,13 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 		n, err = cleanRunDirs(ctx, logger, os.Stdout, dirs, true)
 	}
 	errs := []error{err}
-	// Cache entries of runs whose directories are gone: left by runs made
-	// before teardown removed all of its own.
+	// What runs left outside their directories once those are gone (local:
+	// CNI cache entries of runs made before teardown removed all of its
+	// own).
 	if !cleansHost {
 		// Nothing of this host's.
-	} else if entries, err := local.RemoveOrphanedCNIEntries(local.DefaultRunRoot); err != nil {
+	} else if err := clusters.RemoveOrphans(logger); err != nil {
 		errs = append(errs, err)
-	} else if entries > 0 {
-		logger.Info("removed CNI cache entries of runs that are gone", "entries", entries)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

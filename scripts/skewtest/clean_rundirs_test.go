@@ -44,7 +44,7 @@ func assertGone(t *testing.T, path string) {
 // back (so its clean reaches no node), acted on by owner.
 func existingRun(t *testing.T, root, runID string, owner existing.Owner) string {
 	t.Helper()
-	dir := filepath.Join(root, "existing-"+runID)
+	dir := filepath.Join(root, existing.RunDirPrefix+runID)
 	b, err := json.Marshal(existing.State{RunID: runID, Owner: owner})
 	if err != nil {
 		t.Fatal(err)

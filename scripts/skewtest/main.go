@@ -133,7 +133,7 @@ func run(ctx context.Context, args []string) error {
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-		for _, s := range skewrun.Settings {
+		for _, s := range skewrun.AllSettings() {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Default, s.Help)
 		}
 		tw.Flush()

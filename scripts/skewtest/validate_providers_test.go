@@ -28,8 +28,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
-	"sigs.k8s.io/skewtest/clusters/local"
 )
 
 // runDeadline bounds each run; at it the run gets SIGINT (and tears down),
@@ -306,12 +306,16 @@ func cleanKopsRunDir(t *testing.T, artifacts string) {
 	if os.Geteuid() != 0 {
 		return
 	}
+	kops, err := clusters.Lookup("kops")
+	if err != nil {
+		t.Fatal(err)
+	}
 	entries, _ := os.ReadDir(artifacts)
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(local.DefaultRunRoot, "kops-"+e.Name())
+		dir := filepath.Join(kops.RunRoot(""), kops.RunDirPrefix+e.Name())
 		if _, err := os.Stat(dir); err == nil {
 			t.Logf("removing the run directory the failed run kept: %s", dir)
 			if err := os.RemoveAll(dir); err != nil {

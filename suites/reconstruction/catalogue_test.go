@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -26,7 +25,7 @@ var baselineEntries = map[string]string{"csi": "csi-filesystem", "local": "local
 // (fault-reboot, ...). An entry skewtest does not run yet, or not on this
 // provider, is a skipped spec that says why, never a pass.
 var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), func() {
-	provider := orDefault(os.Getenv("PROVIDER"), clusters.Local)
+	provider := providerName()
 	for _, e := range catalogue.All() {
 		if e.Name == baselineEntries["csi"] || e.Name == baselineEntries["local"] {
 			continue

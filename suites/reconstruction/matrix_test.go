@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	skewmatrix "sigs.k8s.io/skewtest/scenarios/matrix"
@@ -60,7 +59,7 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 		if orDefault(o.Kind, "csi") == "csi" {
 			Expect(unexplainedDeviations(r)).To(BeEmpty(), "CSI volumes allow no deviation but the metrics registration race")
 		}
-		if !o.KeepClusterOnFailure && orDefault(o.Provider, clusters.Local) != clusters.Existing {
+		if !o.KeepClusterOnFailure && providerOf(o.Provider).ClusterOnHost {
 			Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the tour left nothing behind")
 		}
 	})

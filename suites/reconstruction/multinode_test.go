@@ -39,9 +39,20 @@ var multinodeKubelets = []string{"v1.37.2", "v1.36.3", "v1.34.4"}
 // multinodeNamespace holds one pod per node.
 const multinodeNamespace = "skewtest-multinode"
 
-var _ = Describe("a local cluster with several nodes", Label("multinode", "disruptive", clusters.Local), func() {
-	needsBinaries(Label("multinode", "disruptive", clusters.Local), func() *skewrun.Options {
-		if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
+// multinodeLabels are the spec's labels, with the providers it runs on.
+var multinodeLabels = Label(append([]string{"multinode", "disruptive"}, providersWhere(multinodeRunsOn)...)...)
+
+// multinodeRunsOn says whether the spec runs on provider d: one whose
+// several nodes are kubelets of this host (Descriptor.KubeletsOnHost,
+// MaxTestNodes: local), whose CSI mounts it reads in this host's mount
+// table.
+func multinodeRunsOn(d clusters.Descriptor) bool {
+	return d.KubeletsOnHost && d.MaxTestNodes >= len(multinodeKubelets)
+}
+
+var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
+	needsBinaries(multinodeLabels, func() *skewrun.Options {
+		if !multinodeRunsOn(providerOf(os.Getenv("PROVIDER"))) {
 			return nil
 		}
 		// The nodes' kubelets as a plan, newest first: the API server at
@@ -51,8 +62,8 @@ var _ = Describe("a local cluster with several nodes", Label("multinode", "disru
 		return o
 	})
 	It("runs one kubelet version per node, each node with its own CSI plugin, and leaves nothing behind", func(ctx SpecContext) {
-		if p := orDefault(os.Getenv("PROVIDER"), clusters.Local); p != clusters.Local {
-			Skip("several nodes on one host are a local provider feature, not run on PROVIDER=" + p)
+		if d := providerOf(os.Getenv("PROVIDER")); !multinodeRunsOn(d) {
+			Skip("several nodes on one host are a feature of " + strings.Join(providersWhere(multinodeRunsOn), ", ") + ", not run on PROVIDER=" + d.Name)
 		}
 		testgate.RequireRoot(GinkgoT(), "a real control plane, containerds, kubelets and mounts")
 		cache := binaries.DefaultCacheDir()

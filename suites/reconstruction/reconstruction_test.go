@@ -31,15 +31,16 @@ type matrixEntry struct {
 }
 
 // matrix is what `make test-skew` runs: with PLAN set, that plan on
-// VOLUME_KIND; otherwise, on the local provider, the manual sign-off's
-// plan and the oldest-skew plan on CSI volumes, and the sign-off plan on
-// local volumes.
+// VOLUME_KIND; otherwise, on a provider whose clusters come up in seconds
+// here (Descriptor.QuickClusters: local), the manual sign-off's plan and
+// the oldest-skew plan on CSI volumes, and the sign-off plan on local
+// volumes; on the others, the sign-off plan.
 func matrix() []matrixEntry {
 	kind := os.Getenv("VOLUME_KIND")
 	if p := os.Getenv("PLAN"); p != "" {
 		return []matrixEntry{{plan: p, kind: orDefault(kind, "csi")}}
 	}
-	if orDefault(os.Getenv("PROVIDER"), clusters.Local) != clusters.Local {
+	if !providerOf(os.Getenv("PROVIDER")).QuickClusters {
 		return []matrixEntry{{plan: skewrun.DefaultPlan, kind: orDefault(kind, "csi")}}
 	}
 	if kind != "" {
@@ -59,10 +60,37 @@ func orDefault(s, d string) string {
 	return s
 }
 
+// providerName is PROVIDER, or the default provider's name.
+func providerName() string { return orDefault(os.Getenv("PROVIDER"), clusters.Default().Name) }
+
+// providerOf is the descriptor of the named provider (empty: the
+// default). What the suite asks of a provider it asks of its descriptor's
+// properties, never of its name. An unknown name has none, so specs that
+// need one skip, and runs fail validation, naming it.
+func providerOf(name string) clusters.Descriptor {
+	name = orDefault(name, clusters.Default().Name)
+	if d, err := clusters.Lookup(name); err == nil {
+		return d
+	}
+	return clusters.Descriptor{Name: name}
+}
+
+// providersWhere are the names of the providers that have a property,
+// for skip messages and labels.
+func providersWhere(has func(clusters.Descriptor) bool) []string {
+	var out []string
+	for _, d := range clusters.Providers() {
+		if has(d) {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
 // labelsFor derives Ginkgo labels from a plan: skew and disruptive always,
 // upgrade and downgrade from its hops, the volume kind and the provider.
 func labelsFor(e matrixEntry) Labels {
-	l := Labels{"skew", "disruptive", orDefault(os.Getenv("PROVIDER"), clusters.Local)}
+	l := Labels{"skew", "disruptive", providerName()}
 	if e.kind == "local" {
 		l = append(l, "local-volume")
 	} else {
@@ -179,10 +207,11 @@ func artifactsOf(res *skewrun.Result) string {
 	return res.ArtifactsDir
 }
 
-// footprint counts what local and kind runs make on this host; an existing
-// or kops cluster's runs make nothing here, so theirs is empty.
+// footprint counts what runs of providers that make their cluster on this
+// host (Descriptor.ClusterOnHost: local, kind) make here; the others'
+// runs make nothing here, so theirs is empty.
 func takeFootprint(ctx context.Context, o skewrun.Options) footprint.Footprint {
-	if p := orDefault(o.Provider, clusters.Local); p == clusters.Existing || p == clusters.Kops {
+	if !providerOf(o.Provider).ClusterOnHost {
 		return footprint.Footprint{}
 	}
 	return footprint.Take(ctx)

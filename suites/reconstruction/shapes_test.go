@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -51,7 +50,7 @@ func selectedShapes(entries []catalogue.Entry, provider string) (run, elsewhere 
 // label-filter=shape-block). Each shape is still checked and judged on
 // steps of its own after every hop.
 var _ = Describe("reconstruction catalogue shapes", Label(catalogue.CatalogueLabel), func() {
-	provider := orDefault(os.Getenv("PROVIDER"), clusters.Local)
+	provider := providerName()
 	entries := plantedShapes()
 	var labels []string
 	var names []string

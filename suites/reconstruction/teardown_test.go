@@ -40,7 +40,7 @@ func failingHop() skewrun.Options {
 	fake := filepath.Join(dir, "kubelet")
 	Expect(os.WriteFile(fake, []byte(brokenKubelet), 0o755)).To(Succeed())
 	return skewrun.Options{
-		Provider:     teardownProvider(),
+		Provider:     teardownProvider().Name,
 		Plan:         "v1.37.2,v1.36.3",
 		Kubelets:     []string{"module:v1.37.2", "file:" + fake},
 		ArtifactsDir: filepath.Join(dir, "artifacts"),
@@ -69,22 +69,23 @@ func readRun(dir string) *reports.Run {
 	return run
 }
 
-// teardownProvider is the provider the teardown specs run on: local or
-// kind, the providers that create clusters on this host.
-func teardownProvider() string { return orDefault(os.Getenv("PROVIDER"), clusters.Local) }
+// teardownProvider is the provider the teardown specs run on: one that
+// creates its clusters on this host (Descriptor.ClusterOnHost: local,
+// kind).
+func teardownProvider() clusters.Descriptor { return providerOf(os.Getenv("PROVIDER")) }
 
 var _ = Describe("teardown of clusters made on this host", Label("teardown", "disruptive"), func() {
 	needsBinaries(Label("teardown", "disruptive"), func() *skewrun.Options {
-		if p := teardownProvider(); p != clusters.Local && p != clusters.Kind {
+		if !teardownProvider().ClusterOnHost {
 			return nil
 		}
 		o := envOptions(skewrun.DefaultPlan, "")
-		o.Provider, o.Kind = teardownProvider(), ""
+		o.Provider, o.Kind = teardownProvider().Name, ""
 		return o
 	})
 	BeforeEach(func() {
-		if p := teardownProvider(); p != clusters.Local && p != clusters.Kind {
-			Skip("teardown specs are for providers that create clusters on this host (local, kind); PROVIDER=" + p +
+		if p := teardownProvider(); !p.ClusterOnHost {
+			Skip("teardown specs are for providers that create clusters on this host (" + strings.Join(providersWhere(func(d clusters.Descriptor) bool { return d.ClusterOnHost }), ", ") + "); PROVIDER=" + p.Name +
 				" (kops: its Down after a failure, after SIGINT and the sweep are tested against fakes in go test ./clusters/kops)")
 		}
 	})
@@ -109,7 +110,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		Expect(run.Infrastructure).To(BeFalse(), "JUnit must show a <failure>, not an infrastructure <error>")
 		Expect(run.Failure).To(ContainSubstring("refuses to start on purpose"), "the report says why, from the kubelet's log")
 		Expect(filepath.Join(run.ArtifactsDir, "report.md")).To(BeAnExistingFile())
-		if teardownProvider() == clusters.Local {
+		if teardownProvider().KubeletsOnHost {
 			Expect(filepath.Join(run.ArtifactsDir, "logs", "kubelet-2-v1.36.3.log")).To(BeAnExistingFile(), "the failed kubelet's log is kept")
 		} else {
 			Expect(filepath.Join(run.ArtifactsDir, "logs")).To(BeADirectory(), "kind's logs are kept")
@@ -132,7 +133,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		Expect(res.Kept).To(MatchRegexp(`skewtest clean /var/lib/skewtest/(kind-)?`+res.Run.ID), "says how to remove it")
 		kept := footprint.Diff(before, footprint.Take(ctx))
 		Expect(kept).NotTo(BeEmpty(), "the cluster is still there")
-		if teardownProvider() == clusters.Local {
+		if teardownProvider().KubeletsOnHost {
 			Expect(kept).To(ContainElement(HavePrefix("added process kube-apiserver")), "the control plane is still running")
 			Expect(kept).To(ContainElement(HavePrefix("added mount ")), "the pods' volumes are still mounted for inspection")
 			Expect(kept).To(ContainElement(HavePrefix("added process skewtest-csi-dr")), "the CSI driver outlives the harness, so the kept cluster's pods can mount their volumes")
@@ -151,7 +152,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		before := footprint.Take(ctx)
 
 		cmd := exec.Command(bin, "run")
-		cmd.Env = append(os.Environ(), "PROVIDER="+teardownProvider(), "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
+		cmd.Env = append(os.Environ(), "PROVIDER="+teardownProvider().Name, "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
 		stderr, err := cmd.StderrPipe()
 		Expect(err).NotTo(HaveOccurred())
 		cmd.Stdout = GinkgoWriter

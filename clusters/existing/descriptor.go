@@ -1,0 +1,109 @@
+package existing
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/registry"
+)
+
+// RunDirPrefix names an existing-provider run's state directory,
+// existing-<run-id>, beside the other providers' run directories.
+const RunDirPrefix = "existing-"
+
+// Descriptor is the existing provider as package clusters lists it. Its
+// settings are a Config (FromEnv), which New completes from the shared
+// options: the run ID, the logger and the state directory.
+var Descriptor = registry.Descriptor{
+	Name:         Name,
+	Help:         "KUBECONFIG plus SSH",
+	RunDirPrefix: RunDirPrefix,
+	// It needs no root here: it reaches the nodes over SSH.
+	RunRoot: registry.UserRunRoot,
+	// Its CSI volumes come from STORAGE_CLASS; CSI_MODE's default is all
+	// it accepts, as before.
+	CSIModes: []string{string(csidriver.ModeTmpfs)},
+	Settings: []registry.Setting{
+		{Name: "KUBECONFIG", Help: "the cluster's kubeconfig"},
+		{Name: "NODES", Help: "comma-separated test nodes (default: every worker)"},
+		{Name: "SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", Default: "$USER / agent / ~/.ssh/known_hosts", Help: "how to reach nodes (host keys are always checked)"},
+		{Name: "SSH_ADDRESSES", Help: "NODE=HOST:PORT,... for nodes reached other than at their InternalIP on port 22 (a port forward, a VM's)"},
+		{Name: "KUBELET_BINARY / KUBELET_UNIT", Default: DefaultKubeletBinary + " / " + DefaultKubeletUnit, Help: "the kubelet's path and systemd unit"},
+		{Name: "KUBELET_ROOT_DIR", Default: DefaultKubeletRootDir, Help: "the kubelet's --root-dir"},
+	},
+	FromEnv: func(getenv func(string) string) (any, error) { return ConfigFromEnv(getenv) },
+	New: func(o registry.Options, s any) (registry.Provider, error) {
+		cfg, err := registry.SettingsAs[Config](Name, s)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Logger == nil {
+			cfg.Logger = o.Logger
+		}
+		if cfg.RunID == "" {
+			cfg.RunID = o.RunID
+		}
+		if cfg.StateDir == "" && o.RunID != "" {
+			cfg.StateDir = filepath.Join(registry.UserRunRoot(o.RunRoot), RunDirPrefix+o.RunID)
+		}
+		return New(cfg)
+	},
+	// Its runs take no host lock: whether one is still live is told by
+	// the process its state names.
+	Inspect: func(dir string) registry.RunDir {
+		r := registry.RunDir{Path: dir}
+		l, what, err := CheckRunDir(dir, strings.TrimPrefix(filepath.Base(dir), RunDirPrefix))
+		switch {
+		case err != nil:
+			r.NotARun = err
+		case l == Live:
+			r.Live = what
+		case l == Unknown:
+			r.Undecided = what
+		}
+		return r
+	},
+	Clean: Clean,
+}
+
+// ConfigFromEnv reads the provider's settings (Descriptor.Settings) from
+// the environment; the run ID, logger and state directory are left to
+// New's options.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Kubeconfig:     getenv("KUBECONFIG"),
+		Nodes:          registry.List(getenv("NODES")),
+		KubeletBinary:  getenv("KUBELET_BINARY"),
+		KubeletUnit:    getenv("KUBELET_UNIT"),
+		KubeletRootDir: getenv("KUBELET_ROOT_DIR"),
+		SSH: SSHConfig{
+			User:           getenv("SSH_USER"),
+			KeyFile:        getenv("SSH_KEY"),
+			KnownHostsFile: getenv("SSH_KNOWN_HOSTS"),
+		},
+	}
+	if v := getenv("SSH_ADDRESSES"); v != "" {
+		addrs, err := parseAddresses(v)
+		if err != nil {
+			return c, fmt.Errorf("SSH_ADDRESSES=%q: %w", v, err)
+		}
+		c.SSH.Address = func(node string) string { return addrs[node] }
+	}
+	return c, nil
+}
+
+// parseAddresses reads SSH_ADDRESSES: NODE=HOST:PORT pairs, comma-separated.
+func parseAddresses(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range registry.List(v) {
+		node, addr, ok := strings.Cut(pair, "=")
+		if _, _, err := net.SplitHostPort(addr); !ok || node == "" || err != nil {
+			return nil, fmt.Errorf("%q: want NODE=HOST:PORT, e.g. worker-1=127.0.0.1:2222", pair)
+		}
+		out[node] = addr
+	}
+	return out, nil
+}

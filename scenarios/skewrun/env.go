@@ -90,7 +90,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 		Provider:       getenv("PROVIDER"),
 		Plan:           getenv("PLAN"),
 		Matrix:         getenv("MATRIX"),
-		Kind:           getenv("VOLUME_KIND"),
+		VolumeKind:     getenv("VOLUME_KIND"),
 		KubeletSource:  getenv("KUBELET_SOURCE"),
 		ReleaseBaseURL: getenv("RELEASE_BASE_URL"),
 		ArtifactsDir:   getenv("ARTIFACTS"),

@@ -99,7 +99,7 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer lock.Release()
-	run.Scenario = "matrix-" + string(m.Kind)
+	run.Scenario = "matrix-" + string(m.VolumeKind)
 	initial := make([]binaries.Binary, len(m.Trails))
 	for i, s := range m.Starts {
 		initial[i] = kubelets[s]
@@ -164,7 +164,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 			for i, raw := range p.Raw {
 				bins[i] = byVersion[raw]
 			}
-			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.Kind,
+			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
 				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
 				FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
 		},

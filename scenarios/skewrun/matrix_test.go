@@ -29,7 +29,7 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		{"KUBELETS set", skewrun.Options{Kubelets: []string{"file:/k"}}, []string{"KUBELETS gives a binary per PLAN entry", "unset KUBELETS"}},
 		{"too many nodes", skewrun.Options{MatrixNodes: 13}, []string{"MATRIX_NODES=13", "want a number from 1 to 12"}},
 		{"unknown provider", skewrun.Options{Provider: "nope"}, []string{"PROVIDER=nope", `unknown provider "nope"`}},
-		{"unknown volume kind", skewrun.Options{Kind: "nfs"}, []string{"VOLUME_KIND", `unknown volume kind "nfs"`}},
+		{"unknown volume kind", skewrun.Options{VolumeKind: "nfs"}, []string{"VOLUME_KIND", `unknown volume kind "nfs"`}},
 		{"more nodes than kind makes", skewrun.Options{Provider: "kind", MatrixNodes: 2}, []string{"MATRIX_NODES=2 with PROVIDER=kind", "at most 1", "use PROVIDER=local"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

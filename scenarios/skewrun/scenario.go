@@ -46,7 +46,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		return err
 	}
 	c.describe(ctx, node, run)
-	sc, err := reconstruction.New(reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.Kind,
+	sc, err := reconstruction.New(reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.VolumeKind,
 		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}, cluster, node, run)
 	if err != nil {
 		run.Verdict, run.Failure = reports.Fail, err.Error()

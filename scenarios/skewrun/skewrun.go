@@ -51,7 +51,9 @@ type Options struct {
 	Provider string
 	Plan     string
 	Replicas int
-	Kind     string
+	// VolumeKind (VOLUME_KIND) is the workload's volumes: "csi" (the
+	// default) or "local" (storage.ParseKind).
+	VolumeKind string
 	// KubeletSource says where plan versions' kubelets come from:
 	// "module" (built from the k8s.io/kubernetes Go module, the default:
 	// needs only the Go module proxy) or "release" (downloaded from

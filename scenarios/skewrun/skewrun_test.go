@@ -157,7 +157,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		},
 		{
 			name:    "unknown volume kind",
-			opts:    skewrun.Options{Kind: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    skewrun.Options{VolumeKind: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"VOLUME_KIND", `unknown volume kind "nfs"`, `want "csi" or "local"`},
 		},
@@ -321,7 +321,7 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 			"STORAGE_CLASS": "fast", "IMAGE": "busybox",
 		}, func(t *testing.T, o skewrun.Options) {
 			for _, f := range []struct{ name, got, want string }{
-				{"Provider", o.Provider, "existing"}, {"Plan", o.Plan, "v1.37.2,v1.36.3"}, {"Kind", o.Kind, "local"},
+				{"Provider", o.Provider, "existing"}, {"Plan", o.Plan, "v1.37.2,v1.36.3"}, {"VolumeKind", o.VolumeKind, "local"},
 				{"KubeletSource", o.KubeletSource, "release"}, {"ReleaseBaseURL", o.ReleaseBaseURL, "https://mirror.example"},
 				{"ArtifactsDir", o.ArtifactsDir, "/tmp/a"}, {"CacheDir", o.CacheDir, "/tmp/c"},
 				{"StorageClass", o.StorageClass, "fast"}, {"Image", o.Image, "busybox"},

@@ -205,8 +205,8 @@ func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.Ke
 		add(reports.EnvCgroup, h.CgroupMode)
 		add(reports.EnvInitSystem, h.Init)
 	}
-	add(reports.EnvVolumeKind, string(c.v.Kind))
-	if d, ok := c.Provider.(capabilities.WithCSIDriver); ok && c.v.Kind == storage.CSI && d.CSIDriver() != "" {
+	add(reports.EnvVolumeKind, string(c.v.VolumeKind))
+	if d, ok := c.Provider.(capabilities.WithCSIDriver); ok && c.v.VolumeKind == storage.CSI && d.CSIDriver() != "" {
 		add("CSI driver", d.CSIDriver())
 	}
 	add("Replicas", fmt.Sprint(o.Replicas))

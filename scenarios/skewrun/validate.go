@@ -20,9 +20,9 @@ import (
 // Validated is a run's input once checked: Options with their defaults,
 // the parsed plan, the volume kind and one kubelet source per plan entry.
 type Validated struct {
-	Options Options
-	Plan    plan.Plan
-	Kind    storage.Kind
+	Options    Options
+	Plan       plan.Plan
+	VolumeKind storage.Kind
 	// Specs are the kubelet binary specs (binaries.ParseSpec), one per
 	// plan entry.
 	Specs []string
@@ -80,7 +80,7 @@ func Validate(o Options) (*Validated, error) {
 	if err := validateWaits(o); err != nil {
 		return nil, err
 	}
-	kind, err := storage.ParseKind(defaultStr(o.Kind, string(storage.CSI)))
+	kind, err := storage.ParseKind(defaultStr(o.VolumeKind, string(storage.CSI)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: VOLUME_KIND: %v", ErrInvalid, err)
 	}
@@ -131,7 +131,7 @@ func Validate(o Options) (*Validated, error) {
 	if err := probeWritable(root); err != nil {
 		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", ErrInvalid, root, err)
 	}
-	return &Validated{Options: o, Plan: pl, Kind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
+	return &Validated{Options: o, Plan: pl, VolumeKind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
 }
 
 // validateWaits refuses a poll interval or cleanup bound below its floor
@@ -202,7 +202,7 @@ func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 // listing its kubelets.
 func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports.Run {
 	id := reports.NewRunID(start)
-	scenario := reports.ReconstructionScenarioPrefix + string(v.Kind)
+	scenario := reports.ReconstructionScenarioPrefix + string(v.VolumeKind)
 	if v.Fault != nil {
 		scenario = reports.CatalogueScenarioPrefix + v.Fault.Entry.Name
 	}

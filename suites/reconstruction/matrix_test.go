@@ -56,7 +56,7 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 		}
 		Expect(r.Trails).To(HaveLen(trails), "one trail per node")
 		Expect(nodes).To(HaveLen(trails), "the trails ran on distinct nodes")
-		if orDefault(o.Kind, "csi") == "csi" {
+		if orDefault(o.VolumeKind, "csi") == "csi" {
 			Expect(unexplainedDeviations(r)).To(BeEmpty(), "CSI volumes allow no deviation but the metrics registration race")
 		}
 		if !o.KeepClusterOnFailure && providerOf(o.Provider).ClusterOnHost {

@@ -58,7 +58,7 @@ var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
 		// The nodes' kubelets as a plan, newest first: the API server at
 		// the newest, every kubelet within the skew policy.
 		o := envOptions(strings.Join(multinodeKubelets, ","), "")
-		o.Kind = ""
+		o.VolumeKind = ""
 		return o
 	})
 	It("runs one kubelet version per node, each node with its own CSI plugin, and leaves nothing behind", func(ctx SpecContext) {

@@ -117,13 +117,13 @@ var _ = Describe("kubelet volume reconstruction across versions", func() {
 		name := fmt.Sprintf("cleans up force-deleted pods' %s volumes on plan %s", e.kind, e.plan)
 		needsBinaries(labelsFor(e), func() *skewrun.Options {
 			o := envOptions(e.plan, "")
-			o.Kind = e.kind
+			o.VolumeKind = e.kind
 			return o
 		})
 		It(name, labelsFor(e), func(ctx SpecContext) {
 			o, err := skewrun.OptionsFromEnv(nil)
 			Expect(err).NotTo(HaveOccurred())
-			o.Plan, o.Kind = e.plan, e.kind
+			o.Plan, o.VolumeKind = e.plan, e.kind
 			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 			o.Out = GinkgoWriter
 			before := takeFootprint(ctx, o)

@@ -80,7 +80,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 			return nil
 		}
 		o := envOptions(skewrun.DefaultPlan, "")
-		o.Provider, o.Kind = teardownProvider().Name, ""
+		o.Provider, o.VolumeKind = teardownProvider().Name, ""
 		return o
 	})
 	BeforeEach(func() {

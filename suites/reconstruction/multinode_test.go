@@ -21,9 +21,9 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/footprint"
-	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
@@ -77,9 +77,15 @@ var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		before := footprint.Take(ctx)
 
-		prov, err := local.New(local.Config{RunID: reports.NewRunID(time.Now()), CacheDir: cache, Logger: logger,
-			APIServerVersion: version.MustParseSemantic(multinodeKubelets[0]), Kubelets: kubelets})
+		// Made as every run makes its provider: by name, with the shared
+		// options and the provider's default settings.
+		prov, err := clusters.New(providerOf(os.Getenv("PROVIDER")).Name, clusters.Options{RunID: reports.NewRunID(time.Now()), CacheDir: cache, Logger: logger,
+			APIServerVersion: version.MustParseSemantic(multinodeKubelets[0]), InitialKubelets: kubelets}, nil)
 		Expect(err).NotTo(HaveOccurred())
+		vols, ok := prov.(volumeProvider)
+		Expect(ok).To(BeTrue(), "the %s provider provisions the workload's volumes itself", prov.Name())
+		csiCalls, ok := prov.(capabilities.WithCSICalls)
+		Expect(ok).To(BeTrue(), "the %s provider records its CSI driver's calls", prov.Name())
 		downed := false
 		DeferCleanup(func(ctx SpecContext) {
 			if !downed {
@@ -93,7 +99,7 @@ var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
 		By("every node is Ready at its own kubelet version, as the API server sees it")
 		testNodes, err := prov.TestNodes(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		names := local.NodeNames(len(multinodeKubelets))
+		names := workerNames(len(multinodeKubelets))
 		Expect(nodeNames(testNodes)).To(Equal(names))
 		cfg, err := prov.RESTConfig()
 		Expect(err).NotTo(HaveOccurred())
@@ -125,7 +131,7 @@ var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
 		}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 		pvs := map[string]string{}
 		for _, n := range testNodes {
-			pvs[n.String()] = runPodWithVolume(ctx, cs, prov, n.String())
+			pvs[n.String()] = runPodWithVolume(ctx, cs, vols, n.String())
 		}
 		var uids []string
 		for _, n := range testNodes {
@@ -146,7 +152,7 @@ var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
 			}
 		}
 		publishedBy := map[string]string{}
-		for _, c := range prov.CSICalls() {
+		for _, c := range csiCalls.CSICalls() {
 			if c.Method == "NodePublishVolume" && c.Err == "" {
 				publishedBy[c.VolumeID] = c.Node
 			}
@@ -232,9 +238,27 @@ func kubeletNodeName(ctx context.Context, cs kubernetes.Interface, node string) 
 	return ""
 }
 
+// volumeProvider is a provider that provisions the workload's volumes and
+// names its image itself (the scenario's reconstruction.Cluster).
+type volumeProvider interface {
+	ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error)
+	Workload() storage.Workload
+}
+
+// workerNames are the names of n nodes as kind names workers, and as the
+// providers that make several nodes here name theirs: skewtest-worker,
+// skewtest-worker2, ...
+func workerNames(n int) []string {
+	out := []string{"skewtest-worker"}
+	for i := 2; i <= n; i++ {
+		out = append(out, fmt.Sprintf("skewtest-worker%d", i))
+	}
+	return out[:n]
+}
+
 // runPodWithVolume provisions a CSI volume on node and starts a pod there
 // using it; it returns the PV's name.
-func runPodWithVolume(ctx context.Context, cs kubernetes.Interface, prov *local.Provider, node string) string {
+func runPodWithVolume(ctx context.Context, cs kubernetes.Interface, prov volumeProvider, node string) string {
 	claim := "data-" + node
 	vols, err := prov.ProvisionVolumes(ctx, storage.Request{Kind: storage.CSI, Namespace: multinodeNamespace, Claims: []string{claim}, Size: "16Mi", Node: node})
 	Expect(err).NotTo(HaveOccurred())

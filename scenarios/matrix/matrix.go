@@ -35,7 +35,7 @@ type Versions []*version.Version
 // Parse parses and validates MATRIX, a comma-separated list of distinct
 // kubelet versions (any order), against the newest of them as the API
 // server version, with the plan package's rules. It needs at least two
-// versions, none given twice.
+// versions, none given twice, and no feature gates (plan entries' +Gate=bool).
 func Parse(s string) (Versions, error) {
 	p, err := plan.Parse(s)
 	if err != nil {
@@ -44,6 +44,10 @@ func Parse(s string) (Versions, error) {
 	seen := map[string]int{}
 	var errs []error
 	for i, v := range p.Versions {
+		if len(p.GatesOf(i)) > 0 {
+			errs = append(errs, fmt.Errorf("entry %d %s sets feature gates: a tour visits each version several times from its own circuit, so MATRIX takes versions only; run a gated entry in PLAN", i+1, p.Raw[i]))
+			continue
+		}
 		if first, ok := seen[v.String()]; ok {
 			errs = append(errs, fmt.Errorf("entry %d %s repeats entry %d: list each version once (the tour visits every pair of them by itself)", i+1, p.Raw[i], first))
 			continue

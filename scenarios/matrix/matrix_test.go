@@ -40,6 +40,7 @@ func TestParseRejects(t *testing.T) {
 		{"v1.37.2,v1.36.3,v1.37.2", "entry 3 v1.37.2 repeats entry 1"},
 		{"v1.37.2,v1.33.0", "outside the version skew policy"},
 		{"v1.37.2,v2.0.0", "has major version 1 but the API server (v2.0.0)"},
+		{"v1.37.2,v1.36.3+SELinuxMount=true", "entry 2 v1.36.3+SELinuxMount=true sets feature gates"},
 	} {
 		_, err := Parse(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,11 +1,14 @@
 // Package plan parses and validates a kubelet version plan: the list of
 // kubelet versions a node goes through, in hop order. The node starts at the
-// first version and its kubelet binary is swapped to each next one.
+// first version and its kubelet binary is swapped to each next one. An
+// entry may set kubelet feature gates (v1.28.15+NewVolumeManagerReconstruction=false),
+// checked against the table in gates.go.
 package plan
 
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
@@ -31,18 +34,24 @@ type Plan struct {
 	Versions []*version.Version
 	// Raw are the entries as given (spaces trimmed), for error messages.
 	Raw []string
+	// Gates are the kubelet feature gates each entry sets, aligned with
+	// Versions; nil (or a nil map) for an entry that sets none.
+	Gates []map[string]bool
 }
 
 // Hop is one kubelet binary swap.
 type Hop struct {
 	Number    int // 1-based
 	From, To  *version.Version
-	Direction string // Upgrade, Downgrade or Same
+	Direction string // Upgrade, Downgrade or Same (of the versions)
+	// FromGates and ToGates are the feature gates of the two entries.
+	FromGates, ToGates map[string]bool
 }
 
-// String renders a hop as "hop 1: v1.37.2 → v1.36.3 (downgrade)".
+// String renders a hop as "hop 1: v1.37.2 → v1.36.3 (downgrade)", with
+// the entries' gates: "hop 1: v1.28.15 → v1.28.15+NewVolumeManagerReconstruction=false (same)".
 func (h Hop) String() string {
-	return fmt.Sprintf("hop %d: %s → %s (%s)", h.Number, V(h.From), V(h.To), h.Direction)
+	return fmt.Sprintf("hop %d: %s%s → %s%s (%s)", h.Number, V(h.From), FormatGates(h.FromGates), V(h.To), FormatGates(h.ToGates), h.Direction)
 }
 
 // V renders a version with the "v" prefix Kubernetes releases use.
@@ -57,8 +66,13 @@ func V(v *version.Version) string {
 // Spaces around entries are trimmed and the "v" prefix is optional. Empty
 // entries, entries that are not semantic versions (vMAJOR.MINOR.PATCH, with
 // an optional pre-release such as v1.38.0-alpha.1) and plans with fewer than
-// two versions are rejected. Version skew against the API server is checked
-// by Validate.
+// two versions are rejected. An entry may end in kubelet feature gates,
+// "+Gate=true" or "+Gate=false", several in a row
+// (v1.28.15+NewVolumeManagerReconstruction=false+SELinuxMount=true); each
+// is checked against the version with the table in gates.go (ValidateGates).
+// A "+" part without "=" that starts with a lower-case letter or a digit
+// is the version's build metadata (v1.38.0-alpha.1.123+abcdef). Version
+// skew against the API server is checked by Validate.
 func Parse(s string) (Plan, error) {
 	input := strings.TrimSpace(s)
 	if input == "" {
@@ -68,6 +82,7 @@ func Parse(s string) (Plan, error) {
 	p := Plan{
 		Versions: make([]*version.Version, 0, len(parts)),
 		Raw:      make([]string, 0, len(parts)),
+		Gates:    make([]map[string]bool, 0, len(parts)),
 	}
 	var errs []error
 	for i, part := range parts {
@@ -76,13 +91,19 @@ func Parse(s string) (Plan, error) {
 			errs = append(errs, fmt.Errorf("plan entry %d in %q is empty: remove the extra comma", i+1, input))
 			continue
 		}
-		v, err := version.ParseSemantic(entry)
+		ver, gates, err := splitEntry(entry)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("plan entry %d %q: %v", i+1, entry, err))
+			continue
+		}
+		v, err := version.ParseSemantic(ver)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("plan entry %d %q is not a version: want vMAJOR.MINOR.PATCH such as v1.36.3", i+1, entry))
 			continue
 		}
 		p.Versions = append(p.Versions, v)
 		p.Raw = append(p.Raw, entry)
+		p.Gates = append(p.Gates, gates)
 	}
 	if len(errs) > 0 {
 		return Plan{}, errors.Join(errs...)
@@ -90,7 +111,94 @@ func Parse(s string) (Plan, error) {
 	if err := p.checkLength(input); err != nil {
 		return Plan{}, err
 	}
+	if err := p.ValidateGates(); err != nil {
+		return Plan{}, err
+	}
 	return p, nil
+}
+
+// gateName is a feature gate's name as component-base spells them.
+var gateName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+
+// splitEntry splits a plan entry into its version and its feature gates
+// (nil when it sets none).
+func splitEntry(entry string) (string, map[string]bool, error) {
+	parts := strings.Split(entry, "+")
+	ver := parts[0]
+	var gates map[string]bool
+	for _, part := range parts[1:] {
+		part = strings.TrimSpace(part)
+		name, value, isGate := strings.Cut(part, "=")
+		if !isGate && gates == nil && part != "" && !gateName.MatchString(part) {
+			ver += "+" + part // build metadata
+			continue
+		}
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		switch {
+		case !isGate:
+			return "", nil, fmt.Errorf("%q after \"+\" is not a feature gate: write +Gate=true or +Gate=false, such as +NewVolumeManagerReconstruction=false", part)
+		case !gateName.MatchString(name):
+			return "", nil, fmt.Errorf("%q is not a feature gate name (such as NewVolumeManagerReconstruction): write +Gate=true or +Gate=false", name)
+		case value != "true" && value != "false":
+			return "", nil, fmt.Errorf("feature gate %s=%s: the value must be true or false", name, value)
+		}
+		if gates == nil {
+			gates = map[string]bool{}
+		}
+		if _, dup := gates[name]; dup {
+			return "", nil, fmt.Errorf("feature gate %s is set twice: set it once", name)
+		}
+		gates[name] = value == "true"
+	}
+	return strings.TrimSpace(ver), gates, nil
+}
+
+// ValidateGates checks every entry's feature gates against its version
+// with the table in gates.go: a gate the table does not hold, one the
+// version does not know (not yet added, or removed) and one it has locked
+// to the other value are refused, naming the entry, the gate and the
+// versions that take it. All problems are reported.
+func (p Plan) ValidateGates() error {
+	if len(p.Gates) != 0 && len(p.Gates) != len(p.Versions) {
+		return fmt.Errorf("inconsistent plan: feature gates for %d entries of %d; build plans with plan.Parse", len(p.Gates), len(p.Versions))
+	}
+	var errs []error
+	for i, v := range p.Versions {
+		gates := p.GatesOf(i)
+		if v == nil || len(gates) == 0 {
+			continue
+		}
+		for _, name := range sortedNames(gates) {
+			if err := CheckGate(v, name, gates[name]); err != nil {
+				errs = append(errs, fmt.Errorf("plan entry %d %q: %v", i+1, p.raw()[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GatesOf is entry i's feature gates (0-based), nil when it sets none.
+func (p Plan) GatesOf(i int) map[string]bool {
+	if i < 0 || i >= len(p.Gates) {
+		return nil
+	}
+	return p.Gates[i]
+}
+
+// HasGates reports whether any entry sets a feature gate.
+func (p Plan) HasGates() bool {
+	for _, g := range p.Gates {
+		if len(g) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Entry renders entry i (0-based) as Parse takes it: the version with
+// its gates, sorted by name ("v1.28.15+NewVolumeManagerReconstruction=false").
+func (p Plan) Entry(i int) string {
+	return V(p.Versions[i]) + FormatGates(p.GatesOf(i))
 }
 
 func (p Plan) checkLength(input string) error {
@@ -100,11 +208,12 @@ func (p Plan) checkLength(input string) error {
 	return nil
 }
 
-// String renders the plan as "v1.37.2 → v1.36.3 → v1.37.2".
+// String renders the plan as "v1.37.2 → v1.36.3 → v1.37.2", each entry
+// with its gates (Entry).
 func (p Plan) String() string {
 	s := make([]string, len(p.Versions))
-	for i, v := range p.Versions {
-		s[i] = V(v)
+	for i := range p.Versions {
+		s[i] = p.Entry(i)
 	}
 	return strings.Join(s, " → ")
 }
@@ -121,7 +230,10 @@ func (p Plan) Newest() *version.Version {
 	return newest
 }
 
-// Hops returns the swaps of the plan, numbered from 1.
+// Hops returns the swaps of the plan, numbered from 1. Two entries of the
+// same version make a hop too: with different gates it swaps the kubelet's
+// configuration (and restarts it on the same binary), with the same gates
+// it restarts it.
 func (p Plan) Hops() []Hop {
 	if len(p.Versions) < 2 {
 		return nil
@@ -136,7 +248,7 @@ func (p Plan) Hops() []Hop {
 		case to.LessThan(from):
 			dir = Downgrade
 		}
-		hops = append(hops, Hop{Number: i, From: from, To: to, Direction: dir})
+		hops = append(hops, Hop{Number: i, From: from, To: to, Direction: dir, FromGates: p.GatesOf(i - 1), ToGates: p.GatesOf(i)})
 	}
 	return hops
 }
@@ -160,7 +272,8 @@ func (p Plan) Distinct() []*version.Version {
 // Validate checks the plan against the API server version before anything is
 // created: at least two versions, the same major version as the API server,
 // none newer than the API server (by major.minor; a newer patch at the same
-// minor is allowed) and none more than MaxKubeletMinorSkew minors older. All
+// minor is allowed), none more than MaxKubeletMinorSkew minors older, and
+// each entry's feature gates ones its version takes (ValidateGates). All
 // problems are reported, each naming the entry and the fix.
 func (p Plan) Validate(apiServer *version.Version) error {
 	if apiServer == nil {
@@ -193,6 +306,9 @@ func (p Plan) Validate(apiServer *version.Version) error {
 			errs = append(errs, fmt.Errorf("plan entry %d %s is outside the version skew policy: a kubelet may be at most %d minor versions older than the API server (%s), so the oldest allowed is %s; use %s.x or newer (%s)",
 				n, entry, MaxKubeletMinorSkew, api, oldest, oldest, SkewPolicyURL))
 		}
+	}
+	if err := p.ValidateGates(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

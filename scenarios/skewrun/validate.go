@@ -94,6 +94,9 @@ func Validate(o Options) (*Validated, error) {
 			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
 		}
 	}
+	if err := pl.CheckGatesProvider(o.Provider); err != nil {
+		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+	}
 	specs, err := kubeletSpecs(pl, o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

@@ -173,7 +173,7 @@ func Summary(run *Run) string {
 	}
 	var hops []string
 	for _, h := range run.Hops {
-		s := fmt.Sprintf("hop %d %s %s → %s ", h.Number, oneLine(h.Direction), oneLine(h.From), oneLine(h.To))
+		s := fmt.Sprintf("hop %d %s %s → %s ", h.Number, oneLine(h.Direction), oneLine(withGates(h.From, h.FromGates)), oneLine(withGates(h.To, h.ToGates)))
 		s = strings.Join(strings.Fields(s), " ") + " "
 		switch d, ok := cleanupTime(h); {
 		case h.Verdict == Skipped:

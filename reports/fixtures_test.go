@@ -57,7 +57,8 @@ func passingCSIRun() *Run {
 			{Component: "kubelet", Version: "v1.37.2", Source: "https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubelet", SHA256: fakeSHA("kubelet v1.37.2")},
 			{Component: "kubelet", Version: "v1.36.3", Source: "https://dl.k8s.io/release/v1.36.3/bin/linux/amd64/kubelet", SHA256: fakeSHA("kubelet v1.36.3")},
 		},
-		ArtifactsDir: "_artifacts/20261130-072100-a1b2",
+		ArtifactsDir:              "_artifacts/20261130-072100-a1b2",
+		InitialReconstructionPath: "new",
 	}
 
 	s1 := step(1, 0, "resolve binaries", 0, 2.4, Pass)
@@ -96,7 +97,8 @@ func passingCSIRun() *Run {
 	r.Hops = []Hop{
 		{
 			Number: 1, From: "v1.37.2", To: "v1.36.3", Direction: "downgrade",
-			OldPodUIDs: []string{uidA, uidB},
+			OldPodUIDs:         []string{uidA, uidB},
+			ReconstructionPath: "new",
 			Timings: []Timing{
 				{Phase: "kubelet stop", Duration: secs(1.24)},
 				{Phase: "node Ready", Duration: secs(0.71)},
@@ -111,7 +113,8 @@ func passingCSIRun() *Run {
 		},
 		{
 			Number: 2, From: "v1.36.3", To: "v1.37.2", Direction: "upgrade",
-			OldPodUIDs: []string{uidC, uidD},
+			OldPodUIDs:         []string{uidC, uidD},
+			ReconstructionPath: "new",
 			Timings: []Timing{
 				{Phase: "kubelet stop", Duration: secs(1.1)},
 				{Phase: "node Ready", Duration: secs(0.65)},
@@ -172,7 +175,8 @@ func localVolumeRun() *Run {
 	r.Steps = []Step{s1, s2, s3, s4, s5}
 	r.Hops = []Hop{{
 		Number: 1, From: "v1.36.3", To: "v1.37.2", Direction: "upgrade",
-		OldPodUIDs: []string{uidA, uidB, uidC},
+		OldPodUIDs:         []string{uidA, uidB, uidC},
+		ReconstructionPath: "none seen (log level below 2)",
 		Timings: []Timing{
 			{Phase: "kubelet stop", Duration: secs(1.3)},
 			{Phase: "node Ready", Duration: secs(0.8)},
@@ -242,13 +246,60 @@ func failedRun() *Run {
 	r.Hops = []Hop{
 		{
 			Number: 1, From: "v1.37.2", To: "v1.36.3", Direction: "downgrade",
-			OldPodUIDs: []string{uidC},
+			OldPodUIDs:         []string{uidC},
+			ReconstructionPath: "new",
 			Timings: []Timing{
 				{Phase: "kubelet stop", Duration: secs(1.3)},
 				{Phase: "node Ready", Duration: secs(0.8)},
 			},
 		},
 		{Number: 2, From: "v1.36.3", To: "v1.37.2", Direction: "upgrade"},
+	}
+	r.ComputeVerdict()
+	return r
+}
+
+// gatedSignoffRun replays KEP-3756's sign-off on one binary: v1.28.15,
+// then v1.28.15 with NewVolumeManagerReconstruction=false (the old
+// reconstruction, as 1.27.9 ran it), then v1.28.15 again; each kubelet's
+// path read from its log.
+func gatedSignoffRun() *Run {
+	const gate = "NewVolumeManagerReconstruction"
+	r := &Run{
+		ID:       "20261201-101500-9a8b",
+		Scenario: "reconstruction-csi",
+		Provider: "local",
+		Node:     "skewtest-node-0",
+		Plan:     []string{"v1.28.15", "v1.28.15+" + gate + "=false", "v1.28.15"},
+		Started:  t0,
+		Finished: at(96),
+		Environment: []KeyValue{
+			{Key: "API server", Value: "v1.28.15"},
+			{Key: "Volume kind", Value: "CSI (csi.skewtest.k8s.io)"},
+		},
+		Binaries: []Binary{
+			{Component: "kubelet", Version: "v1.28.15", Source: "module:v1.28.15", SHA256: fakeSHA("kubelet v1.28.15")},
+		},
+		InitialReconstructionPath: "new",
+	}
+	s1 := step(1, 0, "snapshot node state (before)", 0, 0.4, Pass)
+	s1.Notes = []string{"kubelet v1.28.15 at its start: the kubelet ran the new reconstruction (KEP-3756): 1 lines only it logs"}
+	s2 := step(2, 1, "hop 1: swap kubelet binary to v1.28.15+"+gate+"=false", 10, 0.2, Pass)
+	s2.Notes = []string{"kubelet configuration sets featureGates {" + gate + ": false}"}
+	s3 := step(3, 1, "hop 1: wait until the old pods' mounts and directories are gone", 12, 5.1, Pass)
+	s3.Evidence = []Evidence{{Name: "the kubelet's reconstruction path since its start", Kind: "log",
+		Text: "reconstruction path: old\n0 new-path lines:\n3 old-path lines:\n" +
+			`I1201 10:15:12.532667   31877 reconstruct.go:102] "Reconciler sync states: could not find pod information in desired state, update it in actual state"` + "\n"}}
+	s4 := step(4, 2, "hop 2: swap kubelet binary to v1.28.15", 40, 0.2, Pass)
+	s5 := step(5, 2, "hop 2: wait until the old pods' mounts and directories are gone", 42, 4.2, Pass)
+	r.Steps = []Step{s1, s2, s3, s4, s5}
+	r.Hops = []Hop{
+		{Number: 1, From: "v1.28.15", To: "v1.28.15", Direction: "same", ToGates: map[string]bool{gate: false},
+			ReconstructionPath: "old", Timings: []Timing{{Phase: "old pod dirs gone", Duration: secs(5.1)}}, Verdict: Pass,
+			Metrics: []Metric{{Name: "reconstruct_volume_operations_total", Value: 2, Present: true, Expected: ">= 0", Verdict: Pass}}},
+		{Number: 2, From: "v1.28.15", To: "v1.28.15", Direction: "same", FromGates: map[string]bool{gate: false},
+			ReconstructionPath: "new", Timings: []Timing{{Phase: "old pod dirs gone", Duration: secs(4.2)}}, Verdict: Pass,
+			Metrics: []Metric{{Name: "reconstruct_volume_operations_total", Value: 6, Present: true, Expected: ">= 6", Verdict: Pass}}},
 	}
 	r.ComputeVerdict()
 	return r

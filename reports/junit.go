@@ -202,7 +202,7 @@ func (suite *junitTestSuite) matrixCases(run *Run, classname string) bool {
 				failure = stepFailure(s)
 			}
 		}
-		tc := junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(h.From, h.To), Time: junitSeconds(d)}
+		tc := junitTestCase{Classname: classname + ".matrix", Name: matrixCaseName(withGates(h.From, h.FromGates), withGates(h.To, h.ToGates)), Time: junitSeconds(d)}
 		if c, ok := cleanupTime(h); ok {
 			tc.SystemOut = text(fmt.Sprintf("hop %d on %s: time to cleanup %ss\n", h.Number, oneLine(h.Node), fmtSeconds(c)))
 		}
@@ -357,7 +357,7 @@ func suiteSystemOut(run *Run) string {
 	var b strings.Builder
 	b.WriteString(Summary(run) + "\n")
 	for _, h := range run.Hops {
-		fmt.Fprintf(&b, "\nhop %d: %s → %s (%s): %s\n", h.Number, oneLine(h.From), oneLine(h.To), oneLine(h.Direction), oneLine(string(h.Verdict)))
+		fmt.Fprintf(&b, "\nhop %d: %s → %s (%s): %s\n", h.Number, oneLine(withGates(h.From, h.FromGates)), oneLine(withGates(h.To, h.ToGates)), oneLine(h.Direction), oneLine(string(h.Verdict)))
 		for _, t := range h.Timings {
 			fmt.Fprintf(&b, "  %s: %ss\n", oneLine(t.Phase), fmtSeconds(t.Duration))
 		}

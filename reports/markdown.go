@@ -89,6 +89,12 @@ func (m *mdWriter) header() {
 	}
 	m.line(strings.Join(facts, " · "))
 	m.line("")
+	// A tour's hops run on several nodes at once: their paths read in
+	// plan order only per trail, in the hop table.
+	if paths := ReconstructionPaths(r); paths != "" && len(r.Trails) == 0 {
+		m.line("**Reconstruction path of each kubelet, from its own log:** " + mdText(paths))
+		m.line("")
+	}
 	exp, unexp := deviations(r)
 	switch r.Verdict {
 	case Fail:
@@ -209,6 +215,13 @@ func (m *mdWriter) hops() {
 		header = append(header, "Node")
 	}
 	header = append(header, "From", "To", "Direction")
+	withPath := false
+	for _, h := range m.run.Hops {
+		withPath = withPath || h.ReconstructionPath != ""
+	}
+	if withPath {
+		header = append(header, "Reconstruction")
+	}
 	for _, p := range phases {
 		header = append(header, mdText(p)+" (s)")
 	}
@@ -221,7 +234,10 @@ func (m *mdWriter) hops() {
 		if withNode {
 			row = append(row, orDash(mdCode(h.Node)))
 		}
-		row = append(row, orDash(mdText(h.From)), orDash(mdText(h.To)), orDash(mdText(h.Direction)))
+		row = append(row, orDash(mdText(withGates(h.From, h.FromGates))), orDash(mdText(withGates(h.To, h.ToGates))), orDash(mdText(h.Direction)))
+		if withPath {
+			row = append(row, pathCell(h.ReconstructionPath))
+		}
 		for _, p := range phases {
 			cell := "—"
 			for _, t := range h.Timings {
@@ -256,6 +272,15 @@ func (m *mdWriter) hops() {
 			break
 		}
 	}
+}
+
+// pathCell is a hop's reconstruction path as a table cell; "both" is an
+// error and looks like one.
+func pathCell(path string) string {
+	if path == "both" {
+		return "❌ both"
+	}
+	return orDash(mdText(path))
 }
 
 func (m *mdWriter) metrics() {

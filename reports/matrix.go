@@ -20,6 +20,11 @@ func isMatrix(run *Run) bool {
 
 type pair struct{ from, to string }
 
+// hopPair is a hop's (from, to), each version with its plan entry's
+// feature gates: v1.28.15 and v1.28.15+NewVolumeManagerReconstruction=false
+// are two kubelets.
+func hopPair(h Hop) pair { return pair{withGates(h.From, h.FromGates), withGates(h.To, h.ToGates)} }
+
 // pairs are the distinct (from, to) pairs of the run's hops and unreached
 // hops, in first-seen order.
 func pairs(run *Run) []pair {
@@ -32,7 +37,7 @@ func pairs(run *Run) []pair {
 		}
 	}
 	for _, h := range run.Hops {
-		add(pair{h.From, h.To})
+		add(hopPair(h))
 	}
 	for _, u := range run.Unreached {
 		add(pair{u.From, u.To})
@@ -89,7 +94,7 @@ func (m *mdWriter) matrixTable() {
 	vs := matrixVersions(r)
 	cells := map[pair][]string{}
 	for _, h := range r.Hops {
-		p := pair{h.From, h.To}
+		p := hopPair(h)
 		cells[p] = append(cells[p], matrixCell(h))
 	}
 	for _, u := range r.Unreached {

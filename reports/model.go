@@ -5,6 +5,9 @@
 package reports
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -60,6 +63,9 @@ type Run struct {
 	Infrastructure bool `json:"infrastructure,omitempty"`
 	// ArtifactsDir is where this run's files are.
 	ArtifactsDir string `json:"artifactsDir,omitempty"`
+	// InitialReconstructionPath is Hop.ReconstructionPath for the plan's
+	// first kubelet, read from its log before the first hop.
+	InitialReconstructionPath string `json:"initialReconstructionPath,omitempty"`
 }
 
 // KeyValue is one row of an ordered table.
@@ -146,6 +152,16 @@ type Hop struct {
 	From      string `json:"from"`
 	To        string `json:"to"`
 	Direction string `json:"direction"` // "upgrade", "downgrade", "same"
+	// FromGates and ToGates are the kubelet feature gates the hop's two
+	// plan entries set (v1.28.15+NewVolumeManagerReconstruction=false);
+	// two entries of one version with different gates make a hop too.
+	FromGates map[string]bool `json:"fromGates,omitempty"`
+	ToGates   map[string]bool `json:"toGates,omitempty"`
+	// ReconstructionPath is which reconstruction the To kubelet ran, read
+	// from its own log since its start (not inferred from its version or
+	// gates): "new", "old", "none seen (<why>)" or "both" (lines of both
+	// in one kubelet's log: an error). Empty when not read.
+	ReconstructionPath string `json:"reconstructionPath,omitempty"`
 	// OldPodUIDs are the UIDs force-deleted while the kubelet was down.
 	OldPodUIDs []string `json:"oldPodUIDs,omitempty"`
 	// Timings are ordered phase durations, e.g. "kubelet stop",
@@ -186,4 +202,36 @@ type UnreachedHop struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
 	Reason string `json:"reason"`
+}
+
+// withGates renders a hop's version with its entry's feature gates as the
+// plan writes them, sorted by name: "v1.28.15+NewVolumeManagerReconstruction=false".
+func withGates(v string, gates map[string]bool) string {
+	names := make([]string, 0, len(gates))
+	for n := range gates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v += fmt.Sprintf("+%s=%t", n, gates[n])
+	}
+	return v
+}
+
+// ReconstructionPaths is the reconstruction path of each kubelet of the
+// run in plan order, the first kubelet's and then each hop's, as read from
+// their logs: "new → old → new" for a replay of KEP-3756's sign-off
+// (v1.28 → v1.27 → v1.28). A kubelet whose log was not read is "—". Empty
+// when no path was read.
+func ReconstructionPaths(run *Run) string {
+	seen := run.InitialReconstructionPath != ""
+	paths := []string{orDash(run.InitialReconstructionPath)}
+	for _, h := range run.Hops {
+		seen = seen || h.ReconstructionPath != ""
+		paths = append(paths, orDash(h.ReconstructionPath))
+	}
+	if !seen {
+		return ""
+	}
+	return strings.Join(paths, " → ")
 }

@@ -27,6 +27,7 @@ var fixtures = []struct {
 	{"expected_deviations_local", localVolumeRun, PassWithExpectedDeviations},
 	{"fail_csi_block", failedRun, Fail},
 	{"matrix_tour", matrixRun, Fail},
+	{"gated_signoff", gatedSignoffRun, Pass},
 	// Cut from real runs: no golden may describe a run the harness cannot
 	// produce.
 	{"real_local_volume", realRunFunc("local-volume.run.json"), PassWithExpectedDeviations},
@@ -215,9 +216,10 @@ func TestMarkdownPassing(t *testing.T) {
 		// Short digest in the table; the full one only in JSON.
 		"| kubelet | v1.37.2 | `https://dl.k8s.io/release/v1.37.2/bin/linux/amd64/kubelet` | `" + fakeSHA("kubelet v1.37.2")[:12] + "` |",
 		// Phase union in first-seen order, "—" where a hop lacks one, 1-2 decimals.
-		"| Hop | From | To | Direction | kubelet stop (s) | node Ready (s) | old mounts gone (s) | old pod dirs gone (s) | volume reconstructed (s) | Verdict |",
-		`| <a id="hop-1"></a>1 | v1.37.2 | v1.36.3 | downgrade | 1.24 | 0.71 | 3.42 | 3.90 | — | ✅ pass |`,
-		`| <a id="hop-2"></a>2 | v1.36.3 | v1.37.2 | upgrade | 1.10 | 0.65 | 2.80 | 12.3 | 2.10 | ✅ pass |`,
+		"| Hop | From | To | Direction | Reconstruction | kubelet stop (s) | node Ready (s) | old mounts gone (s) | old pod dirs gone (s) | volume reconstructed (s) | Verdict |",
+		`| <a id="hop-1"></a>1 | v1.37.2 | v1.36.3 | downgrade | new | 1.24 | 0.71 | 3.42 | 3.90 | — | ✅ pass |`,
+		`| <a id="hop-2"></a>2 | v1.36.3 | v1.37.2 | upgrade | new | 1.10 | 0.65 | 2.80 | 12.3 | 2.10 | ✅ pass |`,
+		"\n**Reconstruction path of each kubelet, from its own log:** new → new → new\n",
 		"| 1 | `force_cleaned_failed_volume_operations_total` | _not exposed_ | — | — | informational; not exposed by v1.36.3 |",
 		"### 5. verify cleanup (4.40s, ✅ pass)\n",
 		"[`hop1/node-after.txt`](hop1/node-after.txt)",
@@ -234,6 +236,53 @@ func TestMarkdownPassing(t *testing.T) {
 	}
 	if strings.Contains(md, "[!CAUTION]") || strings.Contains(md, "[!WARNING]") {
 		t.Errorf("passing report carries a failure or deviation alert")
+	}
+}
+
+// Each kubelet's reconstruction path, read from its log: a column of the
+// hop table, and one line under the title that reads like the plan. A
+// replay of KEP-3756's sign-off (v1.28 → v1.27 → v1.28) says new → old →
+// new; so does one binary whose middle entry turns the gate off.
+func TestMarkdownReconstructionPaths(t *testing.T) {
+	md := string(render(t, WriteMarkdown, gatedSignoffRun()))
+	for _, want := range []string{
+		"**Plan:** v1.28.15 → v1.28.15+NewVolumeManagerReconstruction=false → v1.28.15 · **Provider:** local",
+		"\n**Reconstruction path of each kubelet, from its own log:** new → old → new\n",
+		"| Hop | From | To | Direction | Reconstruction | old pod dirs gone (s) | Verdict |",
+		`| <a id="hop-1"></a>1 | v1.28.15 | v1.28.15+NewVolumeManagerReconstruction=false | same | old | 5.10 | ✅ pass |`,
+		`| <a id="hop-2"></a>2 | v1.28.15+NewVolumeManagerReconstruction=false | v1.28.15 | same | new | 4.20 | ✅ pass |`,
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+
+	replay := &Run{Scenario: "reconstruction-csi", Plan: []string{"v1.28.15", "v1.27.16", "v1.28.15"}, InitialReconstructionPath: "new",
+		Hops: []Hop{{Number: 1, From: "v1.28.15", To: "v1.27.16", Direction: "downgrade", ReconstructionPath: "old", Verdict: Pass},
+			{Number: 2, From: "v1.27.16", To: "v1.28.15", Direction: "upgrade", ReconstructionPath: "new", Verdict: Pass}}}
+	if got := ReconstructionPaths(replay); got != "new → old → new" {
+		t.Errorf("sign-off replay paths %q, want new → old → new", got)
+	}
+	replay.Hops[1].ReconstructionPath = "both"
+	md = string(render(t, WriteMarkdown, replay))
+	if !strings.Contains(md, "| upgrade | ❌ both |") {
+		t.Errorf("a kubelet with both paths' lines is not shown as an error:\n%s", md)
+	}
+
+	// Runs that read no path (older run.json files) have neither the
+	// column nor the line; a matrix tour has the column only.
+	none := &Run{Scenario: "s", Plan: []string{"v1.37.2", "v1.36.3"}, Hops: []Hop{{Number: 1, From: "v1.37.2", To: "v1.36.3", Direction: "downgrade"}}}
+	if got := ReconstructionPaths(none); got != "" {
+		t.Errorf("no path read, yet %q", got)
+	}
+	if md := string(render(t, WriteMarkdown, none)); strings.Contains(md, "Reconstruction") {
+		t.Errorf("report of a run without paths mentions them:\n%s", md)
+	}
+	tour := matrixRun()
+	tour.Hops[0].ReconstructionPath = "new"
+	md = string(render(t, WriteMarkdown, tour))
+	if strings.Contains(md, "Reconstruction path of each kubelet") || !strings.Contains(md, "| Reconstruction |") {
+		t.Errorf("matrix tour: want the column and no plan-order line")
 	}
 }
 
@@ -276,7 +325,8 @@ func TestMarkdownFailed(t *testing.T) {
 		"**Error:** pod " + uidC,
 		"### 5. read kubelet metrics (⏭️ skipped)\n\n_Hop 1_\n\nNot run: an earlier step failed.\n",
 		"### 8. verify cleanup (⏭️ skipped)\n",
-		`| <a id="hop-2"></a>2 | v1.36.3 | v1.37.2 | upgrade | — | — | ⏭️ skipped |`,
+		`| <a id="hop-2"></a>2 | v1.36.3 | v1.37.2 | upgrade | — | — | — | ⏭️ skipped |`,
+		"**Reconstruction path of each kubelet, from its own log:** — → new → —\n",
 		"$ rmdir " + podDir + "\n[stderr]\nrmdir: failed to remove '" + podDir + "': Directory not empty\n[exit code 1]\n```\n",
 		// Control characters made visible, colour codes dropped.
 		"bell:\\x07 nul:\\x00 colour:red\n",

@@ -55,7 +55,7 @@ func (r *Run) ComputeVerdict() {
 	}
 	for _, h := range r.Hops {
 		if h.Verdict == Fail {
-			note(fmt.Sprintf("hop %d (%s → %s) failed", h.Number, oneLine(h.From), oneLine(h.To)))
+			note(fmt.Sprintf("hop %d (%s → %s) failed", h.Number, oneLine(withGates(h.From, h.FromGates)), oneLine(withGates(h.To, h.ToGates))))
 		}
 	}
 	if failed {

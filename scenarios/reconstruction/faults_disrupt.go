@@ -434,16 +434,17 @@ func holdOutage(ctx context.Context, s *Scenario, sc *scenarios.StepContext) err
 }
 
 // plantRejectedGate (fault 12) gives the swapped kubelet a configuration
-// with a feature gate it rejects.
+// with a feature gate it rejects, beside its plan entry's own gates.
 func plantRejectedGate(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 	g, err := nodeAs[nodes.WithKubeletFeatureGates](s, "set feature gates in its kubelet's configuration")
 	if err != nil {
 		return err
 	}
-	if err := g.SetKubeletFeatureGates(ctx, map[string]bool{rejectedGate: false}); err != nil {
+	gates := withGates(s.hop.ToGates, rejectedGate, false)
+	if err := g.SetKubeletFeatureGates(ctx, gates); err != nil {
 		return err
 	}
-	sc.Note("kubelet configuration now sets featureGates: {%s: false}", rejectedGate)
+	sc.Note("kubelet configuration now sets featureGates: %s", gateList(gates))
 	return nil
 }
 
@@ -469,7 +470,8 @@ func startRejected(ctx context.Context, s *Scenario, sc *scenarios.StepContext) 
 		s.faultSeen = append(s.faultSeen, fmt.Sprintf("the kubelet's refusal was reported without naming gate %s and version %s: %s", rejectedGate, s.hop.To, msg))
 	}
 	sc.Note("kubelet %s refused to start: %s", s.hop.To, msg)
-	if err := g.SetKubeletFeatureGates(ctx, nil); err != nil {
+	// Back to the plan entry's own gates (none, for most plans).
+	if err := g.SetKubeletFeatureGates(ctx, s.hop.ToGates); err != nil {
 		return err
 	}
 	sc.Note("feature gate taken out of the configuration; starting the kubelet again")

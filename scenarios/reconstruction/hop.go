@@ -6,6 +6,7 @@ package reconstruction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,6 +36,9 @@ func (s *Scenario) snapshotBefore(ctx context.Context, sc *scenarios.StepContext
 	}
 	s.initial = snap
 	s.snapshotEvidence(sc, "node state before the first hop", snap)
+	if err := s.recordInitialPath(ctx, sc); err != nil {
+		return err
+	}
 	if s.cfg.Kind == storage.CSI && s.volumes.NoStagingMount {
 		sc.Note("the CSI driver mounts nothing at the global mount path when it stages (NodeStageVolume is a no-op); the global mount checks do not apply")
 	}
@@ -51,7 +55,9 @@ func (s *Scenario) snapshotBefore(ctx context.Context, sc *scenarios.StepContext
 
 func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.StepContext) error {
 	return func(ctx context.Context, sc *scenarios.StepContext) error {
-		s.hop = &reports.Hop{Number: h.Number, From: "v" + h.From.String(), To: "v" + h.To.String(), Direction: h.Direction}
+		s.hop = &reports.Hop{Number: h.Number, From: "v" + h.From.String(), To: "v" + h.To.String(), Direction: h.Direction,
+			FromGates: h.FromGates, ToGates: h.ToGates}
+		s.startHopPath()
 		s.run.Hops = append(s.run.Hops, *s.hop)
 		s.hop = &s.run.Hops[len(s.run.Hops)-1]
 		pods, err := s.listPods(ctx)
@@ -84,10 +90,15 @@ func (s *Scenario) timing(phase string, d time.Duration) {
 	s.hop.Timings = append(s.hop.Timings, reports.Timing{Phase: phase, Duration: d})
 }
 
-func (s *Scenario) swapKubelet(bin binaries.Binary) func(context.Context, *scenarios.StepContext) error {
+// swapKubelet installs bin with its plan entry's feature gates (none:
+// earlier entries' gates are taken out), when the plan sets any.
+func (s *Scenario) swapKubelet(bin binaries.Binary, gates map[string]bool) func(context.Context, *scenarios.StepContext) error {
 	return func(ctx context.Context, sc *scenarios.StepContext) error {
 		start := time.Now()
 		if err := s.node.SwapKubelet(ctx, bin); err != nil {
+			return err
+		}
+		if err := s.setGates(ctx, sc, s.hop.To+plan.FormatGates(gates), gates); err != nil {
 			return err
 		}
 		s.timing("swap binary", time.Since(start))
@@ -140,6 +151,7 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 	for _, u := range s.oldUIDs {
 		s.volsAtStart += len(snap.Pod(u).VolumeDirs())
 	}
+	s.pathVolumes = s.volsAtStart
 	sc.Note("%d pods force-deleted; with the kubelet down the node still holds %d of their mounts and directories, %d volume dirs for reconstruction", len(pods), len(left), s.volsAtStart)
 	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)
 	if len(left) == 0 {
@@ -179,8 +191,18 @@ func (s *Scenario) waitReady(version string) func(context.Context, *scenarios.St
 
 // waitCleanup polls node state until no mount and then nothing at all of
 // the old pods is left, recording when each happened (from the kubelet's
-// start).
+// start); then it reads which reconstruction the kubelet ran, from its
+// log (also when the cleanup failed: which path left the old pods matters
+// most then). A log with lines of both paths fails the step.
 func (s *Scenario) waitCleanup(ctx context.Context, sc *scenarios.StepContext) error {
+	err := s.awaitCleanup(ctx, sc)
+	if perr := s.recordHopPath(ctx, sc); err == nil {
+		err = perr
+	}
+	return err
+}
+
+func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) error {
 	var last *nodestate.Snapshot
 	var lastErr error
 	mountsGone, polls := time.Duration(0), 0
@@ -312,11 +334,13 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 }
 
 // checkMetrics scrapes the kubelet through the API server's node proxy and
-// checks the scenario's expectations for the volume kind.
+// checks the scenario's expectations for the volume kind; a hop without a
+// cleanup wait (the pods kept) reads its reconstruction path here.
 func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) error {
+	perr := s.recordHopPath(ctx, sc)
 	scrape, err := kubeletmetrics.Fetch(ctx, s.cs, s.node.String())
 	if err != nil {
-		return err
+		return errors.Join(err, perr)
 	}
 	if path, err := sc.Artifact("metrics.txt", scrape.Raw); err == nil {
 		sc.Evidence(reports.Evidence{Name: "kubelet metrics", Kind: "metrics", Path: path})
@@ -346,9 +370,9 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("kubelet metrics: %s", strings.Join(failed, "; "))
+		return errors.Join(fmt.Errorf("kubelet metrics: %s", strings.Join(failed, "; ")), perr)
 	}
-	return nil
+	return perr
 }
 
 // explainRace cross-checks a reconstruct_volume_operations_total lower
@@ -357,12 +381,11 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 // metrics registration race, an expected deviation that quotes the log.
 // Without the node's log the counter stays failed, and a note says why.
 func (s *Scenario) explainRace(ctx context.Context, sc *scenarios.StepContext, results []kubeletmetrics.Result) []kubeletmetrics.Result {
-	ln, ok := s.node.(nodes.WithKubeletLog)
-	if !ok {
+	text, err := s.hopKubeletLog(ctx)
+	if errors.Is(err, errNoKubeletLog) {
 		sc.Note("reconstruct_volume_operations_total is low and node %s cannot show its kubelet's log, so the metrics registration race cannot be told from a kubelet that did not reconstruct", s.node)
 		return results
 	}
-	text, err := ln.KubeletLog(ctx)
 	if err != nil {
 		sc.Note("reconstruct_volume_operations_total is low and the kubelet's log could not be read to cross-check it: %v", err)
 		return results

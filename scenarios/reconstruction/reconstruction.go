@@ -147,6 +147,10 @@ type Scenario struct {
 	left          []nodestate.Leftover
 	leftEver      []nodestate.Leftover
 	metricResults []kubeletmetrics.Result
+	// the hop's kubelet's log and reconstruction path (path.go)
+	hopLog      *string
+	pathTried   bool
+	pathVolumes int
 	// shapes, when the workload carries catalogue shapes
 	shapes *shapeRun
 }
@@ -169,6 +173,9 @@ func New(cfg Config, cluster Cluster, node nodes.Node, run *reports.Run) (*Scena
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGatesNode(cfg.Plan, node); err != nil {
+		return nil, err
+	}
 	s := &Scenario{
 		cfg: cfg, cluster: cluster, node: node, run: run, res: res, cs: cs,
 		pvOf: map[string]string{}, markers: map[string]string{},
@@ -187,10 +194,14 @@ func New(cfg Config, cluster Cluster, node nodes.Node, run *reports.Run) (*Scena
 
 // Steps returns the scenario's steps in order.
 func (s *Scenario) Steps() []scenarios.Step {
-	steps := []scenarios.Step{
-		{Name: fmt.Sprintf("deploy a StatefulSet of %d pods on %s volumes", s.cfg.Replicas, s.cfg.Kind), Run: s.deploy},
-		{Name: "snapshot node state (before)", Run: s.snapshotBefore},
+	var steps []scenarios.Step
+	if gates := s.cfg.Plan.GatesOf(0); len(gates) > 0 {
+		steps = append(steps, scenarios.Step{Name: fmt.Sprintf("restart kubelet %s with its plan entry's feature gates", s.cfg.Plan.Entry(0)), Run: s.applyInitialGates})
 	}
+	steps = append(steps,
+		scenarios.Step{Name: fmt.Sprintf("deploy a StatefulSet of %d pods on %s volumes", s.cfg.Replicas, s.cfg.Kind), Run: s.deploy},
+		scenarios.Step{Name: "snapshot node state (before)", Run: s.snapshotBefore},
+	)
 	f := s.cfg.Fault
 	for i, h := range s.cfg.Plan.Hops() {
 		bin := s.cfg.Kubelets[i+1]
@@ -200,8 +211,8 @@ func (s *Scenario) Steps() []scenarios.Step {
 		step := func(name string, run func(context.Context, *scenarios.StepContext) error) {
 			steps = append(steps, scenarios.Step{Hop: n, Name: name, Run: run})
 		}
-		step(fmt.Sprintf("hop %d (%s v%s → %s): stop kubelet", n, h.Direction, h.From, to), s.stopKubelet(h))
-		step(fmt.Sprintf("hop %d: swap kubelet binary to %s", n, to), s.swapKubelet(bin))
+		step(fmt.Sprintf("hop %d (%s %s → %s): stop kubelet", n, h.Direction, s.cfg.Plan.Entry(i), s.cfg.Plan.Entry(i+1)), s.stopKubelet(h))
+		step(fmt.Sprintf("hop %d: swap kubelet binary to %s", n, s.cfg.Plan.Entry(i+1)), s.swapKubelet(bin, h.ToGates))
 		if f != nil && f.KeepPods {
 			step(fmt.Sprintf("hop %d: record the running pods' containers and mounts (nothing is deleted)", n), s.recordRunning)
 		} else if f != nil && f.NoDelete {

@@ -90,6 +90,16 @@ func recordBinary(path string) (Binary, error) {
 	return Binary{Path: path, SHA256: sum}, nil
 }
 
+// Cached is the one check every cache of built or downloaded programs
+// uses: the binary at path, if it exists and matches the sha256 recorded
+// beside it (path.sha256) when it was made. A binary without a record, or
+// one that changed since, is not trusted: the caller makes it again.
+func Cached(path string) (Binary, error) { return cachedBinary(path) }
+
+// Record writes path's sha256 beside it (path.sha256), after the binary
+// is in place, so that Cached trusts it from then on.
+func Record(path string) (Binary, error) { return recordBinary(path) }
+
 // cachedBinary returns a cached binary if it exists and matches its recorded
 // sha256.
 func cachedBinary(path string) (Binary, error) {

@@ -67,10 +67,8 @@ func main() { coremain.Run() }
 func (b *builder) buildMain(ctx context.Context, m goMain) (string, error) {
 	dir := filepath.Join(b.cacheDir, "tools", "main_"+m.Name+"@"+m.Version)
 	bin := filepath.Join(dir, "bin", m.Name)
-	if want, err := os.ReadFile(bin + ".sha256"); err == nil {
-		if got, err := binaries.FileSHA256(bin); err == nil && got == strings.TrimSpace(string(want)) {
-			return bin, nil
-		}
+	if _, err := binaries.Cached(bin); err == nil {
+		return bin, nil
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return "", err
@@ -102,11 +100,7 @@ func (b *builder) buildMain(ctx context.Context, m goMain) (string, error) {
 	if err := os.Rename(filepath.Join(tmp, m.Name), bin); err != nil {
 		return "", err
 	}
-	sum, err := binaries.FileSHA256(bin)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(bin+".sha256", []byte(sum+"\n"), 0o644); err != nil {
+	if _, err := binaries.Record(bin); err != nil {
 		return "", err
 	}
 	b.log.Info("built", "module", m.Module, "version", m.Version, "took", time.Since(start).Round(time.Second))

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 func TestDiff(t *testing.T) {
@@ -100,9 +101,7 @@ func TestSaveLoad(t *testing.T) {
 // Other activity on the host may add lines of its own; only the planted
 // ones are asserted.
 func TestTakeSeesLeaks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: planting mounts, loop devices, cgroups, iptables chains and links needs root; CI runs as root")
-	}
+	testgate.RequireRoot(t, "plants mounts, loop devices, cgroups, iptables chains and links")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	// Planted leaks must not land in a run's footprint, nor a run's in

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // The lock is a flock, so a second holder must be another process: the
@@ -181,9 +183,7 @@ func TestRefusalNamesTheRealHolderWhenTheRecordIsNotIt(t *testing.T) {
 // flock itself is gone /proc/locks still names it, and the refusal names
 // the command that holds the lock now.
 func TestRefusalNamesAnInheritedHolder(t *testing.T) {
-	if _, err := exec.LookPath("flock"); err != nil {
-		t.Skip("SKIPPED: no flock(1) (util-linux)")
-	}
+	testgate.RequireTools(t, "flock") // util-linux
 	path := filepath.Join(t.TempDir(), "host.lock")
 	b, _ := json.Marshal(Holder{RunID: "old", PID: gonePID(t)})
 	if err := os.WriteFile(path, b, 0o644); err != nil {

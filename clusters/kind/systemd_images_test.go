@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	skexec "sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // TestSystemdDriverOnKindNode drives the shared systemd kubelet driver
@@ -34,9 +35,7 @@ import (
 // restart count and the journal, then restores the node's own kubelet and
 // sees it Ready at its own version again.
 func TestSystemdDriverOnKindNode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED, NOT PASSED: needs root (a private dockerd and kind nodes)")
-	}
+	testgate.RequireRoot(t, "a private dockerd and kind nodes; make test-images runs it")
 	newest, older := version.MustParseSemantic("v1.37.2"), version.MustParseSemantic("v1.36.3")
 	// A test binary dies of SIGINT without running its defers; this one
 	// has a private dockerd and kind nodes to remove, so an interrupt

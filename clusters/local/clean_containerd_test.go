@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // fakeRunID ends in letters that are not hex, so that the host objects
@@ -71,19 +73,12 @@ func listen(t *testing.T, path string) *net.UnixListener {
 	return l
 }
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING: Clean reads every process's open files and cgroups as root does (CI runs as root)")
-	}
-}
-
 // A containerd that is not the run's answers on /run/containerd's socket
 // (one started after a reboot, or by a Docker install): Clean leaves the
 // directory, its socket and what else is in it alone, and still removes
 // the run directory.
 func TestCleanLeavesALiveContainerdRunDir(t *testing.T) {
-	needRoot(t)
+	testgate.RequireRoot(t, "Clean reads every process's open files and cgroups as root does")
 	runDir, crd := fakeRun(t, nil)
 	sock := filepath.Join(crd, "containerd.sock")
 	listen(t, sock)
@@ -109,7 +104,7 @@ func TestCleanLeavesALiveContainerdRunDir(t *testing.T) {
 // The run's own leftovers, dead sockets of killed shims, go with the
 // directory the run made.
 func TestCleanRemovesTheRunsDeadContainerdRunDir(t *testing.T) {
-	needRoot(t)
+	testgate.RequireRoot(t, "Clean reads every process's open files and cgroups as root does")
 	runDir, crd := fakeRun(t, nil)
 	l := listen(t, filepath.Join(crd, "s", "0123abcd"))
 	l.SetUnlinkOnClose(false)
@@ -125,7 +120,7 @@ func TestCleanRemovesTheRunsDeadContainerdRunDir(t *testing.T) {
 // Nothing is removed across a mount point, whose files belong to what is
 // mounted there.
 func TestCleanLeavesAContainerdRunDirWithAMount(t *testing.T) {
-	needRoot(t)
+	testgate.RequireRoot(t, "mounts a tmpfs in the containerd run directory, and Clean reads every process's open files as root does")
 	runDir, crd := fakeRun(t, nil)
 	mnt := filepath.Join(crd, "io.containerd.runtime.v2.task", "rootfs")
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
@@ -149,7 +144,7 @@ func TestCleanLeavesAContainerdRunDirWithAMount(t *testing.T) {
 // A process outside the run working in the directory, or holding a socket
 // there that does not accept connections, keeps it.
 func TestCleanLeavesAContainerdRunDirAProcessUses(t *testing.T) {
-	needRoot(t)
+	testgate.RequireRoot(t, "Clean reads every process's open files and cgroups as root does, to see the process using the directory")
 	t.Run("working directory", func(t *testing.T) {
 		runDir, crd := fakeRun(t, nil)
 		cmd := exec.Command("sleep", "60")
@@ -188,7 +183,7 @@ func TestCleanLeavesAContainerdRunDirAProcessUses(t *testing.T) {
 // After a reboot /run was emptied: whatever is in /run/containerd now was
 // made since, not by the run.
 func TestCleanLeavesAContainerdRunDirAfterAReboot(t *testing.T) {
-	needRoot(t)
+	testgate.RequireRoot(t, "Clean reads every process's open files and cgroups as root does")
 	runDir, crd := fakeRun(t, func(s *state) { s.BootID = "00000000-0000-0000-0000-000000000000" })
 	if err := Clean(cleanCtx(t), runDir); err != nil {
 		t.Fatalf("Clean: %v", err)

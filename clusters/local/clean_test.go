@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/loopdev"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // TestCleanDetachesLoopDevices: what the CSI driver's EBS mode leaves when
@@ -18,9 +19,7 @@ import (
 // target is) is unmounted and detached by Clean, and the run directory
 // removed; a loop device over a file elsewhere is left alone.
 func TestCleanDetachesLoopDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING: Clean of loop devices makes real loop devices and mounts and needs root (CI runs as root)")
-	}
+	testgate.RequireRoot(t, "makes real loop devices and mounts for Clean to detach")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	runDir := filepath.Join(t.TempDir(), "run")

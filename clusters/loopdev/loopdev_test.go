@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // ListOn reads the node's loop devices with a command and must agree with
@@ -79,12 +80,7 @@ func TestListInParsesBackingFiles(t *testing.T) {
 // under the run directory. DetachUnder must still find and detach it, or
 // the volume's own loop device stays busy and leaks.
 func TestDetachUnderFindsLoopDevicesOverLoopDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root (loop devices and mounts); CI runs as root")
-		}
-		t.Skip("SKIPPED LOUDLY: needs root to attach loop devices; run as root (make test does in CI)")
-	}
+	testgate.RequireRoot(t, "attaches loop devices over loop devices and bind-mounts them")
 	ctx := t.Context()
 	dir := t.TempDir()
 	img := filepath.Join(dir, "vol.img")

@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 func TestUnmountUnder(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount tmpfs")
-	}
+	testgate.RequireRoot(t, "mounts tmpfs, nested and beside the directory it unmounts under")
 	dir := t.TempDir()
 	nested := filepath.Join(dir, "a", "b")
 	sibling := filepath.Join(dir + "-sibling") // path-aware: not under dir

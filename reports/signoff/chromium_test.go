@@ -16,24 +16,23 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // chromiumInstall is how to get the browser the test drives.
 const chromiumInstall = "apt-get install -y --no-install-recommends chromium (scripts/install-deps.sh does)"
 
-// findChromium is Debian's chromium, or skips the test loudly; on CI a
-// missing browser fails it, since CI installs it.
+// findChromium is Debian's chromium, or skips the test loudly; where every
+// test must run (CI) a missing browser fails it, since CI installs it.
 func findChromium(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("chromium")
-	if err == nil {
-		return p
+	if err != nil {
+		testgate.SkipOrFail(t, fmt.Sprintf("the sign-off page was NOT checked in a browser: chromium not found (%v)", err),
+			"install it: "+chromiumInstall)
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("chromium not found on CI (%v); install it: %s", err, chromiumInstall)
-	}
-	t.Skipf("SKIPPED: the sign-off page was NOT checked in a browser: chromium not found (%v); install it: %s", err, chromiumInstall)
-	return ""
+	return p
 }
 
 // domCell is what the page's DOM says about one matrix cell.

@@ -12,17 +12,11 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // Real mounts on this host: tmpfs and bind mounts laid out the way the
 // kubelet lays them out, read through exec.Local with the real script.
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to mount tmpfs and bind mounts (run go test as root)")
-	}
-}
 
 // cleanupMounts makes sure nothing stays mounted at or below dir when the
 // test ends, even when it fails halfway: every remaining mount is detached
@@ -80,7 +74,7 @@ func mkdirs(t *testing.T, dirs ...string) {
 }
 
 func TestSnapshotRealMounts(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "mounts tmpfs and bind mounts laid out as a kubelet lays them out")
 	for _, name := range []string{"kubelet", "kubelet root"} {
 		t.Run(name, func(t *testing.T) { realMountScenario(t, name) })
 	}

@@ -14,15 +14,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
+	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // While a run holds the host its directory is live: clean must refuse, and
 // touch nothing, rather than kill the run.
 func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: the host lock lives in /run/lock; CI runs as root")
-	}
+	testgate.RequireRoot(t, "takes the host lock in /run/lock")
 	// flock(1) takes the same flock(2) lock a run takes. -o closes the
 	// locked descriptor before it runs sleep: without it sleep inherits the
 	// lock and holds it for its 30 s after flock is killed, and a run just

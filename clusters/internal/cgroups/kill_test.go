@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // sleeper starts a process that lives until killed, reaped by the test.
@@ -139,9 +140,7 @@ func TestHierarchiesOf(t *testing.T) {
 // unified one, or a hybrid host's /sys/fs/cgroup/unified), starts
 // processes in it, and kills and removes it with cgroup.kill.
 func TestRealCgroup2(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED, NOT PASSED: needs root to make cgroups; CI runs as root and must not skip this")
-	}
+	testgate.RequireRoot(t, "makes a cgroup2 cgroup and kills it with cgroup.kill")
 	tree, ok := V2()
 	if !ok {
 		t.Fatalf("no cgroup2 hierarchy mounted at %s or %s/unified; every host skewtest supports has one", Mount, Mount)

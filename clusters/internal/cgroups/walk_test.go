@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // A hybrid host's mountinfo: two v1 controllers (cpu mounted twice, the
@@ -57,9 +59,7 @@ func TestHierarchiesAndOwned(t *testing.T) {
 
 // On this host: a cgroup made in every hierarchy is found in every one.
 func TestOwnedOnThisHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to make cgroups; CI runs as root")
-	}
+	testgate.RequireRoot(t, "makes a cgroup in every hierarchy")
 	hs, err := Mounted("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

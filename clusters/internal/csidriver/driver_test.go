@@ -22,16 +22,10 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 const testDriver = "csi.skewtest.k8s.io"
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("csidriver tests make real tmpfs and bind mounts and need root (mount(2)); skipping as uid", os.Geteuid())
-	}
-}
 
 // newRoot makes a kubelet root dir and registers a cleanup that unmounts
 // everything under it before t.TempDir removes it, even if the test failed.
@@ -169,7 +163,7 @@ func mustOK(t *testing.T, what string, err error) {
 }
 
 func TestRegistrationIdentityAndStop(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "the driver's registration and identity services, run as the node plugin runs: as root")
 	root := newRoot(t)
 
 	// A stale socket file from a previous run must not stop the driver.
@@ -277,7 +271,7 @@ func TestRegistrationIdentityAndStop(t *testing.T) {
 }
 
 func TestNodeLifecycle(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "stages and publishes a volume with real tmpfs and bind mounts")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)
@@ -396,7 +390,7 @@ func TestNodeLifecycle(t *testing.T) {
 }
 
 func TestInvalidArguments(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "a refused node call must leave no mount, and only root could make one")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)
@@ -446,7 +440,7 @@ func TestInvalidArguments(t *testing.T) {
 }
 
 func TestCapacityAndReadOnly(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "mounts a sized tmpfs and a read-only bind mount")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)
@@ -483,7 +477,7 @@ func TestCapacityAndReadOnly(t *testing.T) {
 // DaemonSet pod restarts, and starts a new one on the same root: the mounts
 // stay, and the new driver re-stages and re-publishes without stacking.
 func TestRestartKeepsMounts(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "restarts the driver over real tmpfs and bind mounts")
 	root := newRoot(t)
 	d1 := startDriver(t, root)
 	ctx := testCtx(t)
@@ -525,7 +519,7 @@ func TestRestartKeepsMounts(t *testing.T) {
 // TestStackedMountsAndEscapes unpublishes a target with several mounts on
 // it, and uses paths with spaces (\040 in mountinfo).
 func TestStackedMountsAndEscapes(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "stacks real bind mounts on one target, under paths with spaces")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)

@@ -2,8 +2,8 @@ package csidriver
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"sigs.k8s.io/skewtest/clusters/loopdev"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // TestSpecAlreadyExists: the CSI spec's ALREADY_EXISTS answers. Another
@@ -21,7 +22,7 @@ import (
 // onto a target published read-write (and the reverse), are refused, and
 // the mounts there are left as they were.
 func TestSpecAlreadyExists(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "stages and publishes volumes with real tmpfs and bind mounts")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)
@@ -77,7 +78,7 @@ func TestSpecAlreadyExists(t *testing.T) {
 // (staging path not mounted) is FAILED_PRECONDITION, as is one without a
 // staging path; a request that is also invalid is INVALID_ARGUMENT.
 func TestSpecFailedPreconditionAfterValidation(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "a refused publish must leave no mount, and only root could make one")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)
@@ -115,7 +116,7 @@ func blockCap() *csi.VolumeCapability {
 // TestEphemeralVolume publishes a CSI inline ephemeral volume: a tmpfs of
 // the asked size straight at the target, no staging, gone on unpublish.
 func TestEphemeralVolume(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "mounts an ephemeral volume's tmpfs at its target")
 	root := newRoot(t)
 	d := startDriver(t, root)
 	ctx := testCtx(t)
@@ -146,7 +147,7 @@ func TestEphemeralVolume(t *testing.T) {
 // TestStall: while <stall dir>/NodePublishVolume exists, publishes wait
 // (until the caller gives up); once it is removed they go on.
 func TestStall(t *testing.T) {
-	requireRoot(t)
+	testgate.RequireRoot(t, "stages and publishes a volume with real mounts while publishes stall")
 	root := newRoot(t)
 	stall := t.TempDir()
 	d, err := New(Config{DriverName: testDriver, NodeID: "node-1", KubeletRoot: root, StallDir: stall, CallsFile: filepath.Join(t.TempDir(), "calls.jsonl")})
@@ -206,14 +207,11 @@ func TestStall(t *testing.T) {
 
 func requireEBSTools(t *testing.T) {
 	t.Helper()
-	requireRoot(t)
-	for _, p := range []string{"losetup", "blkid", "mkfs.ext4"} {
-		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("SKIPPING: the EBS mode needs %s (util-linux, e2fsprogs): %v", p, err)
-		}
-	}
+	testgate.RequireRoot(t, "the EBS mode attaches loop devices and mounts ext4 on them")
+	testgate.RequireTools(t, "losetup", "blkid", "mkfs.ext4") // util-linux, e2fsprogs
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("SKIPPING: the EBS mode needs loop devices (/dev/loop-control): %v", err)
+		testgate.SkipOrFail(t, fmt.Sprintf("the EBS mode needs loop devices (/dev/loop-control): %v", err),
+			"load the loop module (modprobe loop); in a container, run it privileged or pass /dev/loop-control and the /dev/loop* devices in")
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // notApplicable are the sanity specs skipped, each with why it does not
@@ -68,9 +69,7 @@ var _ = func() bool {
 }()
 
 func TestSanity(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING csi-sanity: it makes real mounts and loop devices and needs root (CI runs as root and must not skip this); run as root: sudo go test ./clusters/internal/csidriver/sanity/")
-	}
+	testgate.RequireRoot(t, "csi-sanity makes real mounts and loop devices; sudo -E go test ./clusters/internal/csidriver/sanity/ runs it alone")
 	for _, p := range []string{"losetup", "blkid", "mkfs.ext4"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Fatalf("csi-sanity of the ebs mode needs %s (util-linux, e2fsprogs; scripts/install-deps.sh installs them): %v", p, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // TestDaemon runs real private dockerds: without the shim a privileged
@@ -29,13 +31,12 @@ func TestDaemon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real dockerds")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("dockerd needs root")
-	}
+	testgate.RequireRoot(t, "starts private dockerds and installs docker.io with apt-get")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if err := Install(ctx); err != nil {
-		t.Skipf("Debian's docker.io is not installed and cannot be installed: %v", err)
+		testgate.SkipOrFail(t, fmt.Sprintf("Debian's docker.io is not installed and cannot be installed: %v", err),
+			"install it: apt-get install -y --no-install-recommends docker.io (scripts/install-deps.sh does)")
 	}
 	needsShim, err := capshim.NeedsShim()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // freshHostEnv makes the test binary, re-run in a network namespace of its
@@ -28,11 +29,10 @@ func TestForwardPolicyOnAFreshHost(t *testing.T) {
 		if testing.Short() {
 			t.Skip("starts a real dockerd")
 		}
-		if os.Geteuid() != 0 {
-			t.Skip("SKIPPED: dockerd and a network namespace need root; CI runs as root")
-		}
+		testgate.RequireRoot(t, "starts a dockerd in a network namespace of its own")
 		if !Installed() {
-			t.Skip("SKIPPED: Debian's docker.io is not installed (TestDaemon installs it)")
+			testgate.SkipOrFail(t, "Debian's docker.io is not installed",
+				"install it: apt-get install -y --no-install-recommends docker.io (scripts/install-deps.sh does; TestDaemon installs it too)")
 		}
 		// kernel.* and vm.* settings, which Stop restores, are the host's
 		// even in a network namespace: no run may overlap.

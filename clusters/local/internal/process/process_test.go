@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // Scripts print "ready" once their trap is set, so a test signals them only
@@ -608,9 +609,7 @@ func TestKillPIDFileChecksStartTime(t *testing.T) {
 // TestStartIn starts a daemon in a cgroup v2 directory and checks that it,
 // and what it forks, live there from the start.
 func TestStartIn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED, NOT PASSED: needs root to make a cgroup; CI runs as root and must not skip this")
-	}
+	testgate.RequireRoot(t, "starts a daemon in a cgroup it makes")
 	tree, ok := cgroups.V2()
 	if !ok {
 		t.Fatal("no cgroup2 hierarchy on this host; every host skewtest supports has one")

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 func mkNode(name, ip string, cidrs ...string) node {
@@ -200,9 +202,7 @@ func TestParseNetlinkAcks(t *testing.T) {
 // TestRouteRequestInNetns adds and deletes a real route, in a network
 // namespace of its own, when run as root.
 func TestRouteRequestInNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
+	testgate.RequireRoot(t, "adds and deletes a route in a network namespace of its own")
 	// A new netns for this locked thread only.
 	done := make(chan error, 1)
 	go func() {

@@ -3,8 +3,10 @@ package local
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -31,22 +33,38 @@ func (p *Provider) startDaemon(ctx context.Context, name string, argv []string, 
 	return nil
 }
 
+// The run's etcd certificates (writePKI): etcd's own, for serving and for
+// its peer port, and the API server's as its client.
+const (
+	etcdServerCert = "etcd-server"
+	etcdClientCert = "apiserver-etcd-client"
+)
+
 func (p *Provider) startControlPlane(ctx context.Context, bins map[string]binaries.Binary) error {
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", p.ports.etcdClient)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", p.ports.etcdPeer)
-	err := p.startDaemon(ctx, "etcd", []string{"/usr/bin/etcd",
+	pk := func(f string) string { return p.path("pki", f) }
+	etcdURL := fmt.Sprintf("https://127.0.0.1:%d", p.ports.etcdClient)
+	peerURL := fmt.Sprintf("https://127.0.0.1:%d", p.ports.etcdPeer)
+	probe, err := etcdProbeClient(pk("ca.crt"), pk(etcdClientCert+".crt"), pk(etcdClientCert+".key"))
+	if err != nil {
+		return err
+	}
+	err = p.startDaemon(ctx, "etcd", []string{"/usr/bin/etcd",
 		"--name=skewtest", "--data-dir=" + p.path("etcd"),
 		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=skewtest=" + peerURL, "--initial-cluster-state=new",
+		"--cert-file=" + pk(etcdServerCert+".crt"), "--key-file=" + pk(etcdServerCert+".key"),
+		"--client-cert-auth=true", "--trusted-ca-file=" + pk("ca.crt"),
+		"--peer-cert-file=" + pk(etcdServerCert+".crt"), "--peer-key-file=" + pk(etcdServerCert+".key"),
+		"--peer-client-cert-auth=true", "--peer-trusted-ca-file=" + pk("ca.crt"),
 		"--logger=zap", "--log-outputs=stderr",
-	}, 30*time.Second, httpOK(etcdURL+"/health", nil, p.timeout(probeTimeout)), p.keep)
+	}, 30*time.Second, httpOK(etcdURL+"/health", probe, p.timeout(probeTimeout)), p.keep)
 	if err != nil {
 		return err
 	}
-	pk := func(f string) string { return p.path("pki", f) }
 	err = p.startDaemon(ctx, "kube-apiserver", []string{bins["kube-apiserver"].Path,
 		"--etcd-servers=" + etcdURL,
+		"--etcd-cafile=" + pk("ca.crt"), "--etcd-certfile=" + pk(etcdClientCert+".crt"), "--etcd-keyfile=" + pk(etcdClientCert+".key"),
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", p.ports.apiserver),
 		"--advertise-address=" + p.nodeIP.String(),
 		"--endpoint-reconciler-type=none",
@@ -106,6 +124,25 @@ func (p *Provider) apiserverReady(ctx context.Context) error {
 	defer cancel()
 	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(rctx)
 	return err
+}
+
+// etcdProbeClient reads etcd's /health as the API server reaches etcd:
+// over TLS, verifying etcd against the run's CA, with the API server's
+// client certificate.
+func etcdProbeClient(caFile, certFile, keyFile string) (*http.Client, error) {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("local provider: no CA certificate in %s", caFile)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: etcd client certificate: %w", err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}, nil
 }
 
 // insecureClient reads the self-signed /healthz endpoints of the

@@ -383,6 +383,13 @@ func (p *Provider) writePKI() error {
 			DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 			IPs:      []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 96, 0, 1), p.nodeIP}},
 		{Name: "apiserver-kubelet-client", CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}, Client: true},
+		// etcd speaks TLS on loopback and asks every client (and its one
+		// peer, itself) for a certificate of this CA: on plain HTTP any
+		// local user could write a role binding into it and have the
+		// run's root kubelet start a privileged pod.
+		{Name: etcdServerCert, CommonName: "skewtest-etcd", Server: true, Client: true,
+			DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}},
+		{Name: etcdClientCert, CommonName: "kube-apiserver-etcd-client", Client: true},
 		{Name: "admin", CommonName: "skewtest-admin", Organization: []string{"system:masters"}, Client: true},
 		{Name: "controller-manager", CommonName: "system:kube-controller-manager", Client: true},
 		{Name: "scheduler", CommonName: "system:kube-scheduler", Client: true},

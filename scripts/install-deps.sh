@@ -4,13 +4,14 @@
 # for the existing provider's tests, Docker and debootstrap for the kind
 # provider, qemu and e2fsprogs (mkfs.ext4 -d) for make test-hosts' guest
 # and busybox-static for the workload image of its kops-style node,
-# Chromium for the sign-off page's browser test, shellcheck for
+# Chromium for the sign-off page's browser test, curl and util-linux's
+# setpriv for the spec that probes a cluster as user nobody, shellcheck for
 # make lint, and the Go modules. Kubernetes components and containerd are
 # built from Go modules on first use and cached under $HOME/.cache/skewtest,
 # not installed here.
 set -euo pipefail
 
-packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs busybox-static chromium shellcheck)
+packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps curl docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs busybox-static chromium shellcheck)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

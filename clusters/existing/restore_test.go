@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
 // restoreRig is a test sshd whose PATH has a fake systemd node, a fake API
@@ -59,6 +60,24 @@ func newRestoreRig(t *testing.T) *restoreRig {
 // context bounds a test on the rig: a safety net sized for the SSH
 // sessions of a whole hop and restore on a loaded machine (4 s each at
 // load 25), not a speed check.
+// up makes the provider from the rig's settings, brings it up and returns
+// it with its test nodes.
+func (r *restoreRig) up(ctx context.Context, t *testing.T) (*existing.Provider, []nodes.Node) {
+	t.Helper()
+	p, err := existing.New(r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := p.TestNodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, ns
+}
+
 func (r *restoreRig) context(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	t.Cleanup(cancel)
@@ -88,17 +107,7 @@ func TestDownRestoresAfterAFailedHop(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRestoreRig(t)
 			ctx := r.context(t)
-			p, err := existing.New(r.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Up(ctx); err != nil {
-				t.Fatal(err)
-			}
-			ns, err := p.TestNodes(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, ns := r.up(ctx, t)
 			n := ns[0]
 			if err := n.StopKubelet(ctx); err != nil {
 				t.Fatal(err)

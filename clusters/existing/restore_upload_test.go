@@ -12,17 +12,7 @@ import (
 func TestRestoreRemovesAnInterruptedUpload(t *testing.T) {
 	r := newRestoreRig(t)
 	ctx := r.context(t)
-	p, err := existing.New(r.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := p.TestNodes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, ns := r.up(ctx, t)
 	if err := ns[0].StopKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -278,22 +278,7 @@ func TestCLI(t *testing.T) {
 // listens on port 1), so no root and no cache are needed.
 func TestCLIExitsThreeWhenTheClusterCannotComeUp(t *testing.T) {
 	t.Parallel()
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters:
-- name: gone
-  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
-users:
-- name: u
-  user: {token: t}
-contexts:
-- name: gone
-  context: {cluster: gone, user: u}
-current-context: gone
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := refusingKubeconfig(t)
 	knownHosts := filepath.Join(t.TempDir(), "known_hosts")
 	if err := os.WriteFile(knownHosts, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -181,7 +181,7 @@ type Owner struct {
 
 // self is this process as an Owner.
 func self() Owner {
-	o := Owner{PID: os.Getpid(), BootID: readTrimmed("/proc/sys/kernel/random/boot_id")}
+	o := Owner{PID: os.Getpid(), BootID: procfs.BootID()}
 	if st, err := procfs.ReadStat(o.PID); err == nil {
 		o.Start = st.StartTime
 	}
@@ -214,7 +214,7 @@ func (o Owner) Liveness() (Liveness, string) {
 	if o.PID <= 0 {
 		return Unknown, "the state records no process (written by a skewtest that did not record one)"
 	}
-	if o.BootID != "" && o.BootID != readTrimmed("/proc/sys/kernel/random/boot_id") {
+	if o.BootID != "" && o.BootID != procfs.BootID() {
 		return Gone, fmt.Sprintf("pid %d ran before the host last booted", o.PID)
 	}
 	if ns, _ := os.Readlink("/proc/self/ns/pid"); o.PIDNamespace == "" || o.PIDNamespace != ns {

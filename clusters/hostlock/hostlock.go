@@ -313,10 +313,8 @@ func lockers(dev, ino uint64) []Locker {
 	if len(out) > 0 {
 		return out
 	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() || !hasOpen(pid, dev, ino) {
+	for _, pid := range procfs.OtherPIDs() {
+		if !hasOpen(pid, dev, ino) {
 			continue
 		}
 		out = append(out, Locker{PID: pid, Command: command(pid), Inherited: true})

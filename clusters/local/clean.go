@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
 )
 
@@ -128,14 +129,8 @@ func boundSocketUnder(dir string) (string, error) {
 // dir open, or its working directory there; "" if none.
 func holderUnder(dir string) string {
 	dir = filepath.Clean(dir)
-	entries, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		base := filepath.Join("/proc", e.Name())
+	for _, pid := range procfs.OtherPIDs() {
+		base := filepath.Join("/proc", strconv.Itoa(pid))
 		if cwd, err := os.Readlink(filepath.Join(base, "cwd")); err == nil && mountinfo.IsUnder(cwd, dir) {
 			return fmt.Sprintf("process %d (%s) works in %s", pid, comm(pid), cwd)
 		}
@@ -155,7 +150,4 @@ func comm(pid int) string {
 }
 
 // bootID identifies this boot of the kernel; "" if unknown.
-func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
-}
+func bootID() string { return procfs.BootID() }

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
@@ -227,14 +228,8 @@ func mountsUnder(dir string) []mountinfo.Mount {
 
 // killMatching kills processes whose command line contains s.
 func killMatching(s string) {
-	entries, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+	for _, pid := range procfs.OtherPIDs() {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		if err != nil {
 			continue
 		}

@@ -79,3 +79,26 @@ func Alive(pid int) bool {
 	s, err := ReadStat(pid)
 	return err == nil && !s.Dead()
 }
+
+// OtherPIDs are the pids of every process on the host but this one, read
+// from /proc: for the scans that look for a process holding or running
+// something, which must never find the scanner itself.
+func OtherPIDs() []int {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var out []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != self {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// BootID identifies this boot of the kernel
+// (/proc/sys/kernel/random/boot_id); "" if unknown. A pid or a state
+// recorded with another boot's ID names nothing of this one.
+func BootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}

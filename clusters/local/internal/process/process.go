@@ -233,10 +233,7 @@ func sameProcess(pidFile string, pid int, rec []string) bool {
 }
 
 // bootID identifies this boot of the kernel.
-func bootID() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return strings.TrimSpace(string(b))
-}
+func bootID() string { return procfs.BootID() }
 
 // bootTime is when the host booted (btime in /proc/stat).
 func bootTime() (time.Time, error) {

@@ -191,11 +191,6 @@ func self() Owner {
 
 func (o Owner) isSelf() bool { s := self(); return o.PID == s.PID && o.Start == s.Start }
 
-func readTrimmed(path string) string {
-	b, _ := os.ReadFile(path)
-	return strings.TrimSpace(string(b))
-}
-
 // Liveness of a run: whether the process acting on it still runs.
 type Liveness int
 

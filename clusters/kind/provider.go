@@ -52,8 +52,8 @@ type Config struct {
 	RunID    string
 	RunRoot  string
 	CacheDir string
-	// APIServerVersion is the node image's Kubernetes version: the plan's
-	// newest.
+	// APIServerVersion is the node image's Kubernetes version: APISERVER,
+	// or the plan's newest.
 	APIServerVersion *version.Version
 	// Kubelet is the worker's first kubelet (the plan's first).
 	Kubelet binaries.Binary

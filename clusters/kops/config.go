@@ -91,8 +91,8 @@ type Config struct {
 	// ValidateTimeout and DeleteTimeout bound validation and deletion.
 	ValidateTimeout time.Duration
 	DeleteTimeout   time.Duration
-	// APIServerVersion is the plan's newest version: the cluster's
-	// Kubernetes version.
+	// APIServerVersion is the cluster's Kubernetes version: APISERVER,
+	// or the plan's newest.
 	APIServerVersion *version.Version
 	// Kubelet is the test node's first kubelet, swapped in after Up.
 	Kubelet binaries.Binary

@@ -122,8 +122,8 @@ type Descriptor struct {
 	RunRoot func(given string) string
 
 	// CreatesCluster says its Up makes the cluster (at
-	// Options.APIServerVersion, so the plan is checked against its newest
-	// version before anything is built); false for a provider that
+	// Options.APIServerVersion, APISERVER or the plan's newest, so the plan
+	// is checked against it before anything is built); false for a provider that
 	// attaches to a cluster someone else runs, whose plan is checked
 	// against its API server after Up.
 	CreatesCluster bool

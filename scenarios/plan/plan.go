@@ -18,8 +18,21 @@ import (
 const SkewPolicyURL = "https://kubernetes.io/releases/version-skew-policy/#kubelet"
 
 // MaxKubeletMinorSkew is how many minor versions a kubelet may be older than
-// kube-apiserver (the Kubernetes version skew policy since 1.28).
+// kube-apiserver (the Kubernetes version skew policy since 1.28, KEP-3935).
 const MaxKubeletMinorSkew = 3
+
+// maxKubeletMinorSkewBefore128 is the policy's limit for API servers
+// before 1.28: n-2.
+const maxKubeletMinorSkewBefore128 = 2
+
+// MaxKubeletMinorSkewFor is how many minor versions a kubelet may lag an
+// API server of version api: 3 from 1.28, 2 before.
+func MaxKubeletMinorSkewFor(api *version.Version) uint {
+	if api.Major() == 1 && api.Minor() < 28 {
+		return maxKubeletMinorSkewBefore128
+	}
+	return MaxKubeletMinorSkew
+}
 
 // Direction of a hop.
 const (
@@ -272,7 +285,7 @@ func (p Plan) Distinct() []*version.Version {
 // Validate checks the plan against the API server version before anything is
 // created: at least two versions, the same major version as the API server,
 // none newer than the API server (by major.minor; a newer patch at the same
-// minor is allowed), none more than MaxKubeletMinorSkew minors older, and
+// minor is allowed), none more minors older than the policy allows (MaxKubeletMinorSkewFor), and
 // each entry's feature gates ones its version takes (ValidateGates). All
 // problems are reported, each naming the entry and the fix.
 func (p Plan) Validate(apiServer *version.Version) error {
@@ -286,6 +299,7 @@ func (p Plan) Validate(apiServer *version.Version) error {
 		return err
 	}
 	api := V(apiServer)
+	maxSkew := MaxKubeletMinorSkewFor(apiServer)
 	var errs []error
 	for i, v := range p.Versions {
 		n := i + 1
@@ -301,10 +315,10 @@ func (p Plan) Validate(apiServer *version.Version) error {
 		case v.Minor() > apiServer.Minor():
 			errs = append(errs, fmt.Errorf("plan entry %d %s is newer than the API server (%s): a kubelet must not be newer than kube-apiserver, so the API server must be at least v%d.%d; use a kubelet of v%d.%d.x or older, or an API server of v%d.%d or newer (%s)",
 				n, entry, api, v.Major(), v.Minor(), apiServer.Major(), apiServer.Minor(), v.Major(), v.Minor(), SkewPolicyURL))
-		case apiServer.Minor()-v.Minor() > MaxKubeletMinorSkew:
-			oldest := fmt.Sprintf("v%d.%d", apiServer.Major(), apiServer.Minor()-MaxKubeletMinorSkew)
-			errs = append(errs, fmt.Errorf("plan entry %d %s is outside the version skew policy: a kubelet may be at most %d minor versions older than the API server (%s), so the oldest allowed is %s; use %s.x or newer (%s)",
-				n, entry, MaxKubeletMinorSkew, api, oldest, oldest, SkewPolicyURL))
+		case apiServer.Minor()-v.Minor() > maxSkew:
+			oldest := fmt.Sprintf("v%d.%d", apiServer.Major(), apiServer.Minor()-maxSkew)
+			errs = append(errs, fmt.Errorf("plan entry %d %s is outside the version skew policy: a kubelet may be at most %d minor versions older than the API server (%s), so the oldest allowed is %s; use %s.x or newer, or an older API server (APISERVER) (%s)",
+				n, entry, maxSkew, api, oldest, oldest, SkewPolicyURL))
 		}
 	}
 	if err := p.ValidateGates(); err != nil {

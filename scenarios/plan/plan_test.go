@@ -74,10 +74,16 @@ func TestValidate(t *testing.T) {
 			name: "too old",
 			plan: "v1.37.2,v1.30.0",
 			errHas: []string{
-				"plan entry 2 v1.30.0 is outside the version skew policy: a kubelet may be at most 3 minor versions older than the API server (v1.37.2), so the oldest allowed is v1.34; use v1.34.x or newer (https://kubernetes.io/releases/version-skew-policy/#kubelet)",
+				"plan entry 2 v1.30.0 is outside the version skew policy: a kubelet may be at most 3 minor versions older than the API server (v1.37.2), so the oldest allowed is v1.34; use v1.34.x or newer, or an older API server (APISERVER) (https://kubernetes.io/releases/version-skew-policy/#kubelet)",
 			},
 		},
 		{name: "four minors older", plan: "v1.37.2,v1.33.9", errHas: []string{"plan entry 2 v1.33.9", "oldest allowed is v1.34"}},
+		// The seed's sign-off replayed under the newest 1.28 control plane.
+		{name: "older plan under a newer control plane", plan: "v1.28.5,v1.26.15,v1.28.5", api: "v1.28.15"},
+		{name: "n-3 from 1.28", plan: "v1.28.15,v1.25.16", api: "v1.28.15"},
+		{name: "n-2 before 1.28", plan: "v1.27.16,v1.25.16", api: "v1.27.16"},
+		{name: "n-3 refused before 1.28", plan: "v1.27.16,v1.24.17", api: "v1.27.16",
+			errHas: []string{"plan entry 2 v1.24.17 is outside the version skew policy: a kubelet may be at most 2 minor versions older than the API server (v1.27.16), so the oldest allowed is v1.25"}},
 		{
 			name:   "kubelet newer than api server",
 			plan:   "v1.37.2,v1.38.1",

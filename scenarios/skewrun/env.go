@@ -22,6 +22,7 @@ var Settings = []clusters.Setting{
 	{Name: "PROVIDER", Default: clusters.Default().Name, Help: providerHelp()},
 	{Name: "CSI_MODE", Default: clusters.CSIModeTmpfs, Help: "the mode of skewtest's CSI driver: tmpfs (tmpfs staged, bind published, no attach; fast) or ebs (loop devices over sparse files, ext4 or raw block, attached through VolumeAttachments by the external-attacher; " + strings.Join(csiModeProviders(clusters.CSIModeEBS), ", ") + " only)"},
 	{Name: "PLAN", Default: DefaultPlan, Help: "kubelet versions in hop order; the node starts at the first"},
+	{Name: "APISERVER", Default: "the plan's newest", Help: "the kube-apiserver, controller-manager and scheduler version of a cluster the provider creates; at least the plan's newest minor, and within the skew policy of every entry (n-3 from 1.28, n-2 before)"},
 	{Name: "MATRIX", Default: matrix.Default, Help: "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{Name: "MATRIX_NODES", Default: fmt.Sprint(matrix.DefaultNodes), Help: "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
 	{Name: "SCENARIO", Help: "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
@@ -89,6 +90,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	o := Options{
 		Provider:       getenv("PROVIDER"),
 		Plan:           getenv("PLAN"),
+		APIServer:      getenv("APISERVER"),
 		Matrix:         getenv("MATRIX"),
 		VolumeKind:     getenv("VOLUME_KIND"),
 		KubeletSource:  getenv("KUBELET_SOURCE"),

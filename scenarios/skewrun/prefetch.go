@@ -34,11 +34,11 @@ func Prefetch(ctx context.Context, runs ...Options) error {
 		if err != nil {
 			return err
 		}
-		key := fmt.Sprintf("%s %s %s", v.Options.Provider, v.Plan.Newest(), v.Options.CSIMode)
+		key := fmt.Sprintf("%s %s %s", v.Options.Provider, v.APIServer, v.Options.CSIMode)
 		if pf, ok := c.Provider.(capabilities.WithPrefetch); ok && !done[key] {
 			done[key] = true
 			if err := pf.Prefetch(ctx); err != nil {
-				return classify(fmt.Errorf("prefetch the %s cluster's binaries for API server v%s: %w", c.Provider.Name(), v.Plan.Newest(), err), ErrInfrastructure)
+				return classify(fmt.Errorf("prefetch the %s cluster's binaries for API server v%s: %w", c.Provider.Name(), v.APIServer, err), ErrInfrastructure)
 			}
 		}
 		v.Options.Logger.Info("binaries ready", "plan", v.Plan.String(), "provider", v.Options.Provider, "took", time.Since(start).Round(time.Second))

@@ -50,7 +50,12 @@ const CatalogueReplicas = 1
 type Options struct {
 	Provider string
 	Plan     string
-	Replicas int
+	// APIServer (APISERVER) is the kube-apiserver version of a cluster
+	// the provider creates; empty for the plan's newest. An older plan
+	// under a newer control plane (kubelets 1.28.5 and 1.26.15 under
+	// v1.28.15) replays a sign-off whose own control plane cannot be built.
+	APIServer string
+	Replicas  int
 	// VolumeKind (VOLUME_KIND) is the workload's volumes: "csi" (the
 	// default) or "local" (storage.ParseKind).
 	VolumeKind string

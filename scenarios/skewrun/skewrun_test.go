@@ -93,7 +93,31 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			name:    "plan outside the skew policy",
 			opts:    skewrun.Options{Plan: "v1.37.2,v1.30.0", Kubelets: []string{missing, missing2}},
 			invalid: true,
-			want:    []string{"PLAN=v1.37.2,v1.30.0", "plan entry 2 v1.30.0", "outside the version skew policy", "use v1.34.x or newer", "version-skew-policy"},
+			want:    []string{"PLAN=v1.37.2,v1.30.0", "plan entry 2 v1.30.0", "outside the version skew policy", "use v1.34.x or newer, or an older API server (APISERVER)", "version-skew-policy"},
+		},
+		{
+			name:    "API server older than the plan",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", APIServer: "v1.36.3", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"PLAN=v1.37.2,v1.36.3 under APISERVER=v1.36.3", "plan entry 1 v1.37.2 is newer than the API server (v1.36.3)"},
+		},
+		{
+			name:    "API server too new for the plan",
+			opts:    skewrun.Options{Plan: "v1.28.5,v1.26.15", APIServer: "v1.32.13", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"under APISERVER=v1.32.13", "plan entry 2 v1.26.15 is outside the version skew policy", "oldest allowed is v1.29"},
+		},
+		{
+			name:    "API server not a version",
+			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", APIServer: "latest", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"APISERVER=latest: not a release version", "such as v1.28.15"},
+		},
+		{
+			name:    "API server of a cluster skewtest does not create",
+			opts:    skewrun.Options{Provider: "existing", Plan: "v1.37.2,v1.36.3", APIServer: "v1.37.2", Kubelets: []string{missing, missing2}},
+			invalid: true,
+			want:    []string{"APISERVER=v1.37.2: PROVIDER=existing attaches to a cluster", "unset APISERVER"},
 		},
 		{
 			name:    "plan mixing major versions",
@@ -538,4 +562,24 @@ func TestValidateTriesArtifactsForWriting(t *testing.T) {
 			t.Errorf("artifacts root after Validate: %v, %v; want it created and empty", entries, err)
 		}
 	})
+}
+
+// APISERVER sets the control plane a created cluster runs; without it the
+// plan's newest does.
+func TestValidateAPIServer(t *testing.T) {
+	t.Parallel()
+	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
+	for _, tc := range []struct{ plan, api, want string }{
+		{"v1.28.5,v1.26.15,v1.28.5", "v1.28.15", "1.28.15"},
+		{"v1.28.5,v1.26.15,v1.28.5", "1.28.15", "1.28.15"},
+		{"v1.37.2,v1.36.3,v1.37.2", "", "1.37.2"},
+	} {
+		v, err := skewrun.Validate(skewrun.Options{Plan: tc.plan, APIServer: tc.api, Kubelets: files, ArtifactsDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("PLAN=%s APISERVER=%s: %v", tc.plan, tc.api, err)
+		}
+		if v.APIServer == nil || v.APIServer.String() != tc.want {
+			t.Errorf("PLAN=%s APISERVER=%s: API server %v, want %s", tc.plan, tc.api, v.APIServer, tc.want)
+		}
+	}
 }

@@ -61,7 +61,7 @@ func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (
 func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Binary) clusters.Options {
 	o := v.Options
 	co := clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
-		APIServerVersion: v.Plan.Newest(), InitialKubelets: initialKubelets, RunRoot: o.RunRoot,
+		APIServerVersion: v.APIServer, InitialKubelets: initialKubelets, RunRoot: o.RunRoot,
 		CSIMode: o.CSIMode}
 	if runID != "" {
 		co.ArtifactsDir = filepath.Join(v.ArtifactsRoot, runID)

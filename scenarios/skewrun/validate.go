@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/storage"
@@ -23,6 +25,10 @@ type Validated struct {
 	Options    Options
 	Plan       plan.Plan
 	VolumeKind storage.Kind
+	// APIServer is the control plane version of a cluster the provider
+	// creates: APISERVER, or the plan's newest. Nil for a provider that
+	// attaches to a cluster, whose API server is read after Up.
+	APIServer *version.Version
 	// Specs are the kubelet binary specs (binaries.ParseSpec), one per
 	// plan entry.
 	Specs []string
@@ -89,10 +95,19 @@ func Validate(o Options) (*Validated, error) {
 		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
 	}
 	// An unknown provider is refused below, after the plan's own errors.
+	var api *version.Version
 	if d, err := clusters.Lookup(o.Provider); err != nil || d.CreatesCluster {
-		if err := pl.Validate(pl.Newest()); err != nil {
+		if api, err = apiServerVersion(o.APIServer, pl); err != nil {
+			return nil, err
+		}
+		if err := pl.Validate(api); err != nil {
+			if o.APIServer != "" {
+				return nil, fmt.Errorf("%w: PLAN=%s under APISERVER=%s: %v", ErrInvalid, o.Plan, o.APIServer, err)
+			}
 			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
 		}
+	} else if o.APIServer != "" {
+		return nil, fmt.Errorf("%w: APISERVER=%s: PROVIDER=%s attaches to a cluster and runs the plan against that cluster's own API server; unset APISERVER", ErrInvalid, o.APIServer, o.Provider)
 	}
 	if err := pl.CheckGatesProvider(o.Provider); err != nil {
 		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
@@ -113,7 +128,7 @@ func Validate(o Options) (*Validated, error) {
 	// Unknown providers fail here, before binaries are built.
 	// The one construction the provider is made from (clusterOptions),
 	// so that the checks see exactly what New will get.
-	if err := (&Validated{Options: o, Plan: pl}).checkProvider(nil); err != nil {
+	if err := (&Validated{Options: o, Plan: pl, APIServer: api}).checkProvider(nil); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault
@@ -134,7 +149,7 @@ func Validate(o Options) (*Validated, error) {
 	if err := probeWritable(root); err != nil {
 		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", ErrInvalid, root, err)
 	}
-	return &Validated{Options: o, Plan: pl, VolumeKind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
+	return &Validated{Options: o, Plan: pl, APIServer: api, VolumeKind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
 }
 
 // validateWaits refuses a poll interval or cleanup bound below its floor
@@ -222,6 +237,19 @@ func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports
 
 // kubeletSpecs gives one binary spec per plan entry: KUBELETS as given, or
 // the plan's versions from KUBELET_SOURCE.
+// apiServerVersion is APISERVER parsed ("v1.28.15" or "1.28.15"), or the
+// plan's newest when it is empty.
+func apiServerVersion(s string, pl plan.Plan) (*version.Version, error) {
+	if s == "" {
+		return pl.Newest(), nil
+	}
+	v, err := version.ParseSemantic(strings.TrimPrefix(strings.TrimSpace(s), "v"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: APISERVER=%s: not a release version: %v; give one such as v1.28.15, or leave it empty for the plan's newest", ErrInvalid, s, err)
+	}
+	return v, nil
+}
+
 func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
 	if len(o.Kubelets) > 0 {
 		if len(o.Kubelets) != len(pl.Versions) {

@@ -38,5 +38,5 @@ func (n *Node) HandOffKubelet(ctx context.Context, healthzPort int) (KubeletHand
 		return KubeletHandoff{}, fmt.Errorf("hand off the kubelet of %s: no kubelet installed (%q): %w", n.l.name, n.bin.Version, err)
 	}
 	n.ports.kubeletHealthz = healthzPort
-	return KubeletHandoff{Binary: n.bin.Path, Flags: n.kubeletFlags(), Config: n.kubeletConfig(v)}, nil
+	return KubeletHandoff{Binary: n.bin.Path, Flags: n.kubeletFlags(v), Config: n.kubeletConfig(v)}, nil
 }

@@ -151,6 +151,9 @@ func (n *Node) writeConfig() error {
 	if err := os.WriteFile(n.configFile(v), []byte(n.kubeletConfig(v)), 0o644); err != nil {
 		return fmt.Errorf("write kubelet config: %w", err)
 	}
+	if writesHostPodLogs(v) {
+		n.notes = append(n.notes, fmt.Sprintf("kubelet %s has no podLogsDir (%s+): it writes its pods' logs to %s, from which teardown removes the run's", n.bin.Version, podLogsDirSince, hostPodLogDir))
+	}
 	return nil
 }
 
@@ -230,7 +233,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 	n.run++
 	v, _ := version.ParseSemantic(n.bin.Version)
 	logFile := n.l.kubeletLog(n.run, n.bin.Version)
-	argv := append([]string{n.bin.Path, "--config=" + n.configFile(v)}, n.kubeletFlags()...)
+	argv := append([]string{n.bin.Path, "--config=" + n.configFile(v)}, n.kubeletFlags(v)...)
 	started := time.Now()
 	proc, err := process.StartIn(n.p.daemonCgroup, n.l.kubeletName(), logFile, n.l.kubeletPIDFile(), argv, nil)
 	if err != nil {
@@ -275,10 +278,13 @@ func (n *Node) startOnce(ctx context.Context) error {
 	return fmt.Errorf("start kubelet %s on %s: the kubelet did not become healthy: %w\n(if it rejected a flag, config field or feature gate, that version does not know it; log: %s)", n.bin.Version, n.l.name, err, logFile)
 }
 
-// kubeletFlags are the kubelet's flags besides --config: the same for
-// every version.
-func (n *Node) kubeletFlags() []string {
-	return []string{
+// kubeletFlags are the kubelet's flags besides --config for version v:
+// flags every version from 1.26 takes, and for a kubelet before 1.27,
+// which has no containerRuntimeEndpoint field and would otherwise dial the
+// host's own /run/containerd/containerd.sock, the run's containerd as a
+// flag.
+func (n *Node) kubeletFlags(v *version.Version) []string {
+	flags := []string{
 		"--kubeconfig=" + n.kubeletKubeconfig(),
 		"--root-dir=" + n.KubeletRootDir(),
 		"--cert-dir=" + n.l.kubeletCertDir(),
@@ -286,11 +292,23 @@ func (n *Node) kubeletFlags() []string {
 		"--node-ip=" + n.p.nodeIP.String(),
 		"--v=2",
 	}
+	if v != nil && v.LessThan(runtimeEndpointFieldSince) {
+		flags = append(flags, "--container-runtime-endpoint=unix://"+n.l.containerdSocket())
+	}
+	return flags
 }
 
-// kubeletConfig is the KubeletConfiguration for version v. It names only
-// fields every supported version (1.31+) knows: an unknown field is only a
-// warning, but an unknown feature gate or a removed flag is fatal.
+// runtimeEndpointFieldSince is the first kubelet minor whose configuration
+// has containerRuntimeEndpoint (1.27); before it the endpoint is a flag.
+var runtimeEndpointFieldSince = version.MajorMinor(1, 27)
+
+// kubeletConfig is the KubeletConfiguration for version v. A field a
+// version does not know (containerRuntimeEndpoint before 1.27, podLogsDir
+// before 1.30, failCgroupV1 before 1.31) is only a warning: every kubelet
+// from 1.26 falls back to lenient decoding of v1beta1 and ignores it, and
+// kubeletFlags and hostPodLogDir make up for the two that matter. An
+// unknown feature gate or a removed flag is fatal, so gates are only the
+// plan entry's own (checked against plan/gates.go).
 func (n *Node) kubeletConfig(v *version.Version) string {
 	var b strings.Builder
 	_ = kubeletConfigTmpl.Execute(&b, map[string]any{

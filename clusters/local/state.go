@@ -46,6 +46,14 @@ type state struct {
 	// ContainerLogDirMade is set when /var/log/containers, where every
 	// kubelet links its containers' logs, did not exist before the run.
 	ContainerLogDirMade bool `json:"containerLogDirMade,omitempty"`
+	// PodLogsRecorded is set once PodLogsBefore was taken: then teardown
+	// removes the pod log directories the run's kubelets before 1.30
+	// made in /var/log/pods (hostPodLogDir), those not in PodLogsBefore,
+	// and the directory itself when PodLogDirMade. Unset (older state
+	// files), teardown leaves /var/log/pods alone.
+	PodLogsRecorded bool     `json:"podLogsRecorded,omitempty"`
+	PodLogsBefore   []string `json:"podLogsBefore,omitempty"`
+	PodLogDirMade   bool     `json:"podLogDirMade,omitempty"`
 	// Cgroup is the run's own cgroup on a unified (cgroup v2) host, with
 	// the nodes' cgroup roots below it (see cgroups.go); nil on v1 hosts
 	// and in older state files, where each node's CgroupRoot is made at

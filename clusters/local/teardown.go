@@ -89,8 +89,8 @@ const loopDetachTimeout = 10 * time.Second
 // every node: processes (from pid files and the run's cgroups, including
 // the CSI driver's and the external-attacher), containerd shims, mounts,
 // loop devices backed by files under runDir, cgroups, the kubelets' iptables chains, the
-// CNI bridges, the kubelets' /var/log/containers links and CNI cache
-// entries, /run/containerd if the run made it and nothing else uses it
+// CNI bridges, the kubelets' /var/log/containers links, the pod logs of
+// kubelets before 1.30 in /var/log/pods, CNI cache entries, /run/containerd if the run made it and nothing else uses it
 // (else it says so and leaves it), then runDir itself. It is what Down does after stopping its own
 // processes, and what `skewtest clean` runs for a harness that was killed.
 func Clean(ctx context.Context, runDir string) error {
@@ -158,6 +158,11 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 			if out, err := exec.CommandContext(ctx, "ip", "link", "delete", ns.Bridge).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("delete bridge %s: %v: %s", ns.Bridge, err, out))
 			}
+		}
+	}
+	if st.PodLogsRecorded {
+		if err := removeRunPodLogs(hostPodLogDir, st.PodLogsBefore, st.PodLogDirMade, hostContainerLogDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove the pod logs of the run's kubelets before %s: %w", podLogsDirSince, err))
 		}
 	}
 	removeLinksInto(hostContainerLogDir, runDir)

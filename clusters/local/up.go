@@ -106,6 +106,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	_, kubeletDirErr := os.Stat(hostKubeletRoot)
 	_, cniDirErr := os.Stat(hostCNIDir)
 	_, logDirErr := os.Stat(hostContainerLogDir)
+	_, podLogDirErr := os.Stat(hostPodLogDir)
 	st := state{
 		IPTablesBefore:          iptablesChains(ctx),
 		IPTablesRecorded:        true,
@@ -115,6 +116,9 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		Sysctls:                 sysctl.Read(sysctl.Keys),
 		CNIDirMade:              errors.Is(cniDirErr, os.ErrNotExist),
 		ContainerLogDirMade:     errors.Is(logDirErr, os.ErrNotExist),
+		PodLogsRecorded:         true,
+		PodLogsBefore:           podLogEntries(hostPodLogDir),
+		PodLogDirMade:           errors.Is(podLogDirErr, os.ErrNotExist),
 	}
 	for i := range names {
 		st.Nodes = append(st.Nodes, layoutOf(p.dir, i).state(p.cfg.RunID))

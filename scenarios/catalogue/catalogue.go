@@ -71,11 +71,16 @@ func pr(n int) Ref {
 }
 
 // Expectation is an entry's outcome on the kubelet versions from From
-// (inclusive) to Before (exclusive), "major.minor" each; empty means
-// unbounded.
+// (inclusive) to Before (exclusive), each "major.minor" or, where a fix
+// landed in a patch release, "major.minor.patch"; empty means unbounded.
 type Expectation struct {
 	From, Before string
-	Outcome      Outcome
+	// Gates, when set, limits the expectation to kubelets whose plan
+	// entry sets each of these feature gates to its value
+	// (v1.28.15+NewVolumeManagerReconstruction=false); an entry lists
+	// such expectations before the version's default.
+	Gates   map[string]bool
+	Outcome Outcome
 	// Says what the kubelet does, in the report's words.
 	Says string
 	// Bug names the known bug's symptom for "expected ... not seen"
@@ -86,29 +91,109 @@ type Expectation struct {
 	FixedIn string
 }
 
-// Versions renders the range ("1.28 ≤ v < 1.37", "≥ 1.30", "every version").
+// Versions renders the range ("1.28 ≤ v < 1.37", "≥ 1.30", "every
+// version"), with the gates it needs ("1.28 ≤ v < 1.30 with
+// NewVolumeManagerReconstruction=false").
 func (e Expectation) Versions() string {
+	var r string
 	switch {
 	case e.From == "" && e.Before == "":
-		return "every version"
+		r = "every version"
 	case e.Before == "":
-		return "≥ " + e.From
+		r = "≥ " + e.From
 	case e.From == "":
-		return "< " + e.Before
+		r = "< " + e.Before
+	default:
+		r = e.From + " ≤ v < " + e.Before
 	}
-	return e.From + " ≤ v < " + e.Before
+	if len(e.Gates) == 0 {
+		return r
+	}
+	var gates []string
+	for g, on := range e.Gates {
+		gates = append(gates, fmt.Sprintf("%s=%t", g, on))
+	}
+	sort.Strings(gates)
+	return r + " with " + strings.Join(gates, ",")
 }
 
-// Covers reports whether kubelet version v is in the range.
-func (e Expectation) Covers(v *version.Version) bool {
-	mm := version.MajorMinor(v.Major(), v.Minor())
-	if e.From != "" && mm.LessThan(version.MustParseGeneric(e.From)) {
+// Covers reports whether kubelet version v, with its version's default
+// gates, is in the range: an expectation that needs gates does not cover
+// it.
+func (e Expectation) Covers(v *version.Version) bool { return e.CoversKubelet(v, nil) }
+
+// CoversKubelet reports whether kubelet version v run with the plan
+// entry's feature gates is in the range. A bound of major.minor compares
+// v's minor; one with a patch compares v's release (its pre-release and
+// build ignored, so v1.32.4-rc.0 counts as 1.32.4).
+func (e Expectation) CoversKubelet(v *version.Version, gates map[string]bool) bool {
+	for g, on := range e.Gates {
+		if set, ok := gates[g]; !ok || set != on {
+			return false
+		}
+	}
+	if e.From != "" && below(v, e.From) {
 		return false
 	}
-	if e.Before != "" && !mm.LessThan(version.MustParseGeneric(e.Before)) {
+	if e.Before != "" && !below(v, e.Before) {
 		return false
 	}
 	return true
+}
+
+// below tells whether v is before bound ("1.32" or "1.32.4").
+func below(v *version.Version, bound string) bool {
+	b := version.MustParseGeneric(bound)
+	if strings.Count(bound, ".") < 2 {
+		return version.MajorMinor(v.Major(), v.Minor()).LessThan(b)
+	}
+	return version.MustParseGeneric(fmt.Sprintf("%d.%d.%d", v.Major(), v.Minor(), v.Patch())).LessThan(b)
+}
+
+// ByFix is an entry's expectations for a bug fixed by backports: bug on
+// every version from from without the fix, clean on those with it. fixes
+// are the first fixed patch of each minor that got the fix, in ascending
+// order, the last one being the first minor released with it
+// ("1.30.12", "1.31.8", "1.32.4", "1.33.0" for PR #130335): a minor
+// between them without a backport keeps the bug to its last patch. Both
+// expectations get the ranges and FixedIn; their other fields are kept.
+func ByFix(from string, bug, clean Expectation, fixes ...string) []Expectation {
+	fixedIn := strings.Join(fixes, ", ")
+	if bug.FixedIn == "" {
+		bug.FixedIn = fixedIn
+	}
+	if clean.FixedIn == "" {
+		clean.FixedIn = fixedIn
+	}
+	var out []Expectation
+	start := from
+	for i, f := range fixes {
+		fv := version.MustParseGeneric(f)
+		if start == "" || version.MustParseGeneric(start).LessThan(fv) {
+			b := bug
+			b.From, b.Before = start, f
+			out = append(out, b)
+		}
+		c := clean
+		c.From = f
+		if i == len(fixes)-1 {
+			out = append(out, c)
+			break
+		}
+		next := version.MustParseGeneric(fixes[i+1])
+		nextMinor := fmt.Sprintf("%d.%d", fv.Major(), fv.Minor()+1)
+		if next.Patch() == 0 && next.Minor() == fv.Minor()+1 {
+			// The next minor shipped with the fix: this clean range
+			// runs on through it.
+			c.Before = ""
+			out = append(out, c)
+			break
+		}
+		c.Before = nextMinor
+		out = append(out, c)
+		start = nextMinor
+	}
+	return out
 }
 
 // RefIDs joins the references' IDs ("#101791, #108217").
@@ -147,10 +232,17 @@ const CatalogueLabel = "catalogue"
 // Label is the entry's own Ginkgo label ("fault-reboot").
 func (e Entry) Label() string { return string(e.Kind) + "-" + e.Name }
 
-// ExpectationFor is the expectation covering kubelet version v.
+// ExpectationFor is the expectation covering kubelet version v with its
+// default gates.
 func (e Entry) ExpectationFor(v *version.Version) (Expectation, bool) {
+	return e.ExpectationForKubelet(v, nil)
+}
+
+// ExpectationForKubelet is the first expectation covering kubelet version
+// v run with gates (the plan entry's).
+func (e Entry) ExpectationForKubelet(v *version.Version, gates map[string]bool) (Expectation, bool) {
 	for _, x := range e.Expect {
-		if x.Covers(v) {
+		if x.CoversKubelet(v, gates) {
 			return x, true
 		}
 	}

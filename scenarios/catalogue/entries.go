@@ -164,8 +164,17 @@ func All() []Entry {
 			Name: "pvc-terminating", Kind: Fault, Item: 8,
 			Plants: "the in-use PVC deleted (it stays Terminating through pvc-protection), then a kubelet restart",
 			Checks: "the pod stays Running with the same containers; its mounts keep their mount IDs (no unpublish or unstage happened)",
-			Expect: []Expectation{{From: "1.33", Outcome: Clean, Says: "the volume stays mounted", Refs: []Ref{pr(130335)},
-				FixedIn: "1.33 (backports #130684 to 1.32, #130685 to 1.31, #130686 to 1.30)"}},
+			// The fix and its backports #130686 (1.30), #130685 (1.31)
+			// and #130684 (1.32); nothing for 1.29 and before. The old
+			// reconstruction has the bug too (inferred from code: its
+			// sync() marks the volume of a pod missing from the desired
+			// state Mounted, and the reconciler unmounts it).
+			Expect: ByFix("1.26",
+				Expectation{Outcome: KnownBug, Bug: "running pod's volume unmounted",
+					Says: "the desired-state populator skips the Terminating PVC (\"PVC is being deleted\"), so after the restart the reconciler unmounts the running pod's volume under it",
+					Refs: []Ref{pr(130335)}},
+				Expectation{Outcome: Clean, Says: "the PVC still has its pvc-protection finalizer, so the running pod's volume stays in the desired state and stays mounted", Refs: []Ref{pr(130335)}},
+				"1.30.12", "1.31.8", "1.32.4", "1.33.0"),
 			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
@@ -189,6 +198,21 @@ func All() []Entry {
 			Checks: "for 20 s from the kubelet's start the pod stays and its emptyDir keeps the marker; the StatefulSet's pods keep their containers and mount IDs; then the pod is force-deleted and cleaned",
 			Expect: []Expectation{{Outcome: Clean, Says: "the volume is not unmounted or emptied under the running container", Refs: []Ref{issue(113979)}}},
 			Status: Runs, Providers: kindFaultProviders,
+		},
+		{
+			Name: "configmap-key-missing", Kind: Fault, Item: 13,
+			Plants: "the projected-secret-configmap shape's workload; with the kubelet down and nothing deleted, the key's link in each running pod's configMap volume (pods/<uid>/volumes/kubernetes.io~configmap/cfg/file.txt) removed, ..data and its timestamped dir kept, as a kubelet killed between writing ..data and the key links leaves them",
+			Checks: "the same pods Running, containers and mounts untouched; within a bounded watch from the kubelet's start the key's link is back and reads the ConfigMap's value",
+			// Fixed by PR #122807 in 1.30.0 only: its 1.28 cherry-pick
+			// #123104 was closed unmerged, and 1.27 and 1.29 got none.
+			Expect: ByFix("1.26",
+				Expectation{Outcome: KnownBug, Bug: "configMap key missing after the restart",
+					Says: "the volume's AtomicWriter finds the payload unchanged (\"no update required\") and returns before it makes the user-visible links: the key stays missing in the container",
+					Refs: []Ref{issue(121472), pr(122807)}},
+				Expectation{Outcome: Clean, Says: "the AtomicWriter makes the user-visible links at every write, so the key is back once the volume is set up again after the start",
+					Refs: []Ref{issue(121472), pr(122807)}},
+				"1.30.0"),
+			Status: Runs, Providers: localOnly,
 		},
 		{
 			Name: "rejected-feature-gate", Kind: Fault, Item: 12,

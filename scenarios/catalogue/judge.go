@@ -2,6 +2,8 @@ package catalogue
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -46,15 +48,16 @@ func (e *BugSeenError) Error() string {
 }
 
 // Judge turns one hop's observation into its place in the report, for the
-// kubelet version that started on the planted state:
+// kubelet version that started on the planted state, run with its plan
+// entry's feature gates (nil for the version's defaults):
 //   - a known bug seen: an expected deviation citing the references;
 //   - a known bug not seen: a deviation that says so and asks for the
 //     expectation to be updated (never a silent pass);
 //   - a clean expectation and no symptom: nothing (a pass);
 //   - a clean expectation and the symptom: an error (the run fails).
-func Judge(e Entry, kubelet *version.Version, o Observation) (*reports.Deviation, error) {
-	v := "v" + kubelet.String()
-	x, ok := e.ExpectationFor(kubelet)
+func Judge(e Entry, kubelet *version.Version, gates map[string]bool, o Observation) (*reports.Deviation, error) {
+	v := "v" + kubelet.String() + formatGates(gates)
+	x, ok := e.ExpectationForKubelet(kubelet, gates)
 	if !ok {
 		return nil, &NotCoveredError{Entry: e.Name, Version: v}
 	}
@@ -77,4 +80,15 @@ func fixedIn(x Expectation) string {
 		return "not yet"
 	}
 	return x.FixedIn
+}
+
+// formatGates renders gates as a plan entry's suffix
+// ("+NewVolumeManagerReconstruction=false"), sorted; "" for none.
+func formatGates(gates map[string]bool) string {
+	var parts []string
+	for g, on := range gates {
+		parts = append(parts, fmt.Sprintf("+%s=%t", g, on))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "")
 }

@@ -48,6 +48,10 @@ type Fault struct {
 	// AccessMode, when set, is the StatefulSet's claims' and PVs' access
 	// mode in place of ReadWriteOnce.
 	AccessMode corev1.PersistentVolumeAccessMode
+	// Shapes are catalogue shapes the plant needs in the workload
+	// (reconstruction.Shapes): their objects and volumes are made as for
+	// the shapes themselves, but only the fault is judged.
+	Shapes []string
 	// Observe reads the hop's outcome after its checks.
 	Observe func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error)
 
@@ -90,6 +94,7 @@ func Faults() map[string]Fault {
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
+	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
 	addDisruptions(add)
 	addPodFaults(add)
 	return out
@@ -431,6 +436,15 @@ func observeReconstructionFailure(ctx context.Context, s *Scenario, _ *scenarios
 	return catalogue.Observation{Detail: "reconstruct_volume_operations_errors_total = 0 and the old pods cleaned"}, nil
 }
 
+// hopGates are the feature gates of the hop's kubelet (its plan entry's),
+// nil before the first hop or for an entry that sets none.
+func (s *Scenario) hopGates() map[string]bool {
+	if s.hop == nil {
+		return nil
+	}
+	return s.hop.ToGates
+}
+
 // judge asks the catalogue what the hop's observation means for the
 // kubelet that started on the planted state.
 func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.StepContext) error {
@@ -441,7 +455,7 @@ func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.S
 			return err
 		}
 		sc.Note("observed: %s", o.Detail)
-		d, err := catalogue.Judge(f.Entry, to, o)
+		d, err := catalogue.Judge(f.Entry, to, s.hopGates(), o)
 		if err != nil {
 			return err
 		}
@@ -465,7 +479,7 @@ func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *node
 	s.snapshotEvidence(sc, "node state after deleting the StatefulSet", snap)
 	last := s.cfg.Plan.Versions[len(s.cfg.Plan.Versions)-1]
 	o := catalogue.Observation{Seen: true, Detail: fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", strings.Join(leaked, "; "), len(s.leftEver))}
-	d, err := catalogue.Judge(s.leakEntry(), last, o)
+	d, err := catalogue.Judge(s.leakEntry(), last, s.cfg.Plan.GatesOf(len(s.cfg.Plan.Versions)-1), o)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -180,6 +181,17 @@ func New(cfg Config, cluster Cluster, node nodes.Node, run *reports.Run) (*Scena
 		cfg: cfg, cluster: cluster, node: node, run: run, res: res, cs: cs,
 		pvOf: map[string]string{}, markers: map[string]string{},
 	}
+	if f := cfg.Fault; f != nil && len(f.Shapes) > 0 {
+		if len(cfg.Shapes) > 0 {
+			return nil, fmt.Errorf("fault %s brings its own workload shapes (%s); run it without others", f.Entry.Name, strings.Join(f.Shapes, ", "))
+		}
+		shapes, err := LookupShapes(f.Shapes)
+		if err != nil {
+			return nil, fmt.Errorf("fault %s: %w", f.Entry.Name, err)
+		}
+		s.cfg.Shapes = shapes
+		cfg = s.cfg
+	}
 	if len(cfg.Shapes) > 0 {
 		s.shapes = &shapeRun{list: cfg.Shapes, has: map[string]bool{}, markers: map[string]string{}, genPV: map[string]string{}}
 		for _, sh := range cfg.Shapes {
@@ -245,7 +257,11 @@ func (s *Scenario) Steps() []scenarios.Step {
 		if f != nil {
 			step(fmt.Sprintf("hop %d: catalogue %s %s on kubelet %s", n, f.Entry.Kind, f.Entry.Name, to), s.judge(h.To))
 		}
+		// A fault's shapes are its plant's workload: the fault is judged.
 		for _, sh := range s.cfg.Shapes {
+			if f != nil {
+				break
+			}
 			step(fmt.Sprintf("hop %d: catalogue %s %s on kubelet %s", n, sh.Entry.Kind, sh.Entry.Name, to), s.judgeShape(sh, h.To))
 		}
 	}

@@ -499,7 +499,7 @@ func (s *Scenario) shapeMetrics(exps []kubeletmetrics.Expectation, to *version.V
 		return exps
 	}
 	for _, sh := range s.shapes.list {
-		x, ok := sh.Entry.ExpectationFor(to)
+		x, ok := sh.Entry.ExpectationForKubelet(to, s.hopGates())
 		if !ok || x.Outcome != catalogue.KnownBug {
 			continue
 		}
@@ -521,7 +521,7 @@ func (s *Scenario) shapesMayLeave(to *version.Version) bool {
 		return false
 	}
 	for _, sh := range s.shapes.list {
-		if x, ok := sh.Entry.ExpectationFor(to); ok && x.Outcome == catalogue.KnownBug {
+		if x, ok := sh.Entry.ExpectationForKubelet(to, s.hopGates()); ok && x.Outcome == catalogue.KnownBug {
 			return true
 		}
 	}
@@ -566,7 +566,7 @@ func (s *Scenario) unexplainedLeftovers(left []nodestate.Leftover, to *version.V
 	for _, l := range left {
 		explained := false
 		for _, sh := range s.shapes.list {
-			if x, ok := sh.Entry.ExpectationFor(to); ok && x.Outcome == catalogue.KnownBug && ownsLeftover(sh, l, left) {
+			if x, ok := sh.Entry.ExpectationForKubelet(to, s.hopGates()); ok && x.Outcome == catalogue.KnownBug && ownsLeftover(sh, l, left) {
 				explained = true
 			}
 		}
@@ -625,7 +625,7 @@ func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Contex
 			o.Detail = fmt.Sprintf("the old pods' %d mounts and entries of the shape are gone; %s", len(had), o.Detail)
 		}
 		sc.Note("observed: %s", o.Detail)
-		d, err := catalogue.Judge(sh.Entry, to, o)
+		d, err := catalogue.Judge(sh.Entry, to, s.hopGates(), o)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,110 @@
+package reconstruction
+
+// This file plants and observes configmap-key-missing (#121472): the
+// state a kubelet killed inside a configMap volume's AtomicWriter leaves,
+// with ..data in place and a key's user-visible link not yet made.
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+)
+
+// keyLinkWatch is how long after the kubelet's start the key's link is
+// given to come back. A fixed kubelet makes the links whenever it sets the
+// volume up again: at its start, for the running pods' reconstructed (new
+// path) or not yet mounted (old path) volumes, within seconds, and at
+// every pod sync after that (syncFrequency: 10 s on the local provider,
+// 1 min on kind's default). A kubelet with the bug never does, however
+// long it is watched.
+const keyLinkWatch = 30 * time.Second
+
+// keyLink is where pod uid's configMap volume of the shape links its key,
+// relative to the kubelet's root dir.
+func keyLink(uid string) string {
+	return fmt.Sprintf("pods/%s/volumes/kubernetes.io~configmap/%s/%s", uid, cfgVolume, cfgKey)
+}
+
+// plantMissingKey removes the key's link from each running pod's configMap
+// volume, checking first that it is the AtomicWriter's link into ..data,
+// which stays.
+func plantMissingKey(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	if len(s.running) == 0 {
+		return fmt.Errorf("no running pods recorded: nothing to plant in")
+	}
+	for _, r := range s.running {
+		link := s.down.Abs(keyLink(string(r.uid)))
+		res, err := exec.Output(ctx, sc.Node, "readlink", link)
+		if err != nil {
+			return fmt.Errorf("pod %s (uid %s): the configMap key link: %w", r.name, r.uid, err)
+		}
+		if want := path.Join("..data", cfgKey); strings.TrimSpace(res.Stdout) != want {
+			return fmt.Errorf("pod %s (uid %s): %s links to %q, not %q: not the AtomicWriter's layout this fault plants in", r.name, r.uid, link, strings.TrimSpace(res.Stdout), want)
+		}
+		if _, err := exec.Output(ctx, sc.Node, "test", "-d", path.Join(path.Dir(link), "..data")); err != nil {
+			return fmt.Errorf("pod %s (uid %s): no ..data beside %s: %w", r.name, r.uid, link, err)
+		}
+		if _, err := exec.Output(ctx, sc.Node, "rm", link); err != nil {
+			return fmt.Errorf("pod %s (uid %s): %w", r.name, r.uid, err)
+		}
+	}
+	sc.Note("removed the configMap key link %s of %d running pods; ..data and its timestamped dir kept", cfgKey, len(s.running))
+	return nil
+}
+
+// observeMissingKey watches each pod's key link until it is back and reads
+// the ConfigMap's value, or keyLinkWatch has passed since the kubelet's
+// start; a link still missing then is the bug. It runs after
+// checkUntouched, so a change to the pods' containers or mounts is seen
+// too.
+func observeMissingKey(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
+	if o, _ := observeUntouched(ctx, s, sc); o.Seen {
+		return o, nil
+	}
+	want, _ := shapeObjectsData(s.cfg.Namespace)
+	end := s.kubeletUp.Add(s.scaled(keyLinkWatch))
+	back := map[string]float64{}
+	for {
+		for _, r := range s.running {
+			uid := string(r.uid)
+			if _, ok := back[uid]; ok {
+				continue
+			}
+			res, err := exec.Output(ctx, sc.QuietNode, "cat", s.down.Abs(keyLink(uid)))
+			if err != nil {
+				continue
+			}
+			if res.Stdout != want[cfgKey] {
+				return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): the configMap key is back but reads %q, want %q", r.name, r.uid, res.Stdout, want[cfgKey])
+			}
+			back[uid] = time.Since(s.kubeletUp).Seconds()
+		}
+		if len(back) == len(s.running) || !time.Now().Before(end) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return catalogue.Observation{}, ctx.Err()
+		case <-time.After(s.cfg.PollInterval):
+		}
+	}
+	var missing, found []string
+	for _, r := range s.running {
+		if t, ok := back[string(r.uid)]; ok {
+			found = append(found, fmt.Sprintf("pod %s: back %.1fs after the start", r.name, t))
+		} else {
+			missing = append(missing, fmt.Sprintf("pod %s (uid %s): %s", r.name, r.uid, s.down.Abs(keyLink(string(r.uid)))))
+		}
+	}
+	window := fmt.Sprintf("watched until %s after the kubelet's start", s.scaled(keyLinkWatch))
+	if len(missing) > 0 {
+		return catalogue.Observation{Seen: true, Detail: fmt.Sprintf("configMap key %s still missing in %d of %d pods, %s: %s", cfgKey, len(missing), len(s.running), window, strings.Join(missing, "; "))}, nil
+	}
+	return catalogue.Observation{Detail: fmt.Sprintf("configMap key %s back in every pod with the ConfigMap's value (%s; %s)", cfgKey, strings.Join(found, ", "), window)}, nil
+}

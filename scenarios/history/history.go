@@ -1,0 +1,168 @@
+// Package history is what `make test-history` runs: KEP-3756's own
+// sign-off replayed with the nearest kubelets the Go module proxy builds,
+// and catalogue entries on kubelets where their bugs shipped and where
+// they were fixed. Each run is judged by the catalogue as any run is; the
+// history suite also requires that every known bug the catalogue expects
+// of a hop's kubelet reproduces there, and that each kubelet reports the
+// reconstruction path listed here, read from its own log.
+package history
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/plan"
+)
+
+// Label is the Ginkgo label of the history specs: make test-history
+// selects them, make test-skew leaves them out.
+const Label = "history"
+
+// Reconstruction paths as the report words them (kubeletmetrics.PathNew,
+// PathOld).
+const (
+	New = "new"
+	Old = "old"
+)
+
+// Run is one run of the history: a plan under a control plane, with a
+// catalogue entry or the baseline force-delete.
+type Run struct {
+	// Name is the run's label suffix (history-<name>) and the name the
+	// sign-off page gives it.
+	Name string
+	// APIServer is the control plane's version (APISERVER).
+	APIServer string
+	// Plan is the kubelet plan, gates and all (PLAN).
+	Plan string
+	// Scenario is the catalogue entry (SCENARIO); "" for the baseline.
+	Scenario string
+	// Paths, when set, are the reconstruction paths the plan's kubelets
+	// must report in plan order, the first one's read before the first
+	// hop. Unset for an entry that deletes nothing: the old path logs
+	// nothing of its own when no deleted pod's volume is on disk.
+	Paths []string
+	// Proves says what the run shows, for the reader of the page.
+	Proves string
+}
+
+// signoffPlan is KEP-3756's manual sign-off as the proxy can build it:
+// 1.27 cannot be built from the module here (k8s.io/legacy-cloud-providers
+// and k8s.io/cloud-provider@v0.27.9 are not served), and 1.26.15 runs the
+// old reconstruction by default as 1.27.9 did, so the hop down is new →
+// old as it was.
+const signoffPlan = "v1.28.5,v1.26.15,v1.28.5"
+
+// olderControlPlane serves the 1.26 and 1.28 kubelets: the newest 1.28
+// control plane the proxy builds (1.28.5's controller-manager needs
+// k8s.io/endpointslice@v0.28.5, not served), within n-3 of 1.26.
+const olderControlPlane = "v1.28.15"
+
+// newerControlPlane serves the 1.32 kubelets: no 1.32 to 1.34 control
+// plane but 1.35.4 builds here (1.32.13's controller-manager needs
+// k8s.io/endpointslice@v0.32.13), and a 1.32 kubelet is within n-3 of it.
+const newerControlPlane = "v1.35.4"
+
+// Runs are the history, in the order make test-history runs them.
+func Runs() []Run {
+	return []Run{
+		{Name: "kep-3756-signoff", APIServer: olderControlPlane, Plan: signoffPlan, Paths: []string{New, Old, New},
+			Proves: "the sign-off of KEP-3756 (1.28.5 → 1.27.9 → 1.28.5, new → old → new reconstruction) replayed with full checks: 1.26.15 stands in for 1.27.9, which the proxy cannot build"},
+		{Name: "kep-3756-gate", APIServer: olderControlPlane, Plan: "v1.28.15,v1.28.15+NewVolumeManagerReconstruction=false,v1.28.15", Paths: []string{New, Old, New},
+			Proves: "the same hand-over in one binary: NewVolumeManagerReconstruction on → off → on"},
+		{Name: "pvc-terminating-1.32", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "pvc-terminating",
+			Proves: "#130335 reproduces on 1.32.2 and is gone in 1.32.13 (the fix reached 1.32 in 1.32.4)"},
+		{Name: "pvc-terminating-old-path", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15,v1.28.15", Scenario: "pvc-terminating",
+			Proves: "#130335 on kubelets that never got its fix, on the new and on the old reconstruction"},
+		{Name: "configmap-key-missing-shipped", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15,v1.28.15", Scenario: "configmap-key-missing",
+			Proves: "#121472 reproduces on 1.26.15 and 1.28.15, which never got its fix"},
+		{Name: "configmap-key-missing-fixed", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "configmap-key-missing",
+			Proves: "#121472 is gone on kubelets from 1.30.0, where it was fixed"},
+	}
+}
+
+// Label is the run's own Ginkgo label.
+func (r Run) Label() string { return Label + "-" + r.Name }
+
+// Check is what the history requires of a run's hop beyond the
+// catalogue's verdict.
+type Check struct {
+	// Kubelet is the hop's kubelet: version and gates, as the plan
+	// entry reads.
+	Kubelet string
+	// Expectation is the catalogue's for the kubelet; Covered is false
+	// for the baseline.
+	Expectation catalogue.Expectation
+	Covered     bool
+}
+
+// Checks are, per hop of r, what the catalogue expects of the hop's
+// kubelet: a KnownBug there must reproduce.
+func (r Run) Checks() ([]Check, error) {
+	p, err := plan.Parse(r.Plan)
+	if err != nil {
+		return nil, fmt.Errorf("history run %s: %w", r.Name, err)
+	}
+	var e catalogue.Entry
+	if r.Scenario != "" {
+		var ok bool
+		if e, ok = catalogue.Lookup(r.Scenario); !ok {
+			return nil, fmt.Errorf("history run %s: no catalogue entry %q", r.Name, r.Scenario)
+		}
+	}
+	var out []Check
+	for _, h := range p.Hops() {
+		c := Check{Kubelet: plan.V(h.To) + plan.FormatGates(h.ToGates)}
+		if r.Scenario != "" {
+			c.Expectation, c.Covered = e.ExpectationForKubelet(h.To, h.ToGates)
+			if !c.Covered {
+				return nil, fmt.Errorf("history run %s: catalogue entry %s has no expectation for kubelet %s", r.Name, r.Scenario, c.Kubelet)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Validate checks the history's own data: plans that parse and keep the
+// skew policy under their control plane, entries that exist and cover
+// every hop's kubelet, and one path per plan entry where paths are given.
+func Validate(runs []Run) error {
+	var errs []string
+	names := map[string]bool{}
+	for _, r := range runs {
+		if names[r.Name] {
+			errs = append(errs, "duplicate history run "+r.Name)
+		}
+		names[r.Name] = true
+		p, err := plan.Parse(r.Plan)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", r.Name, err))
+			continue
+		}
+		api, err := version.ParseSemantic(r.APIServer)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: APISERVER %q: %v", r.Name, r.APIServer, err))
+			continue
+		}
+		if err := p.Validate(api); err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", r.Name, err))
+		}
+		if r.Paths != nil && len(r.Paths) != len(p.Versions) {
+			errs = append(errs, fmt.Sprintf("%s: %d paths for %d plan entries", r.Name, len(r.Paths), len(p.Versions)))
+		}
+		if _, err := r.Checks(); err != nil {
+			errs = append(errs, err.Error())
+		}
+		if r.Proves == "" {
+			errs = append(errs, r.Name+" says nothing of what it proves")
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("history: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

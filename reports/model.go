@@ -143,6 +143,16 @@ type Deviation struct {
 // IsExpected reports whether the scenario documented this deviation.
 func (d Deviation) IsExpected() bool { return d.Reason != "" }
 
+// NotSeenPrefix starts the Observed of a deviation that records a known
+// bug the catalogue expected and the run did not see.
+const NotSeenPrefix = "not seen: "
+
+// Reproduced tells whether d records a known bug that reproduced: an
+// expected deviation that does not say it was not seen.
+func (d Deviation) Reproduced() bool {
+	return d.IsExpected() && !strings.HasPrefix(d.Observed, NotSeenPrefix)
+}
+
 // Hop is one kubelet version change and what it measured.
 type Hop struct {
 	Number int `json:"number"` // 1-based

@@ -22,7 +22,24 @@ var htmlTemplate = template.Must(template.New(HTMLFileName).Funcs(template.FuncM
 	"upper":   verdictWords,
 	"plural":  plural,
 	"inc":     func(i int) int { return i + 1 },
+	"hsym":    htmlHistorySymbol,
 }).Parse(htmlSource))
+
+// htmlHistorySymbol marks a history cell's outcome with characters common
+// text fonts have.
+func htmlHistorySymbol(outcome string) string {
+	switch outcome {
+	case HistoryReproduced:
+		return "●"
+	case HistoryClean:
+		return "✓"
+	case HistoryNotReproduced:
+		return "?"
+	case HistoryFail:
+		return "✗"
+	}
+	return "⊘"
+}
 
 // htmlSymbol tells statuses apart without colour, with characters that
 // common text fonts have (no emoji font needed).

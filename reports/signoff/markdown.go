@@ -117,6 +117,48 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 		line("")
 	}
 
+	if h := p.History; h != nil {
+		line("## Kubelet history")
+		line("")
+		line("What each catalogue entry did on each kubelet: a bug the catalogue expects there reproduced, clean, not reproduced, failed or not reached, with the reconstruction path the kubelet's log showed; each links to its hop and cites the reference.")
+		line("")
+		header := append([]string{"kubelet"}, h.Entries...)
+		for i := range header[1:] {
+			header[i+1] = text(header[i+1])
+		}
+		var rows [][]string
+		var notes []string
+		for _, k := range h.Kubelets {
+			row := []string{"**" + text(k) + "**"}
+			for _, e := range h.Entries {
+				var parts []string
+				for _, it := range h.Cells[k][e] {
+					cell := historySymbol(it.Outcome) + " " + it.Outcome
+					if it.Path != "" {
+						cell += " (" + text(it.Path) + ")"
+					}
+					if it.Link != "" {
+						cell = "[" + cell + "](" + it.Link + ")"
+					}
+					if it.Why != "" {
+						notes = append(notes, fmt.Sprintf("%s, %s (run %s, hop %d): %s", text(k), text(e), code(it.Run), it.Hop, text(it.Why)))
+						cell += fmt.Sprintf(" [%d]", len(notes))
+					}
+					parts = append(parts, cell)
+				}
+				row = append(row, orDash(strings.Join(parts, "<br>")))
+			}
+			rows = append(rows, row)
+		}
+		b.WriteString(reports.MarkdownTable(header, rows))
+		for i, n := range notes {
+			line("%d. %s", i+1, n)
+		}
+		if len(notes) > 0 {
+			line("")
+		}
+	}
+
 	line("## ⚠️ Expected deviations")
 	line("")
 	if len(p.Deviations) == 0 {
@@ -216,6 +258,21 @@ func mdCell(c *Cell) string {
 		s = "[" + s + "](" + c.Worst.Link + ")"
 	}
 	return s
+}
+
+// historySymbol marks a history cell's outcome.
+func historySymbol(outcome string) string {
+	switch outcome {
+	case HistoryReproduced:
+		return "🐞"
+	case HistoryClean:
+		return "✅"
+	case HistoryNotReproduced:
+		return "❔"
+	case HistoryFail:
+		return "❌"
+	}
+	return "🚫"
 }
 
 func runLink(r RunRow) string {

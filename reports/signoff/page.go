@@ -69,8 +69,10 @@ type Page struct {
 	// matrices.
 	Counts     map[Status]int
 	Deviations []DeviationRow
-	Binaries   []BinaryRow
-	Envs       []EnvTable
+	// History is the kubelet × catalogue entry grid; nil without hops.
+	History  *History
+	Binaries []BinaryRow
+	Envs     []EnvTable
 	// Baseline is set when the page compares against an earlier night.
 	Baseline *Baseline
 }
@@ -261,6 +263,7 @@ func Build(srcs []Source, outDir string) *Page {
 	})
 	p.Verdict = p.verdict()
 	p.Deviations = deviationRows(p.Runs)
+	p.History = buildHistory(p.Runs)
 	p.Binaries = binaryRows(p.Runs)
 	p.Envs = envTables(p.Runs)
 	return p

@@ -234,3 +234,13 @@ func TestExpectationGates(t *testing.T) {
 		t.Errorf("Judge with gates: %+v, %v", d, err)
 	}
 }
+
+func TestReproduced(t *testing.T) {
+	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{Outcome: KnownBug, Bug: "leak", Refs: []Ref{issue(85476)}}}}
+	v := version.MustParseSemantic("1.37.2")
+	seen, _ := Judge(bug, v, nil, Observation{Seen: true, Detail: "leaked"})
+	missed, _ := Judge(bug, v, nil, Observation{Detail: "unmounted"})
+	if !seen.Reproduced() || missed.Reproduced() {
+		t.Errorf("Reproduced(seen) = %v, Reproduced(not seen) = %v", seen.Reproduced(), missed.Reproduced())
+	}
+}

@@ -2,12 +2,11 @@ package catalogue
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 // Observation is what one hop of an entry saw of the entry's bug.
@@ -56,7 +55,7 @@ func (e *BugSeenError) Error() string {
 //   - a clean expectation and no symptom: nothing (a pass);
 //   - a clean expectation and the symptom: an error (the run fails).
 func Judge(e Entry, kubelet *version.Version, gates map[string]bool, o Observation) (*reports.Deviation, error) {
-	v := "v" + kubelet.String() + formatGates(gates)
+	v := "v" + kubelet.String() + plan.FormatGates(gates)
 	x, ok := e.ExpectationForKubelet(kubelet, gates)
 	if !ok {
 		return nil, &NotCoveredError{Entry: e.Name, Version: v}
@@ -67,7 +66,7 @@ func Judge(e Entry, kubelet *version.Version, gates map[string]bool, o Observati
 		return &reports.Deviation{Check: check, Expected: fmt.Sprintf("known bug on %s: %s", x.Versions(), x.Bug), Observed: o.Detail,
 			Reason: fmt.Sprintf("known bug %s reproduces on kubelet %s (affected: %s; fixed in: %s): %s", x.RefIDs(), v, x.Versions(), fixedIn(x), x.Says)}, nil
 	case x.Outcome == KnownBug:
-		return &reports.Deviation{Check: check, Expected: fmt.Sprintf("known bug on %s: %s", x.Versions(), x.Bug), Observed: "not seen: " + o.Detail,
+		return &reports.Deviation{Check: check, Expected: fmt.Sprintf("known bug on %s: %s", x.Versions(), x.Bug), Observed: reports.NotSeenPrefix + o.Detail,
 			Reason: fmt.Sprintf("expected %s %s not seen on kubelet %s: fixed upstream? update the expectation in scenarios/catalogue", x.RefIDs(), x.Bug, v)}, nil
 	case o.Seen:
 		return nil, &BugSeenError{Entry: e.Name, Version: v, Expectation: x, Detail: o.Detail}
@@ -80,15 +79,4 @@ func fixedIn(x Expectation) string {
 		return "not yet"
 	}
 	return x.FixedIn
-}
-
-// formatGates renders gates as a plan entry's suffix
-// ("+NewVolumeManagerReconstruction=false"), sorted; "" for none.
-func formatGates(gates map[string]bool) string {
-	var parts []string
-	for g, on := range gates {
-		parts = append(parts, fmt.Sprintf("+%s=%t", g, on))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, "")
 }

@@ -73,10 +73,15 @@ func Runs() []Run {
 			Proves: "the sign-off of KEP-3756 (1.28.5 → 1.27.9 → 1.28.5, new → old → new reconstruction) replayed with full checks: 1.26.15 stands in for 1.27.9, which the proxy cannot build"},
 		{Name: "kep-3756-gate", APIServer: olderControlPlane, Plan: "v1.28.15,v1.28.15+NewVolumeManagerReconstruction=false,v1.28.15", Paths: []string{New, Old, New},
 			Proves: "the same hand-over in one binary: NewVolumeManagerReconstruction on → off → on"},
-		{Name: "pvc-terminating-1.32", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "pvc-terminating",
-			Proves: "#130335 reproduces on 1.32.2 and is gone in 1.32.13 (the fix reached 1.32 in 1.32.4)"},
-		{Name: "pvc-terminating-old-path", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15,v1.28.15", Scenario: "pvc-terminating",
-			Proves: "#130335 on kubelets that never got its fix, on the new and on the old reconstruction"},
+		// The kubelet with #130335 unmounts the volumes for good (their
+		// claims are Terminating), so it comes last: the fixed one is
+		// judged on volumes still mounted.
+		{Name: "pvc-terminating-1.32", APIServer: newerControlPlane, Plan: "v1.32.2,v1.32.13,v1.32.2", Scenario: "pvc-terminating",
+			Proves: "#130335 is gone in 1.32.13 (the fix reached 1.32 in 1.32.4) and reproduces on 1.32.2"},
+		{Name: "pvc-terminating-old-path", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15", Scenario: "pvc-terminating",
+			Proves: "#130335 on the old reconstruction too, on 1.26.15, which never got its fix"},
+		{Name: "pvc-terminating-1.28", APIServer: olderControlPlane, Plan: "v1.26.15,v1.28.15", Scenario: "pvc-terminating",
+			Proves: "#130335 on 1.28.15's new reconstruction, which never got its fix"},
 		{Name: "configmap-key-missing-shipped", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15,v1.28.15", Scenario: "configmap-key-missing",
 			Proves: "#121472 reproduces on 1.26.15 and 1.28.15, which never got its fix"},
 		{Name: "configmap-key-missing-fixed", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "configmap-key-missing",

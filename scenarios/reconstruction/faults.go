@@ -363,6 +363,15 @@ const (
 // plantDeleteClaims deletes the running pods' PVCs while the kubelet is
 // down; pvc-protection keeps them Terminating while the pods use them.
 func plantDeleteClaims(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	// A kubelet with the bug at an earlier hop unmounted the volumes and
+	// never mounts them again (their claims stay Terminating): this hop
+	// would have nothing to keep mounted, and its "untouched" would prove
+	// nothing.
+	for _, r := range s.running {
+		if !hasCSIMount(r.mounts) {
+			return fmt.Errorf("pod %s (uid %s) has no CSI volume mounted while the kubelet is down, so this hop cannot show whether its kubelet keeps it: an earlier hop's kubelet unmounted it (the entry's bug, which its claim's deletion keeps from being mounted again); put the kubelet that has the bug last in the plan", r.name, r.uid)
+		}
+	}
 	var claims []string
 	for claim := range s.pvOf {
 		claims = append(claims, claim)
@@ -383,6 +392,16 @@ func plantDeleteClaims(ctx context.Context, s *Scenario, sc *scenarios.StepConte
 	}
 	sc.Note("deleted %d PVCs in use (%s); each stays Terminating", len(claims), strings.Join(claims, ", "))
 	return nil
+}
+
+// hasCSIMount tells whether a pod's mounts include a CSI volume's.
+func hasCSIMount(mounts map[string]int) bool {
+	for mp := range mounts {
+		if strings.Contains(mp, "/volumes/kubernetes.io~csi/") {
+			return true
+		}
+	}
+	return false
 }
 
 // strayName is the file plantFileForDir puts among a pod's CSI volume dirs.

@@ -29,6 +29,9 @@ var (
 // see kubeletmetrics.LocalVolumeReconstructionReason.
 const localVolumeSays = "reconstructVolume.NewMounter fails (local volume source is nil); the kubelet falls back to force cleanup, which still removes the mounts and dirs; reconstruct_volume_operations_errors_total equals the number of local volumes"
 
+// oldPathRebootSays is what the old reconstruction does after a reboot.
+const oldPathRebootSays = "the old reconstruction marks the deleted pods' volumes and their devices Mounted, so the re-created pods on the same volumes get NodePublish without NodeStage: their mount is not backed by the staged volume"
+
 // All is the catalogue, shapes first, then faults in issue 9's order.
 func All() []Entry {
 	return []Entry{
@@ -98,8 +101,19 @@ func All() []Entry {
 			Name: "reboot", Kind: Fault, Item: 1,
 			Plants: "real reboot semantics: with the kubelet down and the pods force-deleted, every mount of the old pods and every CSI global mount is unmounted; the directories and vol_data.json stay",
 			Checks: "as csi-filesystem: the re-created pods mount their volumes again with their data",
-			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstructed as uncertain; unpublish and unstage are idempotent; the new pods mount again",
-				Refs: []Ref{issue(124057)}, FixedIn: "1.30 (#124048, backported to 1.27-1.29)"}},
+			// The old reconstruction marks a deleted pod's volume and its
+			// device Mounted (not uncertain), so a new pod on the volume
+			// gets NodePublish without NodeStage (#117513; PR #119827,
+			// which would have fixed it there, was closed: the new
+			// reconstruction is the fix). 1.26 and 1.27.2+ run the old one
+			// by default, 1.28 and 1.29 with the gate off.
+			Expect: []Expectation{
+				{From: "1.28", Before: "1.30", Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: KnownBug, Bug: "NodeStage skipped for the re-created pods",
+					Says: oldPathRebootSays, Refs: []Ref{issue(117513), pr(119827)}},
+				{From: "1.26", Before: "1.28", Outcome: KnownBug, Bug: "NodeStage skipped for the re-created pods",
+					Says: oldPathRebootSays, Refs: []Ref{issue(117513), pr(119827)}},
+				{From: "1.28", Outcome: Clean, Says: "reconstructed as uncertain; unpublish and unstage are idempotent; the new pods mount again",
+					Refs: []Ref{issue(124057)}, FixedIn: "1.30 (#124048, backported to 1.27-1.29)"}},
 			Status: Runs, Providers: kindFaultProviders,
 		},
 		{

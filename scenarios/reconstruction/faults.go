@@ -38,6 +38,12 @@ type Fault struct {
 	// cleanup wait is bounded by mayLeaveBound and what is left is the
 	// observation, not a failure.
 	MayLeave bool
+	// MayStick: the entry's bug can keep the re-created pods from running
+	// (a volume published without being staged). On a hop whose kubelet
+	// the catalogue expects to have the bug, their wait is bounded by
+	// mayStickBound and pods that did not run are the observation, with
+	// why (s.stuck), not a failure.
+	MayStick bool
 	// DataLost: the fault takes the volumes' data with it (the test
 	// driver's tmpfs volumes do not survive their global mount going, as
 	// after a real reboot), so the re-created pods' markers are read again
@@ -72,6 +78,12 @@ type Fault struct {
 	AfterCleanup func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
 }
 
+// mayStickBound is how long the re-created pods get to run on a hop whose
+// kubelet is expected to keep them from it: the kubelet retries a failed
+// mount at 0.5 s, doubling, so by then it has tried six times, and a pod
+// of a kubelet without the bug runs within seconds.
+const mayStickBound = 45 * time.Second
+
 // mayLeaveBound is how long a hop whose fault may leave old pods' state
 // behind waits for the kubelet to clean up: the orphan sweep runs every
 // 2 s, so a cleanup not done by then is not coming.
@@ -89,7 +101,7 @@ func Faults() map[string]Fault {
 		out[name] = f
 	}
 	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
-	add(Fault{Plant: plantReboot, DataLost: true, Observe: observeLeftovers}, "reboot")
+	add(Fault{Plant: plantReboot, DataLost: true, MayStick: true, Observe: observeStuckOrLeftovers}, "reboot")
 	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-deleted")
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
@@ -430,6 +442,81 @@ func plantFileForDir(ctx context.Context, s *Scenario, sc *scenarios.StepContext
 }
 
 // observeLeftovers: the bug is anything of the old pods left.
+// mayStick tells whether the hop's re-created pods may not run: its fault
+// says its bug can do that, and the catalogue expects the bug of the
+// hop's kubelet.
+func (s *Scenario) mayStick() bool {
+	f := s.cfg.Fault
+	if f == nil || !f.MayStick || s.hop == nil {
+		return false
+	}
+	v, err := version.ParseSemantic(s.hop.To)
+	if err != nil {
+		return false
+	}
+	x, ok := f.Entry.ExpectationForKubelet(v, s.hopGates())
+	return ok && x.Outcome == catalogue.KnownBug
+}
+
+// stuckWhy says why the re-created pods did not run: the wait's error
+// (with their Warning events), and for each of the workload's PVs whether
+// the kubelet's log since its start shows MountDevice (NodeStage) for it.
+func (s *Scenario) stuckWhy(ctx context.Context, sc *scenarios.StepContext, werr error) string {
+	why := werr.Error()
+	text, err := s.hopKubeletLog(ctx)
+	if err != nil {
+		return why + "; the kubelet's log could not be read: " + err.Error()
+	}
+	var unstaged []string
+	for _, pv := range s.volumes.PVs {
+		// Quoted as \"name\" in structured lines and as "name" in
+		// the pending operations' errors: match the line, then the name.
+		staged := hasLine(text, "MountVolume.MountDevice succeeded for volume", pv.Name)
+		failed := hasLine(text, "MountVolume.SetUp failed for volume", pv.Name)
+		if !staged && failed {
+			unstaged = append(unstaged, pv.Name)
+		}
+	}
+	if len(unstaged) > 0 {
+		sc.Evidence(reports.Evidence{Name: "the kubelet's log since its start: SetUp (NodePublish) failed, and no MountDevice (NodeStage) for PVs " + strings.Join(unstaged, ", "), Kind: "log", Text: grepLines(text, "MountVolume", 40)})
+		why = fmt.Sprintf("the kubelet set up (NodePublish) PVs %s without staging them: its log since its start has MountVolume.SetUp failed and no MountVolume.MountDevice for them; %s", strings.Join(unstaged, ", "), why)
+	}
+	return why
+}
+
+// hasLine tells whether a line of text contains both msg and name.
+func hasLine(text, msg, name string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, msg) && (strings.Contains(l, `"`+name+`"`) || strings.Contains(l, `"`+name+`\"`)) {
+			return true
+		}
+	}
+	return false
+}
+
+// grepLines are the last n lines of text that contain s.
+func grepLines(text, s string, n int) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, "\n")
+}
+
+// observeStuckOrLeftovers: the re-created pods that did not run are the
+// bug, else what the old pods left.
+func observeStuckOrLeftovers(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
+	if s.stuck != "" {
+		return catalogue.Observation{Seen: true, Detail: "the re-created pods did not run: " + s.stuck}, nil
+	}
+	return observeLeftovers(ctx, s, sc)
+}
+
 func observeLeftovers(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
 	if len(s.left) > 0 {
 		return catalogue.Observation{Seen: true, Detail: s.leftoverHeadline(ctx, s.left)}, nil

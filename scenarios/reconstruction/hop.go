@@ -64,7 +64,7 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		if err != nil {
 			return fmt.Errorf("list pods before stopping the kubelet: %w", err)
 		}
-		s.oldUIDs = nil
+		s.oldUIDs, s.stuck = nil, ""
 		for _, p := range pods {
 			s.oldUIDs = append(s.oldUIDs, string(p.UID))
 		}
@@ -277,8 +277,17 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 	for _, u := range s.oldUIDs {
 		exclude[types.UID(u)] = true
 	}
-	pods, err := s.waitPodsRunning(ctx, sc, exclude, s.scaled(podsRunningTimeout))
+	timeout, mayStick := s.scaled(podsRunningTimeout), s.mayStick()
+	if mayStick {
+		timeout = s.scaled(mayStickBound)
+	}
+	pods, err := s.waitPodsRunning(ctx, sc, exclude, timeout)
 	if err != nil {
+		if mayStick && ctx.Err() == nil && !errors.Is(err, scenarios.ErrControlPlane) && !errors.Is(err, scenarios.ErrHarness) {
+			s.stuck = s.stuckWhy(ctx, sc, err)
+			sc.Note("the re-created pods did not run, which the hop's kubelet's known bug does (fault %s); judged below: %s", s.cfg.Fault.Entry.Name, s.stuck)
+			return nil
+		}
 		return err
 	}
 	s.timing("pods Running", time.Since(s.kubeletUp))

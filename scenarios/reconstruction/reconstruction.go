@@ -147,6 +147,9 @@ type Scenario struct {
 	changes       []string
 	left          []nodestate.Leftover
 	leftEver      []nodestate.Leftover
+	// stuck says why the re-created pods did not run, on a hop whose
+	// fault may keep them from it (Fault.MayStick); "" when they ran.
+	stuck         string
 	metricResults []kubeletmetrics.Result
 	// the hop's kubelet's log and reconstruction path (path.go)
 	hopLog      *string

@@ -243,3 +243,14 @@ func TestBuildRecordRoundTrips(t *testing.T) {
 		t.Errorf("cachedModuleBinary with a damaged record = %v, want an error", err)
 	}
 }
+
+// A kubelet that cannot be built has other sources; a control plane
+// component is the cluster's, so the fix is another control plane.
+func TestAlternatives(t *testing.T) {
+	if got := alternatives("v1.27.16", "kubelet"); !strings.Contains(got, "KUBELET_SOURCE=release") || strings.Contains(got, "APISERVER") {
+		t.Errorf("kubelet: %q", got)
+	}
+	if got := alternatives("v1.32.13", "kube-controller-manager"); !strings.Contains(got, "APISERVER=<version>") || strings.Contains(got, "KUBELETS") {
+		t.Errorf("controller-manager: %q", got)
+	}
+}

@@ -401,8 +401,17 @@ func (ms *moduleSet) roots() moduleRoots {
 	return r
 }
 
-func alternatives(kv string) string {
-	return fmt.Sprintf("use another source for %s: KUBELET_SOURCE=release (dl.k8s.io), or in KUBELETS release:%s, file:/path/to/kubelet or checkout:/path/to/kubernetes", kv, kv)
+// alternatives says what to do instead of building components at kv: a
+// kubelet has other sources; a control plane component is the cluster's
+// (APISERVER, or the plan's newest), so another version of it is the fix.
+func alternatives(kv string, components ...string) string {
+	kubelet := "use another source for " + kv + ": KUBELET_SOURCE=release (dl.k8s.io), or in KUBELETS release:" + kv + ", file:/path/to/kubelet or checkout:/path/to/kubernetes"
+	for _, c := range components {
+		if c != "kubelet" {
+			return "run the plan under a control plane that builds: APISERVER=<version> (docs/history.md lists which do)"
+		}
+	}
+	return kubelet
 }
 
 // check decides, without building, how each component can be built at v:
@@ -433,17 +442,18 @@ func (b *ModuleBuilder) check(ctx context.Context, v *version.Version, component
 	if err != nil {
 		return nil, nil, err
 	}
-	var refusals []string
+	var refusals, refused []string
 	for _, c := range components {
 		vd := verdicts[c]
 		if vd.Buildable() {
 			continue
 		}
 		refusals = append(refusals, refusalText(ms, vd))
+		refused = append(refused, c)
 	}
 	if len(refusals) > 0 {
 		kv := "v" + v.String()
-		return nil, nil, badSource("Kubernetes %s cannot be built from the k8s.io/kubernetes module here: %s; %s", kv, strings.Join(refusals, "; "), alternatives(kv))
+		return nil, nil, badSource("Kubernetes %s cannot be built from the k8s.io/kubernetes module here: %s; %s", kv, strings.Join(refusals, "; "), alternatives(kv, refused...))
 	}
 	if b.prepared(v) {
 		ms = nil

@@ -229,6 +229,21 @@ func All() []Entry {
 			Status: Runs, Providers: localOnly,
 		},
 		{
+			Name: "reboot-file-subpath", Kind: Fault, Item: 14,
+			Plants: "the subpath shape's workload (a configMap key as a file subPath, directory subPaths of the PVC and of a hostPath dir); the reboot fault: with the kubelet down and the pods force-deleted, every mount of the old pods (their subPath binds among them) and every CSI global mount unmounted, so the file subPath's mount point, a file, stays",
+			Checks: "the old pods' dirs removed within a bounded wait (the kubelet's orphan sweep must remove the file mount point); the re-created pods mount their volumes and subPaths again",
+			// PR #123052 (os.Remove for rmdir) and its backports; 1.26
+			// got none.
+			Expect: ByFix("1.26",
+				Expectation{Outcome: KnownBug, Bug: "orphaned pod dir kept: file subPath \"not a directory\"",
+					Says: "the orphan sweep removes each subPath mount point with rmdir, which fails on a file subPath's (\"not a directory\"): the old pod's dir stays for good",
+					Refs: []Ref{issue(106942), pr(123052)}},
+				Expectation{Outcome: Clean, Says: "the orphan sweep removes a file subPath's mount point as a file, and the old pod's dir goes",
+					Refs: []Ref{issue(106942), pr(123052)}},
+				"1.27.12", "1.28.8", "1.29.3", "1.30.0"),
+			Status: Runs, Providers: localOnly,
+		},
+		{
 			Name: "rejected-feature-gate", Kind: Fault, Item: 12,
 			Plants: "the swapped kubelet's configuration sets featureGates {NewVolumeManagerReconstruction: false}, a gate removed in 1.32 (as a config kept from an older kubelet would); the pods force-deleted",
 			Checks: "the kubelet refuses to start and the harness's error names the gate and the kubelet version (a plain run exits 1: a kubelet that refuses to start after a swap); then the gate is taken out, the kubelet starts and the old pods are cleaned",

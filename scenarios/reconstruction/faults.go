@@ -107,6 +107,7 @@ func Faults() map[string]Fault {
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
 	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
+	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantReboot, DataLost: true, MayLeave: true, Metrics: failureMetrics(fileSubpathReason), Observe: observeLeftovers}, "reboot-file-subpath")
 	addDisruptions(add)
 	addPodFaults(add)
 	return out
@@ -370,6 +371,9 @@ func allowErrors(exps []kubeletmetrics.Expectation, volumesAtStart int, reason s
 const (
 	volDataReason    = "vol_data.json planted missing or empty: reconstruction of the CSI volume fails and it is force-cleaned (#101791, #108217)"
 	fileForDirReason = "a regular file planted where a volume directory is expected: its reconstruction fails and the orphan sweep cannot remove it (#105536)"
+	// Before PR #123052 the orphan sweep removed a subPath's mount point
+	// with rmdir, which a file subPath's is not.
+	fileSubpathReason = "a file subPath's bind gone with the reboot: kubelets before PR #123052 rmdir its mount point, a file, and the orphan sweep fails (#106942)"
 )
 
 // plantDeleteClaims deletes the running pods' PVCs while the kubelet is

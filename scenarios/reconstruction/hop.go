@@ -245,7 +245,7 @@ func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) 
 	if err != nil && mayLeave && last != nil && ctx.Err() == nil {
 		s.left = last.Leftovers(s.oldUIDs)
 		s.leftEver = append(s.leftEver, s.left...)
-		if s.shapes != nil {
+		if s.shapes != nil && s.cfg.Fault == nil {
 			if un := s.unexplainedLeftovers(s.left, to); len(un) > 0 {
 				return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start, beyond what the shapes' known bugs leave (%d polls): %s", timeout, polls, s.leftoverHeadline(ctx, un))
 			}

@@ -495,7 +495,7 @@ func (s *Scenario) hasShape(name string) bool { return s.shapes != nil && s.shap
 // (the kubelet's orphan sweep fails on what it leaves), as an expected
 // deviation citing it.
 func (s *Scenario) shapeMetrics(exps []kubeletmetrics.Expectation, to *version.Version) []kubeletmetrics.Expectation {
-	if s.shapes == nil {
+	if s.shapes == nil || s.cfg.Fault != nil {
 		return exps
 	}
 	for _, sh := range s.shapes.list {
@@ -517,7 +517,8 @@ func (s *Scenario) shapeMetrics(exps []kubeletmetrics.Expectation, to *version.V
 // old pods' state behind, so the cleanup wait is bounded and what is left
 // is judged by the shapes.
 func (s *Scenario) shapesMayLeave(to *version.Version) bool {
-	if s.shapes == nil {
+	if s.shapes == nil || s.cfg.Fault != nil {
+		// A fault's shapes are its workload: the fault says (MayLeave).
 		return false
 	}
 	for _, sh := range s.shapes.list {

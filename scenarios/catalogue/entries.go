@@ -230,7 +230,7 @@ func All() []Entry {
 		},
 		{
 			Name: "reboot-file-subpath", Kind: Fault, Item: 14,
-			Plants: "the subpath shape's workload (a configMap key as a file subPath, directory subPaths of the PVC and of a hostPath dir); the reboot fault: with the kubelet down and the pods force-deleted, every mount of the old pods (their subPath binds among them) and every CSI global mount unmounted, so the file subPath's mount point, a file, stays",
+			Plants: "the subpath shape's workload (a configMap key as a file subPath, directory subPaths of the PVC and of a hostPath dir); the reboot fault (with the kubelet down and the pods force-deleted, every mount of the old pods, their subPath binds among them, and every CSI global mount unmounted), then each old pod's configMap volume dir removed, so its file subPath's mount point, a file, is left for the orphan sweep, as after a node that went down mid-cleanup",
 			Checks: "the old pods' dirs removed within a bounded wait (the kubelet's orphan sweep must remove the file mount point); the re-created pods mount their volumes and subPaths again",
 			// PR #123052 (os.Remove for rmdir) and its backports; 1.26
 			// got none.

@@ -84,6 +84,10 @@ func Runs() []Run {
 			Proves: "#130335 on 1.28.15's new reconstruction, which never got its fix"},
 		{Name: "reboot-old-path", APIServer: olderControlPlane, Plan: "v1.28.15,v1.28.15+NewVolumeManagerReconstruction=false,v1.28.15", Scenario: "reboot", Paths: []string{New, Old, New},
 			Proves: "#117513 on the old reconstruction: after a reboot the re-created pods get NodePublish without NodeStage; the new one, in the same binary, stages them"},
+		// The kubelet with #106942 keeps the old pods' dirs for good, so
+		// it comes last.
+		{Name: "reboot-file-subpath", APIServer: olderControlPlane, Plan: "v1.28.5,v1.28.15,v1.28.5", Scenario: "reboot-file-subpath",
+			Proves: "#106942 gone in 1.28.15 (the fix reached 1.28 in 1.28.8) and reproduced on 1.28.5: its orphan sweep rmdirs a file subPath's mount point"},
 		{Name: "configmap-key-missing-shipped", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15,v1.28.15", Scenario: "configmap-key-missing",
 			Proves: "#121472 reproduces on 1.26.15 and 1.28.15, which never got its fix"},
 		{Name: "configmap-key-missing-fixed", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "configmap-key-missing",

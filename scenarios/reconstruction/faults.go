@@ -107,7 +107,7 @@ func Faults() map[string]Fault {
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
 	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
-	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantReboot, DataLost: true, MayLeave: true, Metrics: failureMetrics(fileSubpathReason), Observe: observeLeftovers}, "reboot-file-subpath")
+	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Metrics: failureMetrics(fileSubpathReason), Observe: observeLeftovers}, "reboot-file-subpath")
 	addDisruptions(add)
 	addPodFaults(add)
 	return out
@@ -315,6 +315,45 @@ func plantReboot(ctx context.Context, s *Scenario, sc *scenarios.StepContext) er
 		}
 	}
 	sc.Note("unmounted %d mounts as a reboot would; directories and vol_data.json kept", len(points))
+	return nil
+}
+
+// plantRebootFileSubpath is the reboot, and then each old pod's configMap
+// volume dir removed while its file subPath's mount point, a file, stays
+// under volume-subpaths: the state the kubelet's orphan sweep meets when a
+// node went down in the middle of a pod's cleanup (the kubelet logs "Path
+// does not exist .../volumes", then "failed to rmdir() subpath ... not a
+// directory"). Left in place, the volume manager would tear the configMap
+// volume down and clean its subPaths, files too, before the orphan sweep
+// looks: a reboot alone does not reach the sweep's bug.
+func plantRebootFileSubpath(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	if err := plantReboot(ctx, s, sc); err != nil {
+		return err
+	}
+	var removed []string
+	for _, u := range s.oldUIDs {
+		rel := fmt.Sprintf("pods/%s/volumes/kubernetes.io~configmap/%s", u, cfgVolume)
+		if _, ok := s.down.Lookup(rel); !ok {
+			return fmt.Errorf("old pod %s has no configMap volume dir %s: not the subpath shape's workload", u, s.down.Abs(rel))
+		}
+		sub := fmt.Sprintf("pods/%s/volume-subpaths/%s", u, cfgVolume)
+		if _, ok := s.down.Lookup(sub); !ok {
+			return fmt.Errorf("old pod %s has no subPath entry %s for its configMap key", u, s.down.Abs(sub))
+		}
+		// Nothing may be mounted under it: the reboot unmounted the
+		// pod's mounts, and a configMap volume is a plain directory.
+		if _, err := exec.Output(ctx, sc.Node, "findmnt", "--mountpoint", s.down.Abs(rel)); err == nil {
+			return fmt.Errorf("something is mounted at %s; not removing it", s.down.Abs(rel))
+		}
+		if _, err := exec.Output(ctx, sc.Node, "rm", "-r", "--one-file-system", s.down.Abs(rel)); err != nil {
+			return err
+		}
+		removed = append(removed, s.down.Abs(rel))
+	}
+	// The kubelet finds one volume dir fewer per old pod to reconstruct.
+	s.volsAtStart -= len(removed)
+	s.pathVolumes = s.volsAtStart
+	sc.Note("removed the old pods' configMap volume dirs (%s); their file subPath mount points stay under volume-subpaths; %d volume dirs left for reconstruction", strings.Join(removed, ", "), s.volsAtStart)
 	return nil
 }
 

@@ -24,12 +24,21 @@ const maxQuoted = 300
 // when there is none: the kubelet's own words for why it left the pod's
 // state (UnmountVolume.NewUnmounter failed ..., orphaned pod ... found, but
 // ...).
+// A klog error line (E...) is preferred over other lines that say
+// something failed: the runtime library the kubelet links logs its own
+// retries ("Failed to remove cgroup (will retry)") with the pod's UID too.
 func lastKubeletError(log, uid string) string {
-	last := ""
+	last, lastE := "", ""
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, uid) && klogError.MatchString(line) {
 			last = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "E") {
+				lastE = last
+			}
 		}
+	}
+	if lastE != "" {
+		last = lastE
 	}
 	if len(last) > maxQuoted {
 		last = last[:maxQuoted] + "…"

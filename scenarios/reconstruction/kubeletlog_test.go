@@ -47,3 +47,12 @@ Dec 01 10:47:17 w kubelet[3354]: I1201 10:47:17.884902    3354 operation_generat
 		}
 	}
 }
+
+func TestLastKubeletErrorPrefersKlogErrors(t *testing.T) {
+	const uid = "c1bdab73-bbc7-4e75-864b-b1d183dc111c"
+	log := `E1202 04:59:25.196322   22186 kubelet_volumes.go:261] "There were many similar errors." err="orphaned pod \"` + uid + `\" found, but failed to rmdir() subpath at path /x/volume-subpaths/cfg/workload/2: not a directory"
+time="2026-12-02T04:59:23Z" level=warning msg="Failed to remove cgroup (will retry)" error="rmdir /sys/fs/cgroup/cpuacct/pod` + uid + `/x: device or resource busy"`
+	if got := lastKubeletError(log, uid); !strings.Contains(got, "not a directory") {
+		t.Errorf("lastKubeletError = %q, want the kubelet's own error line", got)
+	}
+}

@@ -244,6 +244,27 @@ func All() []Entry {
 			Status: Runs, Providers: localOnly,
 		},
 		{
+			Name: "restart-kill-container", Kind: Fault, Item: 15,
+			Plants: "a kubelet stop, swap and start with nothing deleted; once the pods were watched untouched, each one's workload container killed on the node",
+			Checks: "the same pods Running with the same containers until the kill; then each killed container runs again within a bounded watch, its restart count up",
+			// #124057: with NewVolumeManagerReconstruction on and
+			// SELinuxMountReadWriteOncePod off, a reconstructed volume
+			// keeps its provisional outer name, so the pod's volumes
+			// read as unmounted and its sync fails: running containers
+			// run on, a dead one is never started again. Fixed by
+			// #124048 and its backports; 1.28's default gates (the
+			// SELinux gate on) never had it.
+			Expect: append(ByFix("1.28",
+				Expectation{Gates: map[string]bool{"SELinuxMountReadWriteOncePod": false}, Outcome: KnownBug, Bug: "killed container not started again",
+					Says: "the reconstructed volume keeps its provisional outer name, so the pod's sync reports its volumes unmounted (\"unmounted volumes=[...]\") and the kubelet never starts the dead container again",
+					Refs: []Ref{issue(124057), pr(124048)}},
+				Expectation{Gates: map[string]bool{"SELinuxMountReadWriteOncePod": false}, Outcome: Clean, Says: "the reconstructed volume gets the pod's outer name, and the dead container is started again",
+					Refs: []Ref{issue(124057), pr(124048)}},
+				"1.28.9", "1.29.4", "1.30.0"),
+				Expectation{From: "1.28", Outcome: Clean, Says: "the dead container is started again on the reconstructed volumes", Refs: []Ref{issue(124057)}}),
+			Status: Runs, Providers: localOnly,
+		},
+		{
 			Name: "rejected-feature-gate", Kind: Fault, Item: 12,
 			Plants: "the swapped kubelet's configuration sets featureGates {NewVolumeManagerReconstruction: false}, a gate removed in 1.32 (as a config kept from an older kubelet would); the pods force-deleted",
 			Checks: "the kubelet refuses to start and the harness's error names the gate and the kubelet version (a plain run exits 1: a kubelet that refuses to start after a swap); then the gate is taken out, the kubelet starts and the old pods are cleaned",

@@ -88,6 +88,12 @@ func Runs() []Run {
 		// it comes last.
 		{Name: "reboot-file-subpath", APIServer: olderControlPlane, Plan: "v1.28.5,v1.28.15,v1.28.5", Scenario: "reboot-file-subpath",
 			Proves: "#106942 gone in 1.28.15 (the fix reached 1.28 in 1.28.8) and reproduced on 1.28.5: its orphan sweep rmdirs a file subPath's mount point"},
+		// With SELinuxMountReadWriteOncePod off; a kubelet with #124057
+		// never starts the killed containers again, so it comes last.
+		{Name: "restart-kill-container", APIServer: olderControlPlane,
+			Plan:     "v1.28.5+SELinuxMountReadWriteOncePod=false,v1.28.15+SELinuxMountReadWriteOncePod=false,v1.28.5+SELinuxMountReadWriteOncePod=false",
+			Scenario: "restart-kill-container",
+			Proves:   "#124057 gone in 1.28.15 (the fix reached 1.28 in 1.28.9) and reproduced on 1.28.5, both with SELinuxMountReadWriteOncePod off: after a restart its pods' volumes read as unmounted, and a killed container is never started again"},
 		{Name: "configmap-key-missing-shipped", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15,v1.28.15", Scenario: "configmap-key-missing",
 			Proves: "#121472 reproduces on 1.26.15 and 1.28.15, which never got its fix"},
 		{Name: "configmap-key-missing-fixed", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "configmap-key-missing",

@@ -107,6 +107,7 @@ func Faults() map[string]Fault {
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
 	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
+	add(Fault{KeepPods: true, Observe: observeContainerRestart}, "restart-kill-container")
 	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Metrics: failureMetrics(fileSubpathReason), Observe: observeLeftovers}, "reboot-file-subpath")
 	addDisruptions(add)
 	addPodFaults(add)

@@ -1,0 +1,129 @@
+package reconstruction
+
+// This file observes restart-kill-container (#124057): after a kubelet
+// restart with nothing deleted, a running pod's container dies, and the
+// kubelet must start it again on the volumes it reconstructed.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+)
+
+// containerRestartWatch is how long a killed container gets to run again:
+// the kubelet's first restart of a container that exited waits out no
+// back-off, and the pod worker syncs within seconds of the exit; one
+// whose volumes it thinks unmounted (#124057) never does.
+const containerRestartWatch = 40 * time.Second
+
+// killContainerScript kills, on the node, every process whose cgroup names
+// container ID $1: with the cgroupfs driver the ID is a cgroup directory,
+// with the systemd driver part of a scope's name, on cgroup v1 and v2, on
+// any provider's node. It prints the PIDs it killed.
+const killContainerScript = `for f in /proc/[0-9]*/cgroup; do if grep -q "$1" "$f" 2>/dev/null; then p=${f#/proc/}; p=${p%/cgroup}; kill -KILL "$p" 2>/dev/null && echo "$p"; fi; done`
+
+// observeContainerRestart: after the untouched watch, each running pod's
+// workload container is killed on the node, and must run again within
+// containerRestartWatch with its restart count up by one. A container that
+// stays down is the bug, with the pod's Warning events as the kubelet's
+// words for why.
+func observeContainerRestart(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
+	if o, _ := observeUntouched(ctx, s, sc); o.Seen {
+		return o, nil
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return catalogue.Observation{}, err
+	}
+	before := map[string]int32{}
+	killed := time.Now()
+	for _, p := range pods {
+		st, ok := workloadStatus(p)
+		if !ok || st.State.Running == nil {
+			return catalogue.Observation{}, fmt.Errorf("pod %s (uid %s): its workload container is not running before the kill", p.Name, p.UID)
+		}
+		id := strings.TrimPrefix(st.ContainerID, "containerd://")
+		res, err := exec.Output(ctx, sc.Node, "sh", "-c", killContainerScript, "kill-container", id)
+		if err != nil {
+			return catalogue.Observation{}, fmt.Errorf("pod %s: kill container %s: %w", p.Name, id, err)
+		}
+		if strings.TrimSpace(res.Stdout) == "" {
+			return catalogue.Observation{}, fmt.Errorf("pod %s: no process of container %s found on the node to kill", p.Name, id)
+		}
+		before[p.Name] = st.RestartCount
+		sc.Note("pod %s uid %s: killed container %s (pids %s), restart count %d", p.Name, p.UID, id, strings.Join(strings.Fields(res.Stdout), " "), st.RestartCount)
+	}
+	end := killed.Add(s.scaled(containerRestartWatch))
+	back := map[string]float64{}
+	var last []corev1.Pod
+	for {
+		if last, err = s.listPods(ctx); err == nil {
+			for _, p := range last {
+				if st, ok := workloadStatus(p); ok && st.RestartCount > before[p.Name] && st.State.Running != nil {
+					if _, seen := back[p.Name]; !seen {
+						back[p.Name] = time.Since(killed).Seconds()
+					}
+				}
+			}
+		}
+		if len(back) == len(before) || !time.Now().Before(end) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return catalogue.Observation{}, ctx.Err()
+		case <-time.After(s.cfg.PollInterval):
+		}
+	}
+	var down, up []string
+	var stuck []corev1.Pod
+	for _, p := range last {
+		if t, ok := back[p.Name]; ok {
+			up = append(up, fmt.Sprintf("pod %s running again %.1fs after the kill", p.Name, t))
+		} else if _, killedIt := before[p.Name]; killedIt {
+			down = append(down, fmt.Sprintf("pod %s (uid %s)", p.Name, p.UID))
+			stuck = append(stuck, p)
+		}
+	}
+	if len(down) > 0 {
+		return catalogue.Observation{Seen: true, Detail: fmt.Sprintf("the killed container of %s did not run again within %s; %s", strings.Join(down, ", "), s.scaled(containerRestartWatch), s.whyNotStarted(ctx, stuck))}, nil
+	}
+	return catalogue.Observation{Detail: fmt.Sprintf("every killed container ran again (%s)", strings.Join(up, "; "))}, nil
+}
+
+// workloadStatus is the status of pod p's workload container.
+func workloadStatus(p corev1.Pod) (corev1.ContainerStatus, bool) {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "workload" {
+			return c, true
+		}
+	}
+	return corev1.ContainerStatus{}, false
+}
+
+// whyNotStarted is the kubelet's own last error line for each pod (its
+// pod worker's "Error syncing pod"), or the pods' Warning events when the
+// node cannot show the kubelet's log.
+func (s *Scenario) whyNotStarted(ctx context.Context, pods []corev1.Pod) string {
+	text, err := s.hopKubeletLog(ctx)
+	if err != nil {
+		return strings.TrimPrefix(s.podWarnings(ctx, pods), "; ")
+	}
+	var out []string
+	for _, p := range pods {
+		if line := lastKubeletError(text, string(p.UID)); line != "" {
+			out = append(out, fmt.Sprintf("pod %s: the kubelet logged: %s", p.Name, line))
+		}
+	}
+	if len(out) == 0 {
+		return "the kubelet's log names no error for them" + s.podWarnings(ctx, pods)
+	}
+	return strings.Join(out, "; ")
+}

@@ -147,3 +147,40 @@ I1202 04:41:41.000000 operation_generator.go:1] "MountVolume.MountDevice succeed
 		}
 	}
 }
+
+// The reboot's re-created pods may stay down only on a hop whose kubelet
+// the catalogue expects to have #117513: the old reconstruction, by
+// default before 1.28 or with the gate off on 1.28 and 1.29.
+func TestMayStick(t *testing.T) {
+	f, err := LookupFault("reboot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := map[string]bool{"NewVolumeManagerReconstruction": false}
+	for _, tc := range []struct {
+		to    string
+		gates map[string]bool
+		want  bool
+	}{
+		{"v1.28.15", off, true},
+		{"v1.28.15", nil, false},
+		{"v1.26.15", nil, true},
+		{"v1.37.2", nil, false},
+	} {
+		s := &Scenario{cfg: Config{Fault: &f}, hop: &reports.Hop{To: tc.to, ToGates: tc.gates}}
+		if got := s.mayStick(); got != tc.want {
+			t.Errorf("reboot on kubelet %s%v: mayStick = %v, want %v", tc.to, tc.gates, got, tc.want)
+		}
+	}
+	restart, err := LookupFault("restart-no-delete")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (&Scenario{cfg: Config{Fault: &restart}, hop: &reports.Hop{To: "v1.26.15"}}).mayStick() {
+		t.Error("a fault that does not say its bug keeps pods down must not bound their wait")
+	}
+	s := &Scenario{stuck: "the kubelet set up PV pv-0 without staging it"}
+	if o, err := observeStuckOrLeftovers(t.Context(), s, nil); err != nil || !o.Seen || !strings.Contains(o.Detail, "without staging") {
+		t.Errorf("stuck pods observed as %+v, %v", o, err)
+	}
+}

@@ -184,3 +184,21 @@ func TestMayStick(t *testing.T) {
 		t.Errorf("stuck pods observed as %+v, %v", o, err)
 	}
 }
+
+// A pvc-terminating hop needs a CSI volume still mounted in each pod:
+// the kube-api-access projected volume alone proves nothing.
+func TestPlantDeleteClaimsRefusesUnmountedVolumes(t *testing.T) {
+	projected := map[string]int{"/k/pods/u1/volumes/kubernetes.io~projected/kube-api-access-x": 7}
+	if hasCSIMount(projected) {
+		t.Error("a projected mount counted as a CSI volume")
+	}
+	s := &Scenario{running: []running{{uid: "u1", name: "web-0", mounts: projected}}}
+	err := plantDeleteClaims(t.Context(), s, nil)
+	if err == nil || !strings.Contains(err.Error(), "has no CSI volume mounted") || !strings.Contains(err.Error(), "put the kubelet that has the bug last") {
+		t.Errorf("plantDeleteClaims on a pod without its CSI volume: %v", err)
+	}
+	projected["/k/pods/u1/volumes/kubernetes.io~csi/pv-0/mount"] = 8
+	if !hasCSIMount(projected) {
+		t.Error("the CSI volume's mount not seen")
+	}
+}

@@ -513,10 +513,8 @@ func (s *Scenario) stuckWhy(ctx context.Context, sc *scenarios.StepContext, werr
 	}
 	var unstaged []string
 	for _, pv := range s.volumes.PVs {
-		// Quoted as \"name\" in structured lines and as "name" in
-		// the pending operations' errors: match the line, then the name.
-		staged := hasLine(text, "MountVolume.MountDevice succeeded for volume", pv.Name)
-		failed := hasLine(text, "MountVolume.SetUp failed for volume", pv.Name)
+		staged := findVolumeLine(text, "MountVolume.MountDevice succeeded for volume", pv.Name) != ""
+		failed := findVolumeLine(text, "MountVolume.SetUp failed for volume", pv.Name) != ""
 		if !staged && failed {
 			unstaged = append(unstaged, pv.Name)
 		}
@@ -526,30 +524,6 @@ func (s *Scenario) stuckWhy(ctx context.Context, sc *scenarios.StepContext, werr
 		why = fmt.Sprintf("the kubelet set up (NodePublish) PVs %s without staging them: its log since its start has MountVolume.SetUp failed and no MountVolume.MountDevice for them; %s", strings.Join(unstaged, ", "), why)
 	}
 	return why
-}
-
-// hasLine tells whether a line of text contains both msg and name.
-func hasLine(text, msg, name string) bool {
-	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, msg) && (strings.Contains(l, `"`+name+`"`) || strings.Contains(l, `"`+name+`\"`)) {
-			return true
-		}
-	}
-	return false
-}
-
-// grepLines are the last n lines of text that contain s.
-func grepLines(text, s string, n int) string {
-	var out []string
-	for _, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	return strings.Join(out, "\n")
 }
 
 // observeStuckOrLeftovers: the re-created pods that did not run are the

@@ -129,7 +129,7 @@ func TestPodUIDOf(t *testing.T) {
 
 // The kubelet quotes a volume's name both ways: \"name\" in structured
 // lines, "name" in the pending operations' errors.
-func TestHasLine(t *testing.T) {
+func TestFindVolumeLine(t *testing.T) {
 	log := `I1202 04:41:13.008548 reconciler_common.go:231] "operationExecutor.MountVolume started for volume \"pv-0\" (UniqueName: \"x\")"
 E1202 04:41:40.992647 nestedpendingoperations.go:348] Operation failed. Error: MountVolume.SetUp failed for volume "pv-0" (UniqueName: "kubernetes.io/csi/x") : staging path is not mounted
 I1202 04:41:41.000000 operation_generator.go:1] "MountVolume.MountDevice succeeded for volume \"pv-1\" (UniqueName: \"y\")"`
@@ -142,8 +142,8 @@ I1202 04:41:41.000000 operation_generator.go:1] "MountVolume.MountDevice succeed
 		{"MountVolume.MountDevice succeeded for volume", "pv-1", true},
 		{"MountVolume.SetUp failed for volume", "pv-", false},
 	} {
-		if got := hasLine(log, tc.msg, tc.name); got != tc.want {
-			t.Errorf("hasLine(%q, %q) = %v, want %v", tc.msg, tc.name, got, tc.want)
+		if got := findVolumeLine(log, tc.msg, tc.name) != ""; got != tc.want {
+			t.Errorf("findVolumeLine(%q, %q) found = %v, want %v", tc.msg, tc.name, got, tc.want)
 		}
 	}
 }

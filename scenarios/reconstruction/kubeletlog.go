@@ -121,9 +121,16 @@ func restaged(line string) string {
 // done): `UnmountDevice succeeded for volume "<pv>" (UniqueName: ...)`,
 // the same words in every kubelet skewtest runs. "" when there is none.
 func findUnmountDevice(log, pv string) string {
-	want := `UnmountDevice succeeded for volume "` + pv + `"`
+	return findVolumeLine(log, "UnmountDevice succeeded for volume", pv)
+}
+
+// findVolumeLine is the first line of log with msg about volume name,
+// trimmed to maxQuoted; "" when there is none. The kubelet quotes the
+// name as \"name\" in its structured lines and as "name" in the
+// pending operations' errors: both are matched.
+func findVolumeLine(log, msg, name string) string {
 	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, want) {
+		if strings.Contains(line, msg) && (strings.Contains(line, `"`+name+`"`) || strings.Contains(line, `"`+name+`\"`)) {
 			line = strings.TrimSpace(line)
 			if len(line) > maxQuoted {
 				line = line[:maxQuoted] + "…"
@@ -132,4 +139,18 @@ func findUnmountDevice(log, pv string) string {
 		}
 	}
 	return ""
+}
+
+// grepLines are the last n lines of text that contain s.
+func grepLines(text, s string, n int) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.Join(out, "\n")
 }

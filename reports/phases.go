@@ -42,6 +42,14 @@ func (r *Run) CatalogueEntry() string {
 	return oneLine(e)
 }
 
+// JudgesEntry tells whether the step is the catalogue's judging of entry
+// on its hop's kubelet: "hop 1: catalogue fault pvc-terminating on
+// kubelet v1.32.2", as the reconstruction scenario names it.
+func (s Step) JudgesEntry(entry string) bool {
+	head, _, _ := strings.Cut(s.Name, " on kubelet ")
+	return strings.Contains(head, "catalogue ") && strings.HasSuffix(head, " "+entry)
+}
+
 // HopPhases are the hop phases in the order they happen.
 var HopPhases = []string{PhaseKubeletStop, PhaseNodeReady, PhaseMountsGone, PhasePodDirsGone}
 

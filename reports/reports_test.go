@@ -881,3 +881,13 @@ func TestVolumeKind(t *testing.T) {
 		}
 	}
 }
+
+func TestStepJudgesEntry(t *testing.T) {
+	s := Step{Name: "hop 1: catalogue fault pvc-terminating on kubelet v1.32.2"}
+	if !s.JudgesEntry("pvc-terminating") || s.JudgesEntry("terminating") || s.JudgesEntry("reboot") {
+		t.Errorf("JudgesEntry on %q", s.Name)
+	}
+	if (Step{Name: "hop 1: kubelet metrics"}).JudgesEntry("pvc-terminating") {
+		t.Error("a step that judges nothing")
+	}
+}

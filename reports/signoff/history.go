@@ -123,7 +123,7 @@ func historyOutcome(run *reports.Run, hop reports.Hop, entry string) string {
 	}
 	if entry != BaselineEntry {
 		for _, s := range run.Steps {
-			if s.Hop != hop.Number || !judgesEntry(s.Name, entry) {
+			if s.Hop != hop.Number || !s.JudgesEntry(entry) {
 				continue
 			}
 			for _, d := range s.Deviations {
@@ -160,11 +160,4 @@ func historyWhy(run *reports.Run, hop reports.Hop, outcome string) string {
 		return reports.OneLine(run.Failure)
 	}
 	return ""
-}
-
-// judgesEntry tells whether a step is the catalogue's judging of entry:
-// "hop 1: catalogue fault pvc-terminating on kubelet v1.32.2".
-func judgesEntry(step, entry string) bool {
-	head, _, _ := strings.Cut(step, " on kubelet ")
-	return strings.Contains(head, "catalogue ") && strings.HasSuffix(head, " "+entry)
 }

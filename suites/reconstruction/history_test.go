@@ -3,7 +3,6 @@ package reconstruction
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -99,7 +98,7 @@ var _ = Describe("kubelet history", Label(history.Label), func() {
 func catalogueDeviations(r *reports.Run, hop int, entry string) []reports.Deviation {
 	var out []reports.Deviation
 	for _, s := range r.Steps {
-		if s.Hop == hop && strings.Contains(s.Name, "catalogue ") && strings.HasSuffix(strings.SplitN(s.Name, " on kubelet ", 2)[0], " "+entry) {
+		if s.Hop == hop && s.JudgesEntry(entry) {
 			out = append(out, s.Deviations...)
 		}
 	}

@@ -80,8 +80,8 @@ func buildHistory(runs []RunRow) *History {
 				shows = true
 			}
 			kubelet := reports.OneLine(hop.To) + plan.FormatGates(hop.ToGates)
-			item := HistoryItem{Outcome: historyOutcome(run, hop, entry), Path: hop.ReconstructionPath, Run: run.ID, Hop: hop.Number}
-			item.Why = historyWhy(run, hop, item.Outcome)
+			item := HistoryItem{Path: hop.ReconstructionPath, Run: run.ID, Hop: hop.Number}
+			item.Outcome, item.Why = historyOutcome(run, hop, entry)
 			if rr.Link != "" {
 				item.Link = rr.Link + "#" + reports.HopAnchor(hop)
 			}
@@ -116,10 +116,12 @@ func buildHistory(runs []RunRow) *History {
 	return h
 }
 
-// historyOutcome is what the hop shows for the run's entry.
-func historyOutcome(run *reports.Run, hop reports.Hop, entry string) string {
+// historyOutcome is what the hop shows for the run's entry, and its
+// evidence: the judging step's deviation, or the run's failure for a
+// failed hop.
+func historyOutcome(run *reports.Run, hop reports.Hop, entry string) (outcome, why string) {
 	if hopStatus(hop.Verdict) == Unreached {
-		return HistoryNotReached
+		return HistoryNotReached, ""
 	}
 	if entry != BaselineEntry {
 		for _, s := range run.Steps {
@@ -128,36 +130,16 @@ func historyOutcome(run *reports.Run, hop reports.Hop, entry string) string {
 			}
 			for _, d := range s.Deviations {
 				if d.Reproduced() {
-					return HistoryReproduced
+					return HistoryReproduced, reports.OneLine(d.Reason)
 				}
 				if d.IsExpected() {
-					return HistoryNotReproduced
+					return HistoryNotReproduced, reports.OneLine(d.Reason)
 				}
 			}
 		}
 	}
 	if hop.Verdict == reports.Fail {
-		return HistoryFail
+		return HistoryFail, reports.OneLine(run.Failure)
 	}
-	return HistoryClean
-}
-
-// historyWhy is a cell's evidence: the judging step's deviation, or the
-// run's failure for a failed hop.
-func historyWhy(run *reports.Run, hop reports.Hop, outcome string) string {
-	switch outcome {
-	case HistoryReproduced, HistoryNotReproduced:
-		for _, s := range run.Steps {
-			if s.Hop == hop.Number {
-				for _, d := range s.Deviations {
-					if d.IsExpected() && strings.HasPrefix(d.Check, "catalogue ") {
-						return reports.OneLine(d.Reason)
-					}
-				}
-			}
-		}
-	case HistoryFail:
-		return reports.OneLine(run.Failure)
-	}
-	return ""
+	return HistoryClean, ""
 }

@@ -24,9 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/privdir"
 )
 
 // Timeouts, sized for TCG: the machines this runs on have no usable KVM,
@@ -94,15 +95,9 @@ func DefaultStateDir() string {
 // the directories it removes. With create, a missing one is made 0700.
 // A missing one is no error: it holds no instance.
 func checkStateDir(dir string, create bool) error {
-	fi, err := os.Lstat(dir)
+	problem, err := privdir.Problem(dir)
 	if errors.Is(err, os.ErrNotExist) && create {
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return fmt.Errorf("vm: state directory %s: %w", dir, err)
-		}
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("vm: state directory %s: %w", dir, err)
-		}
-		fi, err = os.Lstat(dir)
+		problem, err = privdir.Ensure(dir, 0o700)
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -110,26 +105,11 @@ func checkStateDir(dir string, create bool) error {
 	if err != nil {
 		return fmt.Errorf("vm: state directory %s: %w", dir, err)
 	}
-	uid := os.Geteuid()
-	var problem string
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		problem = "not a directory (a symbolic link or a file)"
-	case st == nil || int(st.Uid) != uid:
-		owner := "unknown"
-		if st != nil {
-			owner = fmt.Sprint(st.Uid)
-		}
-		problem = fmt.Sprintf("owned by uid %s, not by you (uid %d)", owner, uid)
-	case fi.Mode().Perm()&0o022 != 0:
-		problem = fmt.Sprintf("writable by others (mode %#o)", fi.Mode().Perm())
-	default:
+	if problem == "" {
 		return nil
 	}
 	return &ConfigError{fmt.Errorf("vm: state directory %s is %s: whoever can write there can plant an instance's state "+
-		"and have vm down signal any process; remove it if it is not yours (rm -r %s) or make it yours alone "+
-		"(chown %d %s && chmod 0700 %s)", dir, problem, dir, uid, dir, dir)}
+		"and have vm down signal any process; %s", dir, problem, privdir.Fix(dir))}
 }
 
 // killProcess is syscall.Kill; tests record the signals instead of

@@ -106,7 +106,7 @@ func TestTakeSeesLeaks(t *testing.T) {
 	defer cancel()
 	// Planted leaks must not land in a run's footprint, nor a run's in
 	// this test's: wait for any run on this host to finish.
-	lock, err := hostlock.Acquire(ctx, hostlock.Path, hostlock.Holder{RunID: "footprint-test"})
+	lock, err := hostlock.Acquire(ctx, hostlock.Path(), hostlock.Holder{RunID: "footprint-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,15 @@
 // it. The lock is a flock: it dies with its holder, so a killed run never
 // blocks the next one (its leftovers are `skewtest clean`'s).
 //
-// The lock file lives in world-writable /run/lock, where non-root runs
-// (kind on a Docker host) take the same lock as root's: it is opened only
-// as a plain file of one link, never through a symbolic or hard link that
-// would have a root run overwrite another file with its record. What the
-// file records is anyone's to write, so a refusal names the process the
-// kernel says holds the lock when the one recorded is not it.
+// Root's lock file lives in /run/skewtest, a directory of root's alone
+// (0700; refused if anyone else could write it), never in world-writable
+// /run/lock, where anyone could write the holder's record that a refusal
+// quotes ("kill <pid>"). Runs of another user cannot change what root's
+// runs share (mounts, iptables, kernel settings), so they take a lock of
+// their own, in their own ~/.local/state (Path). The file is still opened
+// only as a plain file of one link, never through a symbolic or hard
+// link, and a refusal names the process the kernel says holds the lock
+// when the one recorded is not it.
 package hostlock
 
 import (
@@ -28,11 +31,31 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/privdir"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
-// Path is the lock file; it holds its holder's details as JSON.
-const Path = "/run/lock/skewtest-host.lock"
+// RootDir holds root's lock files: the host lock's and the private
+// dockerd's. Made 0700; refused if anyone else could write it.
+const RootDir = "/run/skewtest"
+
+// RootPath is root's lock file; it holds its holder's details as JSON.
+const RootPath = RootDir + "/host.lock"
+
+// userLockFile is another user's lock file, under their home.
+var userLockFile = filepath.Join(".local", "state", "skewtest-host.lock")
+
+// Path is the caller's lock file: RootPath for root, and
+// ~/.local/state/skewtest-host.lock for anyone else (beside the run root
+// ~/.local/state/skewtest, not in it: clean takes what is there for runs).
+func Path() string {
+	if os.Geteuid() != 0 {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, userLockFile)
+		}
+	}
+	return RootPath
+}
 
 // ErrHostInUse marks a run refused because something it must not disturb
 // uses the host: another skewtest run, or a kubelet the host runs. It is
@@ -66,6 +89,10 @@ func orUnknown(s string) string {
 	}
 	return s
 }
+
+// ErrUnsafeDir marks a lock refused because its directory is not the
+// caller's alone: the user's to fix (exit code 2), as the error says.
+var ErrUnsafeDir = errors.New("unsafe lock directory")
 
 // BusyError is returned by TryAcquire while another process holds the lock.
 type BusyError struct {
@@ -144,8 +171,14 @@ func TryAcquire(path string, h Holder) (*Lock, error) {
 		holders++
 		return &Lock{}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	problem, err := privdir.Ensure(dir, 0o700)
+	if err != nil {
 		return nil, fmt.Errorf("host lock: %w", err)
+	}
+	if problem != "" {
+		return nil, fmt.Errorf("%w: the host lock's directory %s is %s: whoever can write there can plant the record a refusal "+
+			"quotes, or replace the lock; %s", ErrUnsafeDir, dir, problem, privdir.Fix(dir))
 	}
 	f, err := openLockFile(path)
 	if err != nil {
@@ -234,9 +267,9 @@ func readHolder(f *os.File) Holder {
 
 // openLockFile opens (or creates) the lock file, refusing a symbolic
 // link, a hard link (a file of more than one name) and anything but a
-// regular file: in world-writable /run/lock anyone can plant one, and the
-// holder truncates the file and writes its record into it, which through
-// a link would overwrite a file of root's.
+// regular file: a lock path a test gives may lie in a shared directory,
+// and the holder truncates the file and writes its record into it, which
+// through a link would overwrite a file of root's.
 func openLockFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
 	if errors.Is(err, unix.ELOOP) {

@@ -290,3 +290,59 @@ func TestLinksPlantedAsTheLockFileAreRefused(t *testing.T) {
 		t.Errorf("ReadHolder followed a symbolic link: %+v", h)
 	}
 }
+
+// A lock whose directory someone else could write is refused, naming the
+// directory and the fix, and nothing is written there: whoever writes
+// there could plant the record a refusal quotes, or swap the lock file.
+func TestLockInASharedDirectoryIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "host.lock")
+	l, err := TryAcquire(path, Holder{RunID: "shared"})
+	if err == nil {
+		l.Release()
+		t.Fatalf("TryAcquire(%s) took a lock in a world-writable directory", path)
+	}
+	if !errors.Is(err, ErrUnsafeDir) {
+		t.Errorf("refusal is not ErrUnsafeDir: %v", err)
+	}
+	for _, w := range []string{dir, "writable by others", "chmod 0700 " + dir} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("refusal does not say %q: %v", w, err)
+		}
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused lock made %s: %v", path, err)
+	}
+	// A missing directory is made the caller's alone.
+	own := filepath.Join(t.TempDir(), "own", "host.lock")
+	l, err = TryAcquire(own, Holder{RunID: "own"})
+	if err != nil {
+		t.Fatalf("TryAcquire(%s): %v", own, err)
+	}
+	l.Release()
+	if fi, err := os.Stat(filepath.Dir(own)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the lock's directory was made %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+}
+
+// Root's lock is in root's own directory, never in world-writable
+// /run/lock; anyone else's is under their home.
+func TestPathIsTheCallersOwn(t *testing.T) {
+	p := Path()
+	if os.Geteuid() == 0 {
+		if p != RootPath || filepath.Dir(p) != RootDir {
+			t.Errorf("root's Path() = %s, want %s", p, RootPath)
+		}
+		return
+	}
+	home, _ := os.UserHomeDir()
+	if !strings.HasPrefix(p, home+"/") {
+		t.Errorf("Path() = %s, not under the caller's home %s", p, home)
+	}
+}

@@ -20,7 +20,7 @@ func lockHost(v *Validated, runID string) (*hostlock.Lock, error) {
 	if d, err := clusters.Lookup(v.Options.Provider); err == nil && !d.CleansHost {
 		return nil, nil
 	}
-	l, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: runID})
+	l, err := hostlock.TryAcquire(hostlock.Path(), hostlock.Holder{RunID: runID})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

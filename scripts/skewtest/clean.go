@@ -38,7 +38,7 @@ import (
 func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	cleansHost := len(dirs) == 0 || slices.ContainsFunc(dirs, clusters.CleansHost)
 	if cleansHost {
-		lock, err := hostlock.TryAcquire(hostlock.Path, hostlock.Holder{RunID: "skewtest clean"})
+		lock, err := hostlock.TryAcquire(hostlock.Path(), hostlock.Holder{RunID: "skewtest clean"})
 		if err != nil {
 			return fmt.Errorf("%w: not cleaning: %w", skewrun.ErrInvalid, err)
 		}

@@ -21,13 +21,17 @@ import (
 // While a run holds the host its directory is live: clean must refuse, and
 // touch nothing, rather than kill the run.
 func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
-	testgate.RequireRoot(t, "takes the host lock in /run/lock")
+	testgate.RequireRoot(t, "takes root's host lock in /run/skewtest")
 	// flock(1) takes the same flock(2) lock a run takes. -o closes the
 	// locked descriptor before it runs sleep: without it sleep inherits the
 	// lock and holds it for its 30 s after flock is killed, and a run just
 	// after the tests is refused. flock and sleep get a process group of
 	// their own, which the cleanup kills whole.
-	holder := exec.Command("flock", "-o", hostlock.Path, "sleep", "30")
+	// The lock's directory, as a run makes it (flock makes only the file).
+	if err := os.MkdirAll(filepath.Dir(hostlock.Path()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("flock", "-o", hostlock.Path(), "sleep", "30")
 	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := holder.Start(); err != nil {
 		t.Fatalf("flock: %v", err)
@@ -39,14 +43,14 @@ func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
 		for deadline := time.Now().Add(5 * time.Second); !hostLockFree(t); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				locks, _ := os.ReadFile("/proc/locks")
-				t.Errorf("%s is still locked 5 s after the test's holder was killed; /proc/locks:\n%s", hostlock.Path, locks)
+				t.Errorf("%s is still locked 5 s after the test's holder was killed; /proc/locks:\n%s", hostlock.Path(), locks)
 				break
 			}
 		}
 	})
 	for deadline := time.Now().Add(5 * time.Second); hostLockFree(t); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("flock does not hold %s after 5 s", hostlock.Path)
+			t.Fatalf("flock does not hold %s after 5 s", hostlock.Path())
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "run")
@@ -65,7 +69,7 @@ func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
 // hostLockFree tries the host lock without blocking, and lets it go.
 func hostLockFree(t *testing.T) bool {
 	t.Helper()
-	f, err := os.Open(hostlock.Path)
+	f, err := os.Open(hostlock.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		return true
 	}

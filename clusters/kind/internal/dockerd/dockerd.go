@@ -30,6 +30,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/hostlock"
 )
 
 const (
@@ -43,7 +45,9 @@ const (
 	// dockerd (--add-runtime) when Config.Shim is set.
 	RuntimeName = "skewtest"
 
-	lockPath  = "/run/lock/skewtest-dockerd.lock"
+	// lockPath lets one private dockerd run at a time, beside the host
+	// lock in root's own directory.
+	lockPath  = hostlock.RootDir + "/dockerd.lock"
 	stateName = "state.json"
 	// maxDirLen keeps the longest socket dockerd's containerd makes in Dir
 	// (exec/containerd/containerd.sock.ttrpc) within sun_path's 108 bytes.

@@ -52,7 +52,7 @@ func TestDaemon(t *testing.T) {
 	}
 	// No run, and no other test that changes the host, overlaps this one:
 	// the footprint compared after each daemon is the host's.
-	lock, err := hostlock.Acquire(ctx, hostlock.Path, hostlock.Holder{RunID: "dockerd-test"})
+	lock, err := hostlock.Acquire(ctx, hostlock.Path(), hostlock.Holder{RunID: "dockerd-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

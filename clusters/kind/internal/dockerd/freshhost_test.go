@@ -38,7 +38,7 @@ func TestForwardPolicyOnAFreshHost(t *testing.T) {
 		// even in a network namespace: no run may overlap.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		lock, err := hostlock.Acquire(ctx, hostlock.Path, hostlock.Holder{RunID: "dockerd-fresh-host-test"})
+		lock, err := hostlock.Acquire(ctx, hostlock.Path(), hostlock.Holder{RunID: "dockerd-fresh-host-test"})
 		if err != nil {
 			t.Fatal(err)
 		}

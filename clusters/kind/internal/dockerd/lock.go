@@ -16,15 +16,25 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sigs.k8s.io/skewtest/clusters/internal/privdir"
 )
 
 // acquireLock takes the host-wide lock, waiting while another process
 // holds it, until ctx ends.
 func acquireLock(ctx context.Context, log *slog.Logger) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
-		return nil, err
+	// The lock's directory is root's alone, as the host lock's: the holder
+	// truncates the file and writes its pid, which through a link planted
+	// in a shared directory would overwrite a file of root's.
+	dir := filepath.Dir(lockPath)
+	problem, err := privdir.Ensure(dir, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("dockerd: lock directory: %w", err)
 	}
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if problem != "" {
+		return nil, fmt.Errorf("dockerd: the lock's directory %s is %s; %s", dir, problem, privdir.Fix(dir))
+	}
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("dockerd: %w", err)
 	}

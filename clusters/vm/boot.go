@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"sigs.k8s.io/skewtest/clusters/internal/debian"
 )
@@ -274,6 +275,15 @@ func (c Config) withDefaults() (Config, error) {
 	for i, s := range c.Shares {
 		if !filepath.IsAbs(s.HostPath) || !filepath.IsAbs(s.guestPath()) {
 			return c, fmt.Errorf("vm: share %q -> %q: paths must be absolute", s.HostPath, s.guestPath())
+		}
+		// qemu's -virtfs splits its value at commas, so a comma in the host
+		// path would add options of the path's choosing; the guest reads
+		// its shares as space-separated lines.
+		for _, p := range []string{s.HostPath, s.guestPath()} {
+			if strings.ContainsFunc(p, func(r rune) bool { return r == ',' || unicode.IsSpace(r) || unicode.IsControl(r) }) {
+				return c, fmt.Errorf("vm: share path %q has a comma, a space or a control character, which qemu's -virtfs or the guest's "+
+					"share list would split; share a directory whose path has none (a symbolic link to it will not do: qemu follows it)", p)
+			}
 		}
 		fi, err := os.Stat(s.HostPath)
 		if err != nil || !fi.IsDir() {

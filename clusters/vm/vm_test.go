@@ -180,11 +180,18 @@ func TestConfigValidation(t *testing.T) {
 	for _, f := range []string{img.Disk, img.Kernel, img.Initrd} {
 		os.WriteFile(f, nil, 0o644)
 	}
+	// A real directory, so that only its name is wrong.
+	commaDir := filepath.Join(dir, "a,security_model=passthrough")
+	if err := os.Mkdir(commaDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, c := range map[string]Config{
 		"bad name":        {Name: "Bad_Name", Image: img},
 		"relative share":  {Image: img, Shares: []Share{{HostPath: "rel"}}},
 		"missing share":   {Image: img, Shares: []Share{{HostPath: filepath.Join(dir, "nope")}}},
 		"same guest path": {Image: img, Shares: []Share{{HostPath: dir}, {HostPath: "/tmp", GuestPath: dir}}},
+		"comma in share":  {Image: img, Shares: []Share{{HostPath: commaDir}}},
+		"space in guest":  {Image: img, Shares: []Share{{HostPath: dir, GuestPath: "/mnt/a b"}}},
 		"no image":        {},
 		"bad accelerator": {Image: img, Accel: "xen"},
 		"image file gone": {Image: Image{Disk: "/nonexistent", Kernel: img.Kernel, Initrd: img.Initrd}},
@@ -193,6 +200,9 @@ func TestConfigValidation(t *testing.T) {
 		_, err := Up(context.Background(), c)
 		if _, ok := err.(*ConfigError); !ok {
 			t.Errorf("%s: got %v, want a ConfigError", name, err)
+		}
+		if strings.Contains(name, " in ") && (err == nil || !strings.Contains(err.Error(), "has a comma, a space")) {
+			t.Errorf("%s: got %v, want the path named as the reason", name, err)
 		}
 		if _, err := os.Stat(c.StateDir); err == nil {
 			if des, _ := os.ReadDir(c.StateDir); len(des) > 0 {

@@ -129,6 +129,10 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 
 		res, err := skewrun.Run(ctx, o)
 		Expect(err).To(HaveOccurred())
+		// A run refused before it made a cluster (the host lock held, a
+		// setting refused) has no result: fail on why, not on a nil.
+		Expect(res).NotTo(BeNil(), "the run made no cluster to keep: %v", err)
+		Expect(res.Run).NotTo(BeNil(), "the run made no cluster to keep: %v", err)
 		Expect(res.Kept).To(ContainSubstring("kubeconfig"), "says how to reach the cluster")
 		Expect(res.Kept).To(MatchRegexp(`skewtest clean /var/lib/skewtest/(kind-)?`+res.Run.ID), "says how to remove it")
 		kept := footprint.Diff(before, footprint.Take(ctx))

@@ -50,7 +50,7 @@ ACTIONLINT_VERSION = v1.7.12
 # Where .ci/run keeps the host's footprint from before its first test.
 FOOTPRINT ?= $(ARTIFACTS)/footprint-before.json
 
-.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown lint deps clean help
+.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
@@ -146,6 +146,20 @@ nightly: deps skewtest
 
 nightly-signoff:
 	$(MAKE) signoff DIR="$(SIGNOFF_DIR)"
+
+# The nightly jobs keep SKEWTEST_CACHE in root's /var/cache/skewtest, since
+# root runs nothing from a cache another user could write
+# (binaries.CheckCacheDir): ci-cache-open lets the runner's user restore
+# the saved cache into it, ci-cache-take makes it root's alone before the
+# runs, and ci-chown hands it back for saving.
+ci-cache-open:
+	@test -n "$${SKEWTEST_CACHE:-}" -a -n "$${SUDO_UID:-}" || { echo "ci-cache-open: run it through sudo -E with SKEWTEST_CACHE set"; exit 2; }
+	install -d -o "$$SUDO_UID" -g "$$SUDO_GID" "$$SKEWTEST_CACHE"
+
+ci-cache-take:
+	@test -n "$${SKEWTEST_CACHE:-}" || { echo "ci-cache-take: set SKEWTEST_CACHE"; exit 2; }
+	chown -R root:root "$$SKEWTEST_CACHE"
+	chmod -R go-w "$$SKEWTEST_CACHE"
 
 # A job running make as root through sudo hands what it wrote back to the
 # runner's user, so that the cache and artifact uploads can read it. Only

@@ -128,6 +128,9 @@ func (r *Resolver) ResolveSpec(ctx context.Context, component string, s Spec) (B
 	if !archRE.MatchString(r.arch()) {
 		return Binary{}, fmt.Errorf("invalid architecture %q", r.arch())
 	}
+	if err := CheckCacheDir(r.CacheDir); err != nil {
+		return Binary{}, err
+	}
 	var (
 		b   Binary
 		err error

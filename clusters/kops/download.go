@@ -33,6 +33,9 @@ func downloadKops(ctx context.Context, base, version, cacheDir string, log *slog
 	if cacheDir == "" {
 		cacheDir = binaries.DefaultCacheDir()
 	}
+	if err := binaries.CheckCacheDir(cacheDir); err != nil {
+		return "", err
+	}
 	dir := filepath.Join(cacheDir, "kops", version)
 	dst := filepath.Join(dir, "kops")
 	url := strings.TrimRight(base, "/") + "/" + version + "/" + runtime.GOOS + "/" + runtime.GOARCH + "/kops"

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
+	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -562,6 +563,34 @@ func TestValidateTriesArtifactsForWriting(t *testing.T) {
 			t.Errorf("artifacts root after Validate: %v, %v; want it created and empty", entries, err)
 		}
 	})
+}
+
+// Root runs nothing from a cache another user could write: the run is
+// refused as bad input, naming SKEWTEST_CACHE and the fix, before anything
+// is made.
+func TestValidateRefusesACacheOthersCanWrite(t *testing.T) {
+	testgate.RequireRoot(t, "only root's runs check who else can write their cache")
+	users := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(users, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(users, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(users, ".cache", "skewtest")
+	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
+		CacheDir: cache, ArtifactsDir: t.TempDir()})
+	if code := skewrun.ExitCode(err); code != skewrun.ExitInvalid {
+		t.Fatalf("ExitCode = %d, want %d (bad input); err: %v", code, skewrun.ExitInvalid, err)
+	}
+	for _, w := range []string{"SKEWTEST_CACHE", users + " is owned by uid 65534", "chown -R root:root " + cache} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not say %q: %v", w, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(users, ".cache")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused run made the cache: %v", err)
+	}
 }
 
 // APISERVER sets the control plane a created cluster runs; without it the

@@ -83,6 +83,9 @@ func Validate(o Options) (*Validated, error) {
 	if o.CacheDir == "" {
 		o.CacheDir = binaries.DefaultCacheDir()
 	}
+	if err := binaries.CheckCacheDir(o.CacheDir); err != nil {
+		return nil, fmt.Errorf("%w: SKEWTEST_CACHE: %w", ErrInvalid, err)
+	}
 	if err := validateWaits(o); err != nil {
 		return nil, err
 	}

@@ -4,21 +4,27 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	skewexec "sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -44,7 +50,7 @@ var _ = Describe("a cluster made on this host, seen by another local user", unpr
 		}
 		return envOptions(skewrun.DefaultPlan, "")
 	})
-	It("gives user nobody neither etcd, nor the API server beyond its health checks, nor the run's keys", func(ctx SpecContext) {
+	It("gives user nobody neither etcd, nor the API server beyond its health checks, nor the kubelet API, nor the run's sockets and keys", func(ctx SpecContext) {
 		d := providerOf(os.Getenv("PROVIDER"))
 		if !unprivilegedRunsOn(d) {
 			Skip("the control plane of PROVIDER=" + d.Name + " does not run on this host")
@@ -89,6 +95,35 @@ var _ = Describe("a cluster made on this host, seen by another local user", unpr
 			}
 		}
 
+		By("the kubelet API answers nobody with 401 or 403, health checks included")
+		cs, err := kubernetes.NewForConfig(rc)
+		Expect(err).NotTo(HaveOccurred())
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).NotTo(BeEmpty(), "the run's cluster has no node")
+		for _, n := range nodes.Items {
+			base := kubeletAPI(n)
+			Expect(base).NotTo(BeEmpty(), "node %s reports no internal address or kubelet port", n.Name)
+			for _, path := range []string{"/pods", "/runningpods/", "/configz", "/metrics", "/healthz"} {
+				code, err := asNobody(ctx, "curl", "-sk", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", base+path)
+				Expect(err).NotTo(HaveOccurred(), "curl %s%s as nobody", base, path)
+				Expect(code).To(BeElementOf("401", "403"), "GET %s%s as nobody must be refused", base, path)
+			}
+		}
+
+		By("no socket of the run lets nobody connect: containerd, the CSI driver, the kubelet's")
+		socks, err := listeningSockets(rd.RunDir(), deviceManagerDir)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(socks).To(ContainElement(HaveSuffix("/containerd.sock")), "no containerd socket of the run among %v", socks)
+		Expect(socks).To(ContainElement(HaveSuffix("/csi.sock")), "no CSI driver socket of the run among %v", socks)
+		for _, s := range socks {
+			// curl's exit code 7 is "could not connect"; any other
+			// (an HTTP answer, or a gRPC server closing on HTTP/1.1)
+			// means the connection was made.
+			out, err := asNobody(ctx, "curl", "-sS", "-m", "5", "--unix-socket", s, "http://localhost/")
+			Expect(skewexec.ExitCode(err)).To(Equal(curlCouldNotConnect), "user nobody connected to %s (%v): %s", s, err, out)
+		}
+
 		By("the run's private keys are root's alone")
 		keys, err := filepath.Glob(filepath.Join(rd.RunDir(), "pki", "*.key"))
 		Expect(err).NotTo(HaveOccurred())
@@ -99,6 +134,54 @@ var _ = Describe("a cluster made on this host, seen by another local user", unpr
 		}
 	})
 })
+
+// deviceManagerDir is where every kubelet serves device plugin
+// registration, whatever its --root-dir: the path is compiled in, and a
+// registered device plugin chooses the devices and mounts of containers.
+const deviceManagerDir = "/var/lib/kubelet/device-plugins"
+
+// curlCouldNotConnect is curl's exit code when it made no connection.
+const curlCouldNotConnect = 7
+
+// kubeletAPI is the https base URL of node n's kubelet API, from the
+// node's status, or "" when the status names no address or port.
+func kubeletAPI(n corev1.Node) string {
+	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP && port > 0 {
+			return "https://" + net.JoinHostPort(a.Address, strconv.Itoa(int(port)))
+		}
+	}
+	return ""
+}
+
+// listeningSockets are the paths of the unix sockets listening under any
+// of dirs, read from /proc/net/unix: every socket a daemon of the run
+// serves, whichever daemon made it.
+func listeningSockets(dirs ...string) ([]string, error) {
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// Num RefCount Protocol Flags Type St Inode Path; St 01 is
+		// listening (SS_UNCONNECTED with __SO_ACCEPTCON in Flags).
+		f := strings.Fields(line)
+		if len(f) < 8 || f[3] != "00010000" {
+			continue
+		}
+		path := f[7]
+		for _, d := range dirs {
+			if strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") && !seen[path] {
+				seen[path] = true
+				out = append(out, path)
+			}
+		}
+	}
+	return out, nil
+}
 
 // etcdClientURL is the client URL of the etcd whose data dir lies in
 // runDir, read from its command line.

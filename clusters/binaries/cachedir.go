@@ -37,9 +37,13 @@ func CheckCacheDir(dir string) error {
 			return badSource("cache %s: %w", abs, err)
 		default:
 			if problem := othersCanWrite(p, fi); problem != "" {
+				// Above the cache is someone's home, say: not root's to take.
+				fix := "give root a cache of its own (SKEWTEST_CACHE=/var/cache/skewtest)"
+				if p == abs && fi.Mode()&os.ModeSymlink == 0 {
+					fix += fmt.Sprintf(" or make this one root's (chown -R root:root %s && chmod -R go-w %s)", abs, abs)
+				}
 				return badSource("the binary cache %s is not root's alone: %s is %s, so another user could replace the kubelets, "+
-					"containerd and kops that root runs from it; give root a cache of its own (SKEWTEST_CACHE=/var/cache/skewtest) "+
-					"or make the path root's (chown -R root:root %s && chmod -R go-w %s)", abs, p, problem, abs, abs)
+					"containerd and kops that root runs from it; %s", abs, p, problem, fix)
 			}
 		}
 		if p == filepath.Dir(p) {

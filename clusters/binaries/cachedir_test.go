@@ -43,8 +43,17 @@ func TestCheckCacheDirRefusesCachesOthersCanWrite(t *testing.T) {
 	if err := os.Symlink(filepath.Join(users, "skewtest"), link); err != nil {
 		t.Fatal(err)
 	}
+	// The cache itself someone else's: chowning it is a fix.
+	if err := os.Chown(filepath.Join(users, "skewtest"), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(users, "skewtest")
+	if err := CheckCacheDir(theirs); err == nil || !strings.Contains(err.Error(), "chown -R root:root "+theirs) {
+		t.Errorf("CheckCacheDir(%s), owned by another user, does not offer to chown it: %v", theirs, err)
+	}
+	// A directory above the cache someone else's (their home): only a
+	// cache of root's own is offered, never to take their directory.
 	for dir, want := range map[string]string{
-		filepath.Join(users, "skewtest"):  users + " is owned by uid 65534",
 		filepath.Join(users, "new"):       users + " is owned by uid 65534",
 		filepath.Join(shared, "skewtest"): shared + " is writable by others (mode 0775)",
 		link:                              link + " is a symbolic link to " + filepath.Join(users, "skewtest"),
@@ -54,10 +63,13 @@ func TestCheckCacheDirRefusesCachesOthersCanWrite(t *testing.T) {
 			t.Errorf("CheckCacheDir(%s) = %v, want ErrBadSource", dir, err)
 			continue
 		}
-		for _, w := range []string{want, "SKEWTEST_CACHE=", "chown -R root:root " + dir} {
+		for _, w := range []string{want, "SKEWTEST_CACHE=/var/cache/skewtest"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("CheckCacheDir(%s) does not say %q: %v", dir, w, err)
 			}
+		}
+		if strings.Contains(err.Error(), "chown") {
+			t.Errorf("CheckCacheDir(%s) offers to chown a directory above the cache: %v", dir, err)
 		}
 	}
 }

@@ -4,11 +4,11 @@ package binaries
 // user could write.
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"sigs.k8s.io/skewtest/clusters/internal/privdir"
 )
 
 // CheckCacheDir refuses, for a caller running as root, a cache that another
@@ -29,51 +29,18 @@ func CheckCacheDir(dir string) error {
 	if err != nil {
 		return badSource("cache %s: %w", dir, err)
 	}
-	for p := abs; ; p = filepath.Dir(p) {
-		fi, err := os.Lstat(p)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-		case err != nil:
-			return badSource("cache %s: %w", abs, err)
-		default:
-			if problem := othersCanWrite(p, fi); problem != "" {
-				// Above the cache is someone's home, say: not root's to take.
-				fix := "give root a cache of its own (SKEWTEST_CACHE=/var/cache/skewtest)"
-				if p == abs && fi.Mode()&os.ModeSymlink == 0 {
-					fix += fmt.Sprintf(" or make this one root's (chown -R root:root %s && chmod -R go-w %s)", abs, abs)
-				}
-				return badSource("the binary cache %s is not root's alone: %s is %s, so another user could replace the kubelets, "+
-					"containerd and kops that root runs from it; %s", abs, p, problem, fix)
-			}
-		}
-		if p == filepath.Dir(p) {
-			return nil
-		}
-	}
-}
-
-// othersCanWrite says how users other than root could change what p
-// holds, or "" when they cannot.
-func othersCanWrite(p string, fi os.FileInfo) string {
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	at, problem, err := privdir.PathProblem(abs)
 	switch {
-	case !ok:
-		return "of an unknown owner"
-	case st.Uid != 0:
-		return fmt.Sprintf("owned by uid %d", st.Uid)
-	case fi.Mode()&os.ModeSymlink != 0:
-		// A link of root's in a directory of root's: where it points is
-		// checked too, as the path goes on through it (below).
-		target, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return "a symbolic link that does not resolve"
-		}
-		if err := CheckCacheDir(target); err != nil {
-			return "a symbolic link to " + target + ", which is not root's alone"
-		}
-		return ""
-	case fi.IsDir() && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
-		return fmt.Sprintf("writable by others (mode %#o)", fi.Mode().Perm())
+	case err != nil:
+		return badSource("cache %s: %w", abs, err)
+	case at == "":
+		return nil
 	}
-	return ""
+	// Above the cache is someone's home, say: not root's to take.
+	fix := "give root a cache of its own (SKEWTEST_CACHE=/var/cache/skewtest)"
+	if fi, err := os.Lstat(abs); at == abs && err == nil && fi.Mode()&os.ModeSymlink == 0 {
+		fix += fmt.Sprintf(" or make this one root's (chown -R root:root %s && chmod -R go-w %s)", abs, abs)
+	}
+	return badSource("the binary cache %s is not root's alone: %s is %s, so another user could replace the kubelets, "+
+		"containerd and kops that root runs from it; %s", abs, at, problem, fix)
 }

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
+
+	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
 
 // fakeKubelet is the worker's kubelet for the EBS tests: the node side is
@@ -90,12 +92,12 @@ func ebsRun(t *testing.T) (*testRun, *fakeKubelet, []string) {
 	fk := &fakeKubelet{running: ownSHA, own: ownSHA, boot: "boot-1"}
 	tr.p.node.k = fk
 	var vols []string
-	if err := tr.store.update(func(w *fakeWorld) error {
+	if err := tr.store.Update(func(w *fakeaws.World) error {
 		for i := range 3 {
-			id := w.id("vol")
+			id := w.ID("vol")
 			vols = append(vols, id)
-			w.Volumes = append(w.Volumes, &fakeVolume{ID: id, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), TagRunID: tr.p.cfg.RunID},
-				Attachments: []fakeAttachment{{Instance: tr.p.node.instance.ID, State: "attached"}}})
+			w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: id, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), TagRunID: tr.p.cfg.RunID},
+				Attachments: []fakeaws.Attachment{{Instance: tr.p.node.instance.ID, State: "attached"}}})
 			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pvc-%d", i)},
 				Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
 					CSI: &corev1.CSIPersistentVolumeSource{Driver: ebsDriver, VolumeHandle: id}}}}
@@ -118,7 +120,7 @@ func ebsRun(t *testing.T) (*testRun, *fakeKubelet, []string) {
 // moveAttachments makes the world report every run volume's attachment
 // as state for reads more reads.
 func moveAttachments(t *testing.T, tr *testRun, state string, reads int) {
-	if err := tr.store.update(func(w *fakeWorld) error {
+	if err := tr.store.Update(func(w *fakeaws.World) error {
 		for _, v := range w.Volumes {
 			if v.Tags[TagRunID] != "" && !v.DeleteOnTermination {
 				for i := range v.Attachments {
@@ -206,7 +208,7 @@ func TestEBSDetachedAfterHopFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	fk.onStart = func() {
-		tr.store.update(func(w *fakeWorld) error {
+		tr.store.Update(func(w *fakeaws.World) error {
 			for _, v := range w.Volumes {
 				if v.ID == vols[1] {
 					v.Attachments = nil

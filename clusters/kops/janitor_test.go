@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
 
 // TestJanitorDryRunThenDelete: expired skewtest resources of every kind
@@ -25,14 +27,14 @@ func TestJanitorDryRunThenDelete(t *testing.T) {
 	old := map[string]string{TagRunID: "old-run", TagOwner: "alice", TagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
 	fresh := map[string]string{TagRunID: "fresh-run", TagOwner: "bob", TagExpiry: now.Add(time.Hour).Format(time.RFC3339)}
 	foreign := map[string]string{"team": "payments", TagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
-	store := &fakeStore{path: filepath.Join(t.TempDir(), "world.json")}
-	if err := store.update(func(w *fakeWorld) error {
+	store := &fakeaws.Store{Path: filepath.Join(t.TempDir(), "world.json")}
+	if err := store.Update(func(w *fakeaws.World) error {
 		for _, tags := range []map[string]string{old, fresh, foreign} {
-			i := &fakeInstance{ID: w.id("i"), Type: "c5.large", State: "running", Tags: tags}
+			i := &fakeaws.Instance{ID: w.ID("i"), Type: "c5.large", State: "running", Tags: tags}
 			w.Instances = append(w.Instances, i)
-			w.Volumes = append(w.Volumes, &fakeVolume{ID: w.id("vol"), Tags: tags, Attachments: []fakeAttachment{{Instance: i.ID, State: "attached"}}})
-			w.Groups = append(w.Groups, &fakeGroup{ID: w.id("sg"), Tags: tags, UsedBy: i.ID})
-			w.LBs = append(w.LBs, &fakeLB{ARN: "arn:lb/" + w.id("lb"), Tags: tags})
+			w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: w.ID("vol"), Tags: tags, Attachments: []fakeaws.Attachment{{Instance: i.ID, State: "attached"}}})
+			w.Groups = append(w.Groups, &fakeaws.Group{ID: w.ID("sg"), Tags: tags, UsedBy: i.ID})
+			w.LBs = append(w.LBs, &fakeaws.LB{ARN: "arn:lb/" + w.ID("lb"), Tags: tags})
 		}
 		return nil
 	}); err != nil {
@@ -56,7 +58,7 @@ func TestJanitorDryRunThenDelete(t *testing.T) {
 		}
 	}
 	count := func() int {
-		w := store.read(t)
+		w := readWorld(t, store)
 		n := len(w.Volumes) + len(w.Groups) + len(w.LBs)
 		for _, i := range w.Instances {
 			if i.State == "running" {
@@ -108,7 +110,7 @@ func TestJanitorDryRunThenDelete(t *testing.T) {
 	if got := count(); got != before-5 {
 		t.Errorf("%d resources left, want %d (the fresh run's and the foreign ones)", got, before-5)
 	}
-	w := store.read(t)
+	w := readWorld(t, store)
 	for _, v := range w.Volumes {
 		if v.Tags[TagRunID] == "old-run" {
 			t.Errorf("old volume %s left", v.ID)

@@ -23,12 +23,14 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
+
+	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
 
 // testRun is one provider against the fakes.
 type testRun struct {
 	p         *Provider
-	store     *fakeStore
+	store     *fakeaws.Store
 	kube      *kubefake.Clientset
 	artifacts string
 	logs      *bytes.Buffer
@@ -38,11 +40,11 @@ type testRun struct {
 // kubectl are the fake executables, and whose API server is client-go's
 // fake clientset holding the worker's Node (filled in once update made the
 // instance).
-func newTestRun(t *testing.T, world func(*fakeWorld)) *testRun {
+func newTestRun(t *testing.T, world func(*fakeaws.World)) *testRun {
 	t.Helper()
 	dir := t.TempDir()
-	store := &fakeStore{path: filepath.Join(dir, "world.json")}
-	if err := store.update(func(w *fakeWorld) error {
+	store := &fakeaws.Store{Path: filepath.Join(dir, "world.json")}
+	if err := store.Update(func(w *fakeaws.World) error {
 		if world != nil {
 			world(w)
 		}
@@ -50,7 +52,7 @@ func newTestRun(t *testing.T, world func(*fakeWorld)) *testRun {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	kops, kubectl := writeFakeTools(t, dir, store.path)
+	kops, kubectl := writeFakeTools(t, dir, store.Path)
 	logs := &bytes.Buffer{}
 	cfg := Config{
 		RunID: "20261201-080000-ab12", Kops: kops, Kubectl: kubectl, Region: "us-east-1", Owner: "sig-storage",
@@ -76,7 +78,7 @@ func newTestRun(t *testing.T, world func(*fakeWorld)) *testRun {
 // syncNodes registers the fake world's running instances as Nodes, as
 // their kubelets would.
 func (tr *testRun) syncNodes(t *testing.T) {
-	w := tr.store.read(t)
+	w := readWorld(t, tr.store)
 	for _, i := range w.Instances {
 		if i.State != "running" {
 			continue
@@ -94,7 +96,7 @@ func (tr *testRun) syncNodes(t *testing.T) {
 // calls are the fake kops's calls, verb first.
 func (tr *testRun) calls(t *testing.T) []string {
 	var out []string
-	for _, c := range tr.store.read(t).KopsCalls {
+	for _, c := range readWorld(t, tr.store).KopsCalls {
 		out = append(out, strings.Join(c, " "))
 	}
 	return out
@@ -111,7 +113,7 @@ func verbs(calls []string) []string {
 
 // leftovers are the fake world's resources not yet gone.
 func (tr *testRun) leftovers(t *testing.T) []string {
-	w := tr.store.read(t)
+	w := readWorld(t, tr.store)
 	var out []string
 	for _, i := range w.Instances {
 		if i.State != "terminated" && i.State != "shutting-down" {
@@ -153,7 +155,7 @@ func (tr *testRun) buckets(t *testing.T) []string {
 // the report's facts.
 func TestLifecycleAgainstFakes(t *testing.T) {
 	t.Parallel()
-	tr := newTestRun(t, func(w *fakeWorld) { w.NotValidFor = 2 })
+	tr := newTestRun(t, func(w *fakeaws.World) { w.NotValidFor = 2 })
 	ctx := t.Context()
 	if err := tr.p.Up(ctx); err != nil {
 		t.Fatalf("Up: %v\n%s", err, tr.logs)
@@ -237,7 +239,7 @@ func TestLifecycleAgainstFakes(t *testing.T) {
 func TestUpDeletesLeftoverClusterFirst(t *testing.T) {
 	t.Parallel()
 	var tr *testRun
-	tr = newTestRun(t, func(w *fakeWorld) {
+	tr = newTestRun(t, func(w *fakeaws.World) {
 		w.Clusters["skewtest-20261201-080000-ab12.k8s.local"] = true
 	})
 	if err := tr.p.Up(t.Context()); err != nil {
@@ -260,7 +262,7 @@ func TestUpDeletesLeftoverClusterFirst(t *testing.T) {
 // and the bucket, and leaves nothing.
 func TestDownAfterFailedUp(t *testing.T) {
 	t.Parallel()
-	tr := newTestRun(t, func(w *fakeWorld) { w.NotValidFor = 1000 })
+	tr := newTestRun(t, func(w *fakeaws.World) { w.NotValidFor = 1000 })
 	tr.p.cfg.ValidateTimeout = 300 * time.Millisecond
 	err := tr.p.Up(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "validate cluster") || !strings.Contains(err.Error(), "exited 2") {
@@ -287,7 +289,7 @@ func TestDownAfterFailedUp(t *testing.T) {
 // cluster hangs cancels Up (the kops process is killed); Down then
 // deletes what update had made.
 func TestDownAfterSIGINT(t *testing.T) {
-	tr := newTestRun(t, func(w *fakeWorld) { w.HangOnUpdate = true })
+	tr := newTestRun(t, func(w *fakeaws.World) { w.HangOnUpdate = true })
 	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt)
 	defer stop()
 	done := make(chan error, 1)
@@ -312,7 +314,7 @@ func TestDownAfterSIGINT(t *testing.T) {
 	if err == nil || ctx.Err() == nil {
 		t.Fatalf("Up after SIGINT: %v", err)
 	}
-	pid := tr.store.read(t).KopsPID
+	pid := readWorld(t, tr.store).KopsPID
 	if syscall.Kill(pid, 0) == nil {
 		t.Errorf("the hanging kops (pid %d) still runs", pid)
 	}
@@ -333,16 +335,16 @@ func TestDownAfterSIGINT(t *testing.T) {
 // them.
 func TestSweepDeletesWhatKopsLeft(t *testing.T) {
 	t.Parallel()
-	tr := newTestRun(t, func(w *fakeWorld) { w.LeakOnDelete = true })
+	tr := newTestRun(t, func(w *fakeaws.World) { w.LeakOnDelete = true })
 	ctx := t.Context()
 	if err := tr.p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var pvc string
-	if err := tr.store.update(func(w *fakeWorld) error {
-		pvc = w.id("vol")
-		w.Volumes = append(w.Volumes, &fakeVolume{ID: pvc, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), TagRunID: tr.p.cfg.RunID},
-			Attachments: []fakeAttachment{{Instance: tr.p.node.instance.ID, State: "attached"}}})
+	if err := tr.store.Update(func(w *fakeaws.World) error {
+		pvc = w.ID("vol")
+		w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: pvc, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), TagRunID: tr.p.cfg.RunID},
+			Attachments: []fakeaws.Attachment{{Instance: tr.p.node.instance.ID, State: "attached"}}})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -377,7 +379,7 @@ func TestCredentialsNeverInArtifacts(t *testing.T) {
 	const secret = "PLANTEDsecret0123456789abcdefPLANTED"
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAPLANTED000000000")
-	tr := newTestRun(t, func(w *fakeWorld) { w.NotValidFor = 1 })
+	tr := newTestRun(t, func(w *fakeaws.World) { w.NotValidFor = 1 })
 	ctx := t.Context()
 	if err := tr.p.Up(ctx); err != nil {
 		t.Fatal(err)
@@ -390,7 +392,7 @@ func TestCredentialsNeverInArtifacts(t *testing.T) {
 	if err := tr.p.Down(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !tr.store.read(t).SecretSeen {
+	if !readWorld(t, tr.store).SecretSeen {
 		t.Fatal("the credentials did not reach kops")
 	}
 	files := 0

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 	"sigs.k8s.io/skewtest/clusters/internal/vmnode"
+	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
 
 // TestKopsProviderNodeInVM drives the kops provider's worker Node against
@@ -42,7 +43,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	if err := os.MkdirAll(p.cfg.RunDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p.KubeconfigPath(), []byte(fakeKubeconfig), 0o600); err != nil {
+	if err := os.WriteFile(p.KubeconfigPath(), []byte(fakeaws.FakeKubeconfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p.kube = func(*rest.Config) (kubeAPI, error) { return kubefake.New(), nil }

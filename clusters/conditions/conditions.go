@@ -31,13 +31,33 @@ func NodeStatus(n *corev1.Node) string {
 	return fmt.Sprintf("node %s kubelet %s Ready=%s", n.Name, n.Status.NodeInfo.KubeletVersion, ready)
 }
 
+// NodeGetter reads a node by name: through e2e-framework's resources
+// (NodeReadyAt) or a typed client (a provider's own).
+type NodeGetter func(ctx context.Context, name string) (*corev1.Node, error)
+
+// ResourcesNodes is the NodeGetter of res.
+func ResourcesNodes(res *resources.Resources) NodeGetter {
+	return func(ctx context.Context, name string) (*corev1.Node, error) {
+		var n corev1.Node
+		if err := res.Get(ctx, name, "", &n); err != nil {
+			return nil, err
+		}
+		return &n, nil
+	}
+}
+
 // NodeReadyAt is true once node reports Ready and, when kubeletVersion is
 // not empty, that kubelet version. last, if not nil, receives the latest
 // status for error messages.
 func NodeReadyAt(res *resources.Resources, node, kubeletVersion string, last *string) apimachinerywait.ConditionWithContextFunc {
+	return NodeReadyAtWith(ResourcesNodes(res), node, kubeletVersion, last)
+}
+
+// NodeReadyAtWith is NodeReadyAt reading the node through get.
+func NodeReadyAtWith(get NodeGetter, node, kubeletVersion string, last *string) apimachinerywait.ConditionWithContextFunc {
 	return func(ctx context.Context) (bool, error) {
-		var n corev1.Node
-		if err := res.Get(ctx, node, "", &n); err != nil {
+		n, err := get(ctx, node)
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				if last != nil {
 					*last = fmt.Sprintf("node %s not registered yet", node)
@@ -50,7 +70,7 @@ func NodeReadyAt(res *resources.Resources, node, kubeletVersion string, last *st
 			return false, nil
 		}
 		if last != nil {
-			*last = NodeStatus(&n)
+			*last = NodeStatus(n)
 		}
 		if kubeletVersion != "" && n.Status.NodeInfo.KubeletVersion != kubeletVersion {
 			return false, nil
@@ -66,10 +86,18 @@ func NodeReadyAt(res *resources.Resources, node, kubeletVersion string, last *st
 	}
 }
 
+// nodePoll is how often WaitNodeReady reads the node.
+const nodePoll = 100 * time.Millisecond
+
 // WaitNodeReady waits until NodeReadyAt holds, polling every 100 ms.
 func WaitNodeReady(ctx context.Context, res *resources.Resources, node, kubeletVersion string, timeout time.Duration) error {
+	return WaitNodeReadyWith(ctx, ResourcesNodes(res), node, kubeletVersion, timeout)
+}
+
+// WaitNodeReadyWith is WaitNodeReady reading the node through get.
+func WaitNodeReadyWith(ctx context.Context, get NodeGetter, node, kubeletVersion string, timeout time.Duration) error {
 	var last string
-	err := wait.For(NodeReadyAt(res, node, kubeletVersion, &last), wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(100*time.Millisecond), wait.WithImmediate())
+	err := wait.For(NodeReadyAtWith(get, node, kubeletVersion, &last), wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(nodePoll), wait.WithImmediate())
 	if err != nil {
 		return fmt.Errorf("wait for node %s Ready at kubelet %s: %w (last seen: %s)", node, kubeletVersion, err, last)
 	}

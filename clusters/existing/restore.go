@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
 
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -24,9 +24,6 @@ import (
 // readyTimeout bounds the wait for a restored node to report Ready through
 // the API server, after its kubelet already answers /healthz.
 const readyTimeout = 3 * time.Minute
-
-// readyPoll is how often the node is read while waiting for Ready.
-const readyPoll = 500 * time.Millisecond
 
 // restoreAll puts back the own kubelet of every node the state records, in
 // parallel, and drops each node from the state once it runs and its node
@@ -102,23 +99,8 @@ func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) e
 	if err != nil {
 		return err
 	}
-	last := "not read yet"
-	err = apimachinerywait.PollUntilContextTimeout(ctx, readyPoll, timeouts.Scale(readyTimeout, p.slow), true, func(ctx context.Context) (bool, error) {
-		n, err := core.Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		last = conditions.NodeStatus(n)
-		if kubeletVersion != "" && n.Status.NodeInfo.KubeletVersion != kubeletVersion {
-			return false, nil
-		}
-		return nodeReady(n) == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("wait for node %s Ready at kubelet %s: %w (last seen: %s)", node, kubeletVersion, err, last)
-	}
-	return nil
+	get := func(ctx context.Context, name string) (*corev1.Node, error) { return core.Nodes().Get(ctx, name, metav1.GetOptions{}) }
+	return conditions.WaitNodeReadyWith(ctx, get, node, kubeletVersion, timeouts.Scale(readyTimeout, p.slow))
 }
 
 // Clean puts back the own kubelet of every node a killed run of the

@@ -171,16 +171,7 @@ func TryAcquire(path string, h Holder) (*Lock, error) {
 		holders++
 		return &Lock{}, nil
 	}
-	dir := filepath.Dir(path)
-	problem, err := privdir.Ensure(dir, 0o700)
-	if err != nil {
-		return nil, fmt.Errorf("host lock: %w", err)
-	}
-	if problem != "" {
-		return nil, fmt.Errorf("%w: the host lock's directory %s is %s: whoever can write there can plant the record a refusal "+
-			"quotes, or replace the lock; %s", ErrUnsafeDir, dir, problem, privdir.Fix(dir))
-	}
-	f, err := openLockFile(path)
+	f, err := openInPrivateDir(path)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +214,57 @@ func Acquire(ctx context.Context, path string, h Holder) (*Lock, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (waited until %v)", err, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(retryInterval):
+		}
+	}
+}
+
+// retryInterval is how often a waiting lock is tried again.
+const retryInterval = 250 * time.Millisecond
+
+// openInPrivateDir opens (or creates) the lock file path in a directory
+// of the caller's alone, made 0700 when missing (openLockFile).
+func openInPrivateDir(path string) (*os.File, error) {
+	dir := filepath.Dir(path)
+	problem, err := privdir.Ensure(dir, 0o700)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if problem != "" {
+		return nil, fmt.Errorf("%w: the directory of lock %s is %s: whoever can write there can plant the record a refusal "+
+			"quotes, or replace the lock; %s", ErrUnsafeDir, path, problem, privdir.Fix(dir))
+	}
+	return openLockFile(path)
+}
+
+// Exclusive takes an exclusive lock of its own on path, a lock file other
+// than the host lock's, with the same care (openInPrivateDir), waiting
+// while another open file holds it until ctx ends; onWait, when set, is
+// called once before the first wait. Unlike the host lock it is not
+// shared within the process: a second Exclusive of the same path waits
+// for the first file to close. Closing the returned file releases it.
+func Exclusive(ctx context.Context, path string, onWait func()) (*os.File, error) {
+	f, err := openInPrivateDir(path)
+	if err != nil {
+		return nil, err
+	}
+	for waited := false; ; waited = true {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !waited && onWait != nil {
+			onWait()
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s is held by another process: %w", path, context.Cause(ctx))
+		case <-time.After(retryInterval):
 		}
 	}
 }

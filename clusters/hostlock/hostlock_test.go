@@ -346,3 +346,59 @@ func TestPathIsTheCallersOwn(t *testing.T) {
 		t.Errorf("Path() = %s, not under the caller's home %s", p, home)
 	}
 }
+
+// An Exclusive lock is one holder's, even within one process (the
+// private dockerd's: two daemons of one test binary must not overlap): a
+// second waits, says so once, and gets the lock when the first file
+// closes; it gives up when its context ends. A shared directory is
+// refused as for the host lock.
+func TestExclusiveIsNotSharedWithinTheProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "own", "dockerd.lock")
+	ctx := context.Background()
+	first, err := Exclusive(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := 0
+	short, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+	defer cancel()
+	if f, err := Exclusive(short, path, func() { waits++ }); err == nil {
+		f.Close()
+		t.Fatal("a second Exclusive took the lock while the first held it")
+	}
+	if waits != 1 {
+		t.Errorf("onWait was called %d times, want once", waits)
+	}
+	got := make(chan error, 1)
+	go func() {
+		f, err := Exclusive(ctx, path, nil)
+		if err == nil {
+			f.Close()
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	first.Close()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Exclusive after the first closed: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Exclusive did not get the lock after the first file closed")
+	}
+
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Exclusive(ctx, filepath.Join(shared, "dockerd.lock"), nil); !errors.Is(err, ErrUnsafeDir) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("Exclusive in a world-writable directory: %v, want ErrUnsafeDir", err)
+	}
+}

@@ -5,63 +5,34 @@ package dockerd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	"golang.org/x/sys/unix"
-
-	"sigs.k8s.io/skewtest/clusters/internal/privdir"
+	"sigs.k8s.io/skewtest/clusters/hostlock"
 )
 
 // acquireLock takes the host-wide lock, waiting while another process
-// holds it, until ctx ends.
+// holds it, until ctx ends. It is hostlock's kind of file, in root's own
+// directory (hostlock.Exclusive): the holder truncates the file and
+// writes its pid, which through a link planted in a shared directory
+// would overwrite a file of root's. It is not the host lock: a kind run
+// holds that too, but a kind test package may start its daemons while
+// another package's run holds the host.
 func acquireLock(ctx context.Context, log *slog.Logger) (*os.File, error) {
-	// The lock's directory is root's alone, as the host lock's: the holder
-	// truncates the file and writes its pid, which through a link planted
-	// in a shared directory would overwrite a file of root's.
-	dir := filepath.Dir(lockPath)
-	problem, err := privdir.Ensure(dir, 0o700)
-	if err != nil {
-		return nil, fmt.Errorf("dockerd: lock directory: %w", err)
-	}
-	if problem != "" {
-		return nil, fmt.Errorf("dockerd: the lock's directory %s is %s; %s", dir, problem, privdir.Fix(dir))
-	}
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR|unix.O_NOFOLLOW, 0o644)
+	f, err := hostlock.Exclusive(ctx, lockPath, func() {
+		holder, _ := os.ReadFile(lockPath)
+		log.Info("waiting for another skewtest dockerd to stop", "lock", lockPath, "holder", strings.TrimSpace(string(holder)))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dockerd: %w", err)
 	}
-	logged := false
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			_ = f.Truncate(0)
-			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-			return f, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("dockerd: lock %s: %w", lockPath, err)
-		}
-		if !logged {
-			holder, _ := os.ReadFile(lockPath)
-			log.Info("waiting for another skewtest dockerd to stop", "lock", lockPath, "holder", strings.TrimSpace(string(holder)))
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("dockerd: another skewtest dockerd holds %s: %w", lockPath, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
 }
 
 func (d *Daemon) releaseLock() {

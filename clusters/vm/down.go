@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 )
 
 // Load returns the instance name of stateDir (DefaultStateDir() when
@@ -27,16 +28,12 @@ func Load(stateDir, name string, log *slog.Logger) (*Instance, error) {
 		return nil, err
 	}
 	dir := filepath.Join(stateDir, name)
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
-	if err != nil {
+	var inst Instance
+	if err := statefile.Read(dir, stateFile, &inst); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("vm: no instance %q in %s (skewtest vm up -name %s starts one): %w", name, stateDir, name, err)
 		}
-		return nil, err
-	}
-	var inst Instance
-	if err := json.Unmarshal(b, &inst); err != nil {
-		return nil, fmt.Errorf("vm: %s: %w", filepath.Join(dir, stateFile), err)
+		return nil, fmt.Errorf("vm: %w", err)
 	}
 	if inst.Dir != dir {
 		return nil, fmt.Errorf("vm: %s records directory %s", filepath.Join(dir, stateFile), inst.Dir)
@@ -61,18 +58,9 @@ func (i *Instance) Running() bool {
 	return i.ownsPID()
 }
 
-// save writes the instance's state file, through a temporary name.
-func (i *Instance) save() error {
-	b, err := json.MarshalIndent(i, "", "  ")
-	if err != nil {
-		return err
-	}
-	p := filepath.Join(i.Dir, stateFile)
-	if err := os.WriteFile(p+".tmp", b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(p+".tmp", p)
-}
+// save writes the instance's state file (statefile: replaced whole,
+// after fsync).
+func (i *Instance) save() error { return statefile.Write(i.Dir, stateFile, i, 0o600) }
 
 // ownsPID reports whether PID is still this instance's qemu: its command
 // line names the instance's overlay. A PID reused by another process after

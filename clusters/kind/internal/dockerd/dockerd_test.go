@@ -309,10 +309,8 @@ func assertClean(ctx context.Context, t *testing.T, before footprint.Footprint, 
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s still exists (%v)", dir, err)
 	}
-	for _, root := range cgroupRoots(cgroupParentFor(dir)) {
-		if _, err := os.Lstat(root); err == nil {
-			t.Errorf("cgroup %s still exists", root)
-		}
+	for _, d := range cgroupDirsOf(cgroupParentFor(dir)) {
+		t.Errorf("cgroup %s still exists", d)
 	}
 	for _, d := range footprint.Diff(before, footprint.Take(ctx)) {
 		t.Errorf("host changed: %s", d)

@@ -99,7 +99,9 @@ func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) e
 	if err != nil {
 		return err
 	}
-	get := func(ctx context.Context, name string) (*corev1.Node, error) { return core.Nodes().Get(ctx, name, metav1.GetOptions{}) }
+	get := func(ctx context.Context, name string) (*corev1.Node, error) {
+		return core.Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
 	return conditions.WaitNodeReadyWith(ctx, get, node, kubeletVersion, timeouts.Scale(readyTimeout, p.slow))
 }
 

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -255,83 +254,26 @@ func removeLinksInto(dir, target string) {
 }
 
 // iptables: the kubelet adds KUBE-FIREWALL, KUBE-KUBELET-CANARY and
-// KUBE-IPTABLES-HINT chains (and jumps to them) in several tables. We note
-// which chains exist before the kubelet runs and remove the KUBE-* ones it
-// added.
+// KUBE-IPTABLES-HINT chains (and jumps to them) in several tables. Up
+// records which chains exist before the kubelet runs
+// (iptables.ChainSets); teardown removes the KUBE-* ones added since and
+// the jumps into them, and nothing else.
 
-func iptablesChains(ctx context.Context) []string {
-	var out []string
-	for _, tool := range iptables.Tools {
-		rs, err := iptables.Save(ctx, tool)
-		if err != nil {
-			continue
-		}
-		for _, name := range rs.Order {
-			for _, c := range rs.Tables[name].Chains {
-				out = append(out, tool+"|"+name+"|"+c)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-type chain struct{ table, name string }
+// kubeletChains is what of the tables the local provider's kubelets make.
+var kubeletChains = iptables.Owner{Chain: func(c string) bool { return strings.HasPrefix(c, "KUBE-") }}
 
 func removeNewChains(ctx context.Context, st state) error {
 	if !st.IPTablesRecorded {
 		// Never recorded (bring-up stopped before): nothing of ours.
 		return nil
 	}
-	had := map[string]bool{}
-	for _, b := range st.IPTablesBefore {
-		had[b] = true
-	}
 	var errs []error
 	for _, tool := range iptables.Tools {
-		rs, err := iptables.Save(ctx, tool)
+		after, err := iptables.Save(ctx, tool)
 		if err != nil {
 			continue
 		}
-		ours := map[chain]bool{}
-		for _, name := range rs.Order {
-			for _, c := range rs.Tables[name].Chains {
-				if strings.HasPrefix(c, "KUBE-") && !had[tool+"|"+name+"|"+c] {
-					ours[chain{name, c}] = true
-				}
-			}
-		}
-		if len(ours) == 0 {
-			continue
-		}
-		// Jumps into our chains from chains we keep.
-		for _, name := range rs.Order {
-			for _, r := range rs.Tables[name].Rules {
-				// iptables-save writes no unterminated quote; a line with
-				// one could not be replayed as a -D either.
-				args, err := iptables.SplitRule(r)
-				if err != nil || len(args) < 2 || ours[chain{name, args[1]}] {
-					continue
-				}
-				for _, j := range iptables.Jumps(args) {
-					if ours[chain{name, j}] {
-						args := append([]string{"-w", "-t", name, "-D"}, args[1:]...)
-						if out, err := exec.CommandContext(ctx, tool, args...).CombinedOutput(); err != nil {
-							errs = append(errs, fmt.Errorf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out))
-						}
-						break
-					}
-				}
-			}
-		}
-		for c := range ours {
-			_ = exec.CommandContext(ctx, tool, "-w", "-t", c.table, "-F", c.name).Run()
-		}
-		for c := range ours {
-			if out, err := exec.CommandContext(ctx, tool, "-w", "-t", c.table, "-X", c.name).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", tool, c.table, c.name, err, out))
-			}
-		}
+		errs = append(errs, iptables.Apply(ctx, tool, iptables.RestorePlan(iptables.ChainsOnly(tool, st.IPTablesBefore), after, kubeletChains)))
 	}
 	return errors.Join(errs...)
 }

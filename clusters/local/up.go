@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/clusters/local/internal/pki"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
@@ -108,7 +109,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	_, logDirErr := os.Stat(hostContainerLogDir)
 	_, podLogDirErr := os.Stat(hostPodLogDir)
 	st := state{
-		IPTablesBefore:          iptablesChains(ctx),
+		IPTablesBefore:          iptables.ChainSets(ctx),
 		IPTablesRecorded:        true,
 		ContainerdRunDirExisted: statErr == nil,
 		BootID:                  bootID(),

@@ -109,79 +109,21 @@ func bridgeSubnets(ctx context.Context, names map[string]bool) ([]netip.Prefix, 
 	return subnets, nil
 }
 
-// iptablesCommand is one invocation of iptables: args after the binary.
-type iptablesCommand []string
-
-// restorePlan returns the commands that take the tables from after back to
-// before as far as docker changed them: docker's rules (see isDockerRule)
-// that were not there before are deleted, chains named DOCKER* that were
-// not there before are flushed and deleted, and built-in chain policies
-// (FORWARD, which docker sets to DROP when it turns on IP forwarding) are
-// set back. Rules and chains of anyone else are left alone, even when new.
-//
-// subnets are those of docker's bridges that were not there before.
-func restorePlan(before, after *iptables.Ruleset, subnets []netip.Prefix) []iptablesCommand {
-	var deletes, flushes, removes, policies []iptablesCommand
-	for _, name := range after.Order {
-		a := after.Tables[name]
-		b := before.Tables[name]
-		if b == nil {
-			// A table iptables-save did not print did not exist yet: the
-			// kernel makes it, with its built-in chains at ACCEPT, when
-			// something (here dockerd) first uses it. On a freshly booted
-			// host dockerd is what makes the filter table and sets FORWARD
-			// to DROP, so this is the policy to go back to.
-			b = &iptables.Table{Name: name, Policies: map[string]string{}}
-			for _, c := range a.Chains {
-				if a.Policies[c] != "-" {
-					b.Policies[c] = iptables.BuiltinPolicy
-				}
-			}
-		}
-		newChain := map[string]bool{}
-		for _, c := range a.Chains {
-			if _, ok := b.Policies[c]; !ok && isDockerChain(c) {
-				newChain[c] = true
-			}
-		}
-		had := map[string]int{}
-		for _, r := range b.Rules {
-			had[r]++
-		}
-		for _, r := range a.Rules {
-			if had[r] > 0 {
-				had[r]--
-				continue
-			}
-			if newChain[iptables.RuleChain(r)] || !isDockerRule(r, subnets) {
-				continue // flushed with its chain, or not docker's
-			}
-			args, err := iptables.SplitRule(r)
-			if err != nil || len(args) < 2 {
-				continue
-			}
-			args[0] = "-D"
-			deletes = append(deletes, append(iptablesCommand{"-t", name}, args...))
-		}
-		for _, c := range a.Chains {
-			if newChain[c] {
-				flushes = append(flushes, iptablesCommand{"-t", name, "-F", c})
-				removes = append(removes, iptablesCommand{"-t", name, "-X", c})
-			}
-		}
-		for _, c := range a.Chains {
-			was, ok := b.Policies[c]
-			now := a.Policies[c]
-			if ok && was != "-" && now != "-" && was != now {
-				policies = append(policies, iptablesCommand{"-t", name, "-P", c, was})
-			}
-		}
+// dockerOwner is what of the tables a private dockerd makes: chains
+// named DOCKER*, docker's rules in chains it did not make (isDockerRule,
+// with subnets those of its new bridges), and built-in chains' policies
+// (FORWARD, which dockerd sets to DROP when it turns on IP forwarding).
+func dockerOwner(subnets []netip.Prefix) iptables.Owner {
+	return iptables.Owner{
+		Chain:    isDockerChain,
+		Rule:     func(r string) bool { return isDockerRule(r, subnets) },
+		Policies: true,
 	}
-	// Rules jumping to docker's chains go first, then the chains' own
-	// rules (which may jump to each other), then the chains.
-	plan := append(deletes, flushes...)
-	plan = append(plan, removes...)
-	return append(plan, policies...)
+}
+
+// restorePlan is iptables.RestorePlan for what dockerd changed.
+func restorePlan(before, after *iptables.Ruleset, subnets []netip.Prefix) []iptables.Command {
+	return iptables.RestorePlan(before, after, dockerOwner(subnets))
 }
 
 // saveIptables returns the output of <bin>-save for each of
@@ -228,11 +170,10 @@ func (t *teardown) restoreIptables(ctx context.Context, saved map[string]string)
 			errs = append(errs, err)
 			continue
 		}
-		for _, c := range restorePlan(before, after, subnets) {
-			t.log.Debug("restore iptables", "cmd", bin+" "+strings.Join(c, " "))
-			if out, err := exec.CommandContext(ctx, bin, c...).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(c, " "), err, strings.TrimSpace(string(out))))
-			}
+		plan := restorePlan(before, after, subnets)
+		t.log.Debug("restore iptables", "tool", bin, "commands", len(plan))
+		if err := iptables.Apply(ctx, bin, plan); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return joinErrs(errs)

@@ -9,19 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +29,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
@@ -49,8 +45,8 @@ const (
 	DefaultKubeletRootDir = "/var/lib/kubelet"
 	DefaultKubeletUnit    = "kubelet"
 	DefaultKubeletBinary  = "/usr/bin/kubelet"
-	DefaultSSHPort        = 22
-	DefaultSSHTimeout     = 10 * time.Second
+	DefaultSSHPort        = sshnode.DefaultPort
+	DefaultSSHTimeout     = sshnode.DefaultTimeout
 )
 
 // apiTimeout bounds one request to the API server when ctx has no sooner
@@ -114,7 +110,7 @@ type SSHConfig struct {
 type Provider struct {
 	cfg    Config
 	log    *slog.Logger
-	dialer *dialer
+	dialer *sshnode.Dialer
 
 	// stateMu guards state, which records the nodes the run changed.
 	stateMu sync.Mutex
@@ -199,62 +195,16 @@ func (c *Config) layout() systemdkubelet.Layout {
 // kubelets of a run that was killed or kept after a failure.
 func (p *Provider) RunDir() string { return p.cfg.StateDir }
 
-// newDialer fills in s's defaults and loads its key and known_hosts.
-func newDialer(s *SSHConfig, log *slog.Logger) (*dialer, error) {
-	if s.User == "" {
-		u, err := user.Current()
-		if err != nil {
-			return nil, fmt.Errorf("existing: SSH.User not set and the current user is unknown: %w", err)
-		}
-		s.User = u.Username
-	}
-	if s.Port == 0 {
-		s.Port = DefaultSSHPort
-	}
-	if s.Port < 1 || s.Port > 65535 {
-		return nil, fmt.Errorf("existing: SSH.Port %d out of range", s.Port)
-	}
-	if s.Timeout <= 0 {
-		s.Timeout = DefaultSSHTimeout
-	}
-	if s.KnownHostsFile == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil, fmt.Errorf("existing: SSH.KnownHostsFile not set and no home directory: %w", err)
-		}
-		s.KnownHostsFile = filepath.Join(home, ".ssh", "known_hosts")
-	}
-	hostKeys, err := knownhosts.New(s.KnownHostsFile)
+// newDialer fills in s's defaults and loads its key and known_hosts
+// (sshnode.NewDialer).
+func newDialer(s *SSHConfig, log *slog.Logger) (*sshnode.Dialer, error) {
+	c := sshnode.Config{User: s.User, Port: s.Port, KeyFile: s.KeyFile, KnownHostsFile: s.KnownHostsFile, Timeout: s.Timeout,
+		DialHint: "set SSH.Address or SSH.Port otherwise (SSH_ADDRESSES=NODE=HOST:PORT)"}
+	d, err := sshnode.NewDialer(&c, log)
 	if err != nil {
-		return nil, fmt.Errorf("existing: SSH known_hosts %s: %w (host keys are always checked: add each node's, after verifying it, with ssh-keyscan -p PORT HOST >> %s)", s.KnownHostsFile, err, s.KnownHostsFile)
+		return nil, fmt.Errorf("existing: %w", err)
 	}
-	d := &dialer{
-		user:           s.User,
-		keyFile:        s.KeyFile,
-		knownHostsFile: s.KnownHostsFile,
-		hostKeys:       hostKeys,
-		timeout:        s.Timeout,
-		log:            log,
-	}
-	if s.KeyFile != "" {
-		pem, err := os.ReadFile(s.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("existing: SSH key: %w", err)
-		}
-		d.signer, err = ssh.ParsePrivateKey(pem)
-		var pm *ssh.PassphraseMissingError
-		if errors.As(err, &pm) {
-			return nil, fmt.Errorf("existing: SSH key %s is encrypted: load it into ssh-agent (ssh-add %s) and leave SSH.KeyFile empty", s.KeyFile, s.KeyFile)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("existing: SSH key %s: %w", s.KeyFile, err)
-		}
-	} else {
-		d.agentSock = os.Getenv("SSH_AUTH_SOCK")
-		if d.agentSock == "" {
-			return nil, errors.New("existing: no SSH credentials: set SSH.KeyFile, or run ssh-agent with the key added (SSH_AUTH_SOCK is empty)")
-		}
-	}
+	s.User, s.Port, s.KnownHostsFile, s.Timeout = c.User, c.Port, c.KnownHostsFile, c.Timeout
 	return d, nil
 }
 
@@ -371,7 +321,7 @@ func (p *Provider) Up(ctx context.Context) error {
 	}
 	names := make([]string, len(ns))
 	for i, n := range ns {
-		names[i] = n.name + "@" + n.addr
+		names[i] = n.String() + "@" + n.Address()
 	}
 	p.log.Info("test nodes reachable over SSH", "nodes", names)
 	return nil
@@ -418,18 +368,11 @@ func (p *Provider) Node(name, address string) *Node {
 }
 
 func (p *Provider) nodeLocked(name, address string) *Node {
-	addr := p.hostPort(address)
-	if n, ok := p.byName[name]; ok && n.addr == addr {
+	addr := p.dialer.HostPort(address)
+	if n, ok := p.byName[name]; ok && n.Address() == addr {
 		return n
 	}
-	n := &Node{
-		name: name,
-		addr: addr,
-		sudo: p.dialer.user != "root",
-		conn: newConn(p.dialer, name, addr),
-		p:    p,
-		log:  p.log,
-	}
+	n := &Node{Node: sshnode.New(p.dialer, name, addr), p: p, log: p.log}
 	n.driver = &systemdkubelet.Driver{Node: n, Layout: p.cfg.layout(), Log: p.log,
 		Timeout: timeouts.Scale(systemdkubelet.DefaultTimeout, p.slow)}
 	if old, ok := p.byName[name]; ok {
@@ -437,14 +380,6 @@ func (p *Provider) nodeLocked(name, address string) *Node {
 	}
 	p.byName[name] = n
 	return n
-}
-
-// hostPort adds SSH.Port to an address without a port.
-func (p *Provider) hostPort(address string) string {
-	if _, _, err := net.SplitHostPort(address); err == nil {
-		return address
-	}
-	return net.JoinHostPort(strings.Trim(address, "[]"), strconv.Itoa(p.cfg.SSH.Port))
 }
 
 // resolve finds the test nodes through the API server, once; checkReady
@@ -589,8 +524,8 @@ func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
 	}
 	var errs []error
 	for _, n := range ns {
-		if err := n.dumpKubeletLog(ctx, filepath.Join(dir, n.name)); err != nil {
-			p.log.Warn("dump kubelet log", "node", n.name, "err", err)
+		if err := n.dumpKubeletLog(ctx, filepath.Join(dir, n.String())); err != nil {
+			p.log.Warn("dump kubelet log", "node", n.String(), "err", err)
 			errs = append(errs, err)
 		}
 	}

@@ -15,24 +15,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 )
 
-func TestRemoteCommand(t *testing.T) {
-	for _, tc := range []struct {
-		sudo      bool
-		env, argv []string
-		want      string
-	}{
-		{false, nil, []string{"true"}, "true"},
-		{false, nil, []string{"sh", "-c", "echo $X; exit 3"}, `sh -c 'echo $X; exit 3'`},
-		{true, nil, []string{"systemctl", "stop", "kubelet"}, "sudo -n systemctl stop kubelet"},
-		{true, []string{"A=b c", "D=e"}, []string{"cat", "it's"}, `sudo -n env 'A=b c' D=e cat 'it'\''s'`},
-		{false, []string{"A=1"}, []string{"env"}, "env A=1 env"},
-	} {
-		if got := remoteCommand(tc.sudo, tc.env, tc.argv); got != tc.want {
-			t.Errorf("remoteCommand(%v, %q, %q) = %q, want %q", tc.sudo, tc.env, tc.argv, got, tc.want)
-		}
-	}
-}
-
 func TestSelectNodes(t *testing.T) {
 	node := func(name string, labels map[string]string, taints ...string) corev1.Node {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -86,22 +68,6 @@ func TestNodeReadyAndAddress(t *testing.T) {
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "w1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}
 	if got := internalIP(&n); got != "10.0.0.7" {
 		t.Errorf("internalIP = %q", got)
-	}
-}
-
-func TestHostPort(t *testing.T) {
-	p := &Provider{cfg: Config{SSH: SSHConfig{Port: 2222}}}
-	for in, want := range map[string]string{
-		"10.0.0.1":       "10.0.0.1:2222",
-		"10.0.0.1:22":    "10.0.0.1:22",
-		"node.example":   "node.example:2222",
-		"fd00::1":        "[fd00::1]:2222",
-		"[fd00::1]":      "[fd00::1]:2222",
-		"[fd00::1]:2200": "[fd00::1]:2200",
-	} {
-		if got := p.hostPort(in); got != want {
-			t.Errorf("hostPort(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -32,10 +33,7 @@ const (
 // node, dialled on first use and again if it breaks. The kubelet is driven
 // by the shared systemd driver.
 type Node struct {
-	name string
-	addr string
-	sudo bool
-	conn *conn
+	*sshnode.Node
 	// kubeletVersion is the version the API server reported for the
 	// node's own kubelet when the node was resolved, for the Ready check
 	// after a restore; empty for a Node made without the API server.
@@ -44,12 +42,6 @@ type Node struct {
 	p              *Provider
 	log            *slog.Logger
 }
-
-// String is the node's name.
-func (n *Node) String() string { return n.name }
-
-// Address is the host:port its SSH connection goes to.
-func (n *Node) Address() string { return n.addr }
 
 // KubeletRootDir is Config.KubeletRootDir.
 func (n *Node) KubeletRootDir() string { return n.driver.Layout.RootDir }
@@ -61,16 +53,6 @@ func (n *Node) KubeletBinary() string { return n.driver.Layout.Binary }
 // callers that put the node's own kubelet back themselves (Restore) or
 // read its unit's state.
 func (n *Node) KubeletDriver() *systemdkubelet.Driver { return n.driver }
-
-// Command implements exec.Cmder: argv runs on the node over a new SSH
-// session. Cancelling ctx sends SIGKILL to the command's process group and
-// closes the session.
-func (n *Node) Command(ctx context.Context, name string, args ...string) exec.Cmd {
-	return &sshCmd{n: n, ctx: ctx, argv: append([]string{name}, args...)}
-}
-
-// Close closes the node's SSH connection; a later command dials again.
-func (n *Node) Close() error { return n.conn.Close() }
 
 // StopKubelet stops the kubelet unit and waits until its process has
 // exited. Before the first change to a node, the provider records the
@@ -114,9 +96,9 @@ func (n *Node) checkReachable(ctx context.Context) error {
 	case res.ExitCode < 0:
 		// Dial, host key and auth errors name the node, address and fix.
 		return err
-	case n.sudo && strings.Contains(res.Stderr, "sudo"):
-		return fmt.Errorf("node %s at %s: user %q needs passwordless sudo (sudo -n): %w", n, n.addr, n.conn.d.user, err)
+	case n.Sudo() && strings.Contains(res.Stderr, "sudo"):
+		return fmt.Errorf("node %s at %s: user %q needs passwordless sudo (sudo -n): %w", n, n.Address(), n.User(), err)
 	default:
-		return fmt.Errorf("node %s at %s: %w", n, n.addr, err)
+		return fmt.Errorf("node %s at %s: %w", n, n.Address(), err)
 	}
 }

@@ -86,7 +86,7 @@ func (p *Provider) removeUpload(ctx context.Context, n *Node, path string) error
 		return fmt.Errorf("remove the interrupted upload %s: %w", path, err)
 	}
 	if strings.TrimSpace(res.Stdout) == "removed" {
-		p.log.Info("removed the upload an interrupted swap left", "node", n.name, "path", path)
+		p.log.Info("removed the upload an interrupted swap left", "node", n.String(), "path", path)
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func (p *Provider) initState() error {
 func (p *Provider) record(ctx context.Context, n *Node) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
-	if slices.ContainsFunc(p.state.Nodes, func(s NodeState) bool { return s.Name == n.name }) {
+	if slices.ContainsFunc(p.state.Nodes, func(s NodeState) bool { return s.Name == n.String() }) {
 		return nil
 	}
 	orig, err := n.driver.Original(ctx)
@@ -106,10 +106,10 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 	}
 	if orig.Kept {
 		p.log.Warn("an earlier run kept this node's kubelet and did not put it back; the kept copy is taken as the original",
-			"node", n.name, "kept", orig.Binary+OrigSuffix, "sha256", orig.SHA256)
+			"node", n.String(), "kept", orig.Binary+OrigSuffix, "sha256", orig.SHA256)
 	}
 	st := NodeState{
-		Name: n.name, Address: n.addr,
+		Name: n.String(), Address: n.Address(),
 		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir,
 		OriginalSHA256: orig.SHA256, OriginalVersion: n.kubeletVersion, Recorded: time.Now().UTC(),
 	}
@@ -121,7 +121,7 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 		}
 	}
 	*p.state = next
-	p.log.Info("recorded the node's own kubelet", "node", n.name, "binary", orig.Binary, "sha256", orig.SHA256, "version", n.kubeletVersion, "state", p.cfg.StateDir)
+	p.log.Info("recorded the node's own kubelet", "node", n.String(), "binary", orig.Binary, "sha256", orig.SHA256, "version", n.kubeletVersion, "state", p.cfg.StateDir)
 	return nil
 }
 

@@ -3,15 +3,17 @@ package kops
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 var (
@@ -39,24 +41,42 @@ type Running struct {
 	BootID string
 }
 
-// sshKubelet is a kops worker reached through the existing provider's SSH
-// code, its kubelet driven by the shared systemd driver with Layout.
-type sshKubelet struct{ *existing.Node }
+// sshKubelet is a kops worker reached over SSH (clusters/internal/
+// sshnode), its kubelet driven by the shared systemd driver with Layout.
+type sshKubelet struct {
+	*sshnode.Node
+	d *systemdkubelet.Driver
+}
+
+// newSSHKubelet is the worker n with its kubelet laid out as Layout; the
+// kubelet's waits stretch with SKEWTEST_TIMEOUT_FACTOR, as every
+// provider's do (a node in an emulated guest starts its kubelet 10-18
+// times slower).
+func newSSHKubelet(n *sshnode.Node, log *slog.Logger) sshKubelet {
+	return sshKubelet{Node: n, d: &systemdkubelet.Driver{Node: n, Layout: Layout, Log: log,
+		Timeout: timeouts.Scale(systemdkubelet.DefaultTimeout, timeouts.FromEnv())}}
+}
+
+func (s sshKubelet) KubeletRootDir() string                         { return s.d.Layout.RootDir }
+func (s sshKubelet) StopKubelet(ctx context.Context) error          { return s.d.Stop(ctx) }
+func (s sshKubelet) StartKubelet(ctx context.Context) error         { return s.d.Start(ctx) }
+func (s sshKubelet) KubeletLog(ctx context.Context) (string, error) { return s.d.RunLog(ctx) }
+func (s sshKubelet) SwapKubelet(ctx context.Context, bin binaries.Binary) error {
+	return s.d.Swap(ctx, bin)
+}
 
 func (s sshKubelet) Original(ctx context.Context) (systemdkubelet.Original, error) {
-	return s.KubeletDriver().Original(ctx)
+	return s.d.Original(ctx)
 }
 
-func (s sshKubelet) Restore(ctx context.Context, sha string) error {
-	return s.KubeletDriver().Restore(ctx, sha)
-}
+func (s sshKubelet) Restore(ctx context.Context, sha string) error { return s.d.Restore(ctx, sha) }
 
 // runningScript prints the boot ID and the sha256 of the executable of
 // PID $1.
 const runningScript = `cat /proc/sys/kernel/random/boot_id && sha256sum "/proc/$1/exe"`
 
 func (s sshKubelet) Running(ctx context.Context) (Running, error) {
-	st, err := s.KubeletDriver().State(ctx)
+	st, err := s.d.State(ctx)
 	if err != nil {
 		return Running{}, err
 	}

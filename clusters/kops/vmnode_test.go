@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
+	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 	"sigs.k8s.io/skewtest/clusters/internal/vmnode"
 	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
@@ -23,7 +23,7 @@ import (
 // TestKopsProviderNodeInVM drives the kops provider's worker Node against
 // a real kubelet under the real systemd of a Debian 12 guest laid out as
 // a kops node (the layout clusters/existing's VM test uses too), over the
-// existing provider's SSH code with the host key checked: a hop (stop,
+// shared SSH code (clusters/internal/sshnode) with the host key checked: a hop (stop,
 // swap to v1.36.3 with its sha256 checked on the node, start, the running
 // process's binary checked), nodeup's boot-time reinstall of kops's
 // kubelet caught by VerifyKubelet, and kops's own kubelet put back. The
@@ -48,15 +48,16 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	}
 	p.kube = func(*rest.Config) (kubeAPI, error) { return kubefake.New(), nil }
 	p.clients = &Clients{}
-	sn, err := existing.SSHNodeWithLayout("vm-node", addr, existing.SSHConfig{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv),
-		KnownHostsFile: os.Getenv(vmnode.KnownHostsEnv), Timeout: time.Minute}, Layout, log)
+	dialer, err := sshnode.NewDialer(&sshnode.Config{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv),
+		KnownHostsFile: os.Getenv(vmnode.KnownHostsEnv), Timeout: time.Minute}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := sn.KubeletDriver()
+	sk := newSSHKubelet(sshnode.New(dialer, "vm-node", addr), log)
+	sn, d := sk.Node, sk.d
 	// TCG: the kubelet's start is 10-18 times slower than on hardware.
 	d.Timeout, d.PollInterval = 10*time.Minute, time.Second
-	n := newNode(p, sshKubelet{sn}, Instance{ID: "vm"})
+	n := newNode(p, sk, Instance{ID: "vm"})
 	timed := func(what string, f func() error) { t.Helper(); vmnode.Timed(t, what, f) }
 	timed("lay the guest out as a kops node", func() error {
 		_, err := exec.Output(ctx, sn, "sh", "-c", vmnode.KopsNodeSetup)

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 )
 
 // Waits for what EC2 reports late.
@@ -123,11 +123,11 @@ func (p *Provider) findWorker(ctx context.Context) (*Node, error) {
 	user := p.sshUser(ctx, w)
 	key := p.snapshot().SSHKey
 	p.cli = p.newCLI(p.cli.path, key, user)
-	sn, err := existing.SSHNodeWithLayout(name, w.PublicIP, existing.SSHConfig{User: user, KeyFile: key, KnownHostsFile: knownHosts}, Layout, p.log)
+	d, err := sshnode.NewDialer(&sshnode.Config{User: user, KeyFile: key, KnownHostsFile: knownHosts}, p.log)
 	if err != nil {
 		return nil, fmt.Errorf("kops: %w", err)
 	}
-	return newNode(p, sshKubelet{sn}, w), nil
+	return newNode(p, newSSHKubelet(sshnode.New(d, name, w.PublicIP), p.log), w), nil
 }
 
 // nodeFor is the name of the node backing instance w: its provider ID

@@ -2,12 +2,13 @@ package vm
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 )
 
 // Instance is a running guest. It is what another component needs to
@@ -43,13 +44,13 @@ type Instance struct {
 	exited chan struct{}
 
 	mu   sync.Mutex
-	node *existing.Node
+	node *sshnode.Node
 }
 
 var _ exec.Cmder = (*Instance)(nil)
 
 // Command implements exec.Cmder: argv runs in the guest as root over SSH,
-// with the guest's host key checked (the existing provider's SSH code).
+// with the guest's host key checked (clusters/internal/sshnode).
 func (i *Instance) Command(ctx context.Context, name string, args ...string) exec.Cmd {
 	n, err := i.Node()
 	if err != nil {
@@ -62,21 +63,19 @@ func (i *Instance) Command(ctx context.Context, name string, args ...string) exe
 	return c
 }
 
-// Node is the guest as an existing-provider node reached over SSH.
-func (i *Instance) Node() (*existing.Node, error) {
+// Node is the guest reached over SSH.
+func (i *Instance) Node() (*sshnode.Node, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.node != nil {
 		return i.node, nil
 	}
-	n, err := existing.SSHNode(Hostname, i.SSHAddress, existing.SSHConfig{
-		User: i.User, KeyFile: i.KeyFile, KnownHostsFile: i.KnownHostsFile, Timeout: sshTimeout,
-	}, i.logger())
+	d, err := sshnode.NewDialer(&sshnode.Config{User: i.User, KeyFile: i.KeyFile, KnownHostsFile: i.KnownHostsFile, Timeout: sshTimeout}, i.logger())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("vm: %w", err)
 	}
-	i.node = n
-	return n, nil
+	i.node = sshnode.New(d, Hostname, i.SSHAddress)
+	return i.node, nil
 }
 
 func (i *Instance) logger() *slog.Logger {

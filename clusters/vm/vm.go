@@ -11,7 +11,7 @@
 //     host and client keys, qemu with KVM where it works and TCG where it
 //     does not, 9p shares mounted at the host's paths, waiting for SSH.
 //   - Instance.Command (exec.go): a command in the guest, over SSH with
-//     the host key checked (the existing provider's SSH code).
+//     the host key checked (clusters/internal/sshnode).
 //   - Instance.Down (down.go): qemu's process group killed, the overlay and
 //     keys removed: nothing of the instance stays on the host.
 //

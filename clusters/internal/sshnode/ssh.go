@@ -1,4 +1,4 @@
-package existing
+package sshnode
 
 import (
 	"context"
@@ -38,16 +38,18 @@ const (
 // for the session to close before returning anyway.
 const cancelGrace = 5 * time.Second
 
-// dialer is what every node's SSH connection shares: user, credentials,
-// host key checking and timeout.
-type dialer struct {
+// Dialer is what the connections to a set of machines share: user,
+// credentials, host key checking and timeout.
+type Dialer struct {
 	user           string
 	signer         ssh.Signer // from SSHConfig.KeyFile; nil means ssh-agent
 	keyFile        string
 	agentSock      string
 	knownHostsFile string
+	port           int
 	hostKeys       ssh.HostKeyCallback
 	timeout        time.Duration
+	dialHint       string
 	log            *slog.Logger
 }
 
@@ -57,7 +59,7 @@ type hostKeyError struct{ msg string }
 func (e *hostKeyError) Error() string { return e.msg }
 
 // authDesc says which credentials were offered, for errors.
-func (d *dialer) authDesc() string {
+func (d *Dialer) authDesc() string {
 	if d.signer != nil {
 		return "key " + d.keyFile
 	}
@@ -66,24 +68,28 @@ func (d *dialer) authDesc() string {
 
 // auth returns the auth methods for one handshake and a func releasing
 // what they hold (the agent connection).
-func (d *dialer) auth() ([]ssh.AuthMethod, func(), error) {
+func (d *Dialer) auth() ([]ssh.AuthMethod, func(), error) {
 	if d.signer != nil {
 		return []ssh.AuthMethod{ssh.PublicKeys(d.signer)}, func() {}, nil
 	}
 	conn, err := net.Dial("unix", d.agentSock)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to ssh-agent at SSH_AUTH_SOCK=%s: %w (start an agent and ssh-add the key, or set SSH.KeyFile)", d.agentSock, err)
+		return nil, nil, fmt.Errorf("connect to ssh-agent at SSH_AUTH_SOCK=%s: %w (start an agent and ssh-add the key, or give a key file: SSH_KEY)", d.agentSock, err)
 	}
 	ag := agent.NewClient(conn)
 	return []ssh.AuthMethod{ssh.PublicKeysCallback(ag.Signers)}, func() { conn.Close() }, nil
 }
 
 // dial opens an authenticated SSH connection to node at addr (host:port).
-func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, error) {
+func (d *Dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, error) {
 	nd := net.Dialer{Timeout: d.timeout}
 	conn, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("ssh to node %s at %s: %w (check that sshd runs on the node and that this address and port are reachable from here; set SSH.Address or SSH.Port otherwise)", node, addr, err)
+		hint := ""
+		if d.dialHint != "" {
+			hint = "; " + d.dialHint
+		}
+		return nil, fmt.Errorf("ssh to node %s at %s: %w (check that sshd runs on the node and that this address and port are reachable from here%s)", node, addr, err, hint)
 	}
 	auth, release, err := d.auth()
 	if err != nil {
@@ -133,7 +139,7 @@ func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, erro
 			return nil, &hostKeyError{fmt.Sprintf("host key of node %s at %s: known_hosts %s has only %s keys for it, which the node does not offer: the node was reinstalled or the connection is intercepted; after checking, replace the entry: ssh-keygen -f %s -R %s && %s (%v)",
 				node, addr, d.knownHostsFile, strings.Join(algos, "/"), exec.ShellQuote(d.knownHostsFile), exec.ShellQuote(knownhosts.Normalize(addr)), d.keyscan(addr), err)}
 		case strings.Contains(err.Error(), "unable to authenticate"):
-			return nil, fmt.Errorf("ssh to node %s at %s as user %q: authentication with %s failed (add its public key to ~%s/.ssh/authorized_keys on the node, or set SSH.User / SSH.KeyFile): %w",
+			return nil, fmt.Errorf("ssh to node %s at %s as user %q: authentication with %s failed (add its public key to ~%s/.ssh/authorized_keys on the node, or set the SSH user and key: SSH_USER, SSH_KEY): %w",
 				node, addr, d.user, d.authDesc(), d.user, err)
 		default:
 			return nil, fmt.Errorf("ssh to node %s at %s as user %q: %w", node, addr, d.user, err)
@@ -146,7 +152,7 @@ func (d *dialer) dial(ctx context.Context, node, addr string) (*ssh.Client, erro
 
 // explainHostKey turns a known_hosts failure into an error that says what
 // to do about it.
-func (d *dialer) explainHostKey(node, hostport string, key ssh.PublicKey, err error) error {
+func (d *Dialer) explainHostKey(node, hostport string, key ssh.PublicKey, err error) error {
 	scan := d.keyscan(hostport)
 	var ke *knownhosts.KeyError
 	var re *knownhosts.RevokedError
@@ -171,7 +177,7 @@ func (d *dialer) explainHostKey(node, hostport string, key ssh.PublicKey, err er
 }
 
 // keyscan is the command adding hostport's keys to known_hosts.
-func (d *dialer) keyscan(hostport string) string {
+func (d *Dialer) keyscan(hostport string) string {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host, port = hostport, "22"
@@ -193,7 +199,7 @@ var probeKey = func() ssh.PublicKey {
 // the server is asked for a key that can be checked (otherwise it may offer
 // a type known_hosts lacks, which looks like a changed key). nil lets the
 // library choose, for hosts known_hosts does not list.
-func (d *dialer) hostKeyAlgorithms(hostport string, remote net.Addr) []string {
+func (d *Dialer) hostKeyAlgorithms(hostport string, remote net.Addr) []string {
 	var ke *knownhosts.KeyError
 	if err := d.hostKeys(hostport, remote, probeKey); !errors.As(err, &ke) {
 		return nil
@@ -222,7 +228,7 @@ func (d *dialer) hostKeyAlgorithms(hostport string, remote net.Addr) []string {
 // conn is one node's shared SSH connection, dialled on first use and again
 // after it breaks.
 type conn struct {
-	d          *dialer
+	d          *Dialer
 	node, addr string
 	sem        chan struct{}
 
@@ -230,7 +236,7 @@ type conn struct {
 	client *ssh.Client
 }
 
-func newConn(d *dialer, node, addr string) *conn {
+func newConn(d *Dialer, node, addr string) *conn {
 	return &conn{d: d, node: node, addr: addr, sem: make(chan struct{}, maxSessions)}
 }
 

@@ -90,7 +90,7 @@ func TestNewRefusesAnotherProvidersSettings(t *testing.T) {
 }
 
 // Run directories go to the provider their name's prefix names, a bare
-// run ID to local; only an existing cluster's clean leaves this host alone.
+// run ID to local; only the clean of an existing or kops cluster leaves this host alone.
 func TestRunDirsByPrefix(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -101,7 +101,7 @@ func TestRunDirsByPrefix(t *testing.T) {
 	}{
 		{"20260101-000000-abcd", true, "no local run state"},
 		{"kind-20260101-000000-abcd", true, "no kind run state"},
-		{"kops-20260101-000000-abcd", true, "no kops run state"},
+		{"kops-20260101-000000-abcd", false, "no kops run state"},
 		{"existing-20260101-000000-abcd", false, "no existing-provider run state"},
 	} {
 		dir := filepath.Join(root, tc.base)

@@ -120,7 +120,7 @@ func Clean(ctx context.Context, dir string) error {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
 	switch l, what := st.Owner.Liveness(); {
-	case l == Live && !st.Owner.isSelf():
+	case l == Live && !st.Owner.IsSelf():
 		return fmt.Errorf("existing: clean %s: the run is live: %s; stop it first (its own teardown puts the nodes back)", dir, what)
 	case l == Unknown:
 		slog.Default().Warn("whether the run is still live cannot be told; cleaning it because it was asked for by name", "dir", dir, "why", what)
@@ -151,69 +151,21 @@ func Clean(ctx context.Context, dir string) error {
 	return p.Down(ctx)
 }
 
-// Owner is a process, told apart from a later one with the same pid by its
-// start time, the boot it ran in and its pid namespace.
-type Owner struct {
-	PID int `json:"pid,omitempty"`
-	// Start is field 22 of /proc/PID/stat: clock ticks after boot.
-	Start uint64 `json:"start,omitempty"`
-	// BootID is /proc/sys/kernel/random/boot_id; PIDNamespace the link
-	// /proc/self/ns/pid, in whose pids PID is.
-	BootID       string `json:"bootID,omitempty"`
-	PIDNamespace string `json:"pidNamespace,omitempty"`
-}
-
-// self is this process as an Owner.
-func self() Owner {
-	o := Owner{PID: os.Getpid(), BootID: procfs.BootID()}
-	if st, err := procfs.ReadStat(o.PID); err == nil {
-		o.Start = st.StartTime
-	}
-	o.PIDNamespace, _ = os.Readlink("/proc/self/ns/pid")
-	return o
-}
-
-func (o Owner) isSelf() bool { s := self(); return o.PID == s.PID && o.Start == s.Start }
+// Owner is the process acting on a run (procfs.Owner), recorded in its
+// state so that clean leaves a live run alone.
+type Owner = procfs.Owner
 
 // Liveness of a run: whether the process acting on it still runs.
-type Liveness int
+type Liveness = procfs.Liveness
 
+// The values of Liveness.
 const (
-	// Gone: the process that recorded the state is no more.
-	Gone Liveness = iota
-	// Live: it still runs; the run must be left alone.
-	Live
-	// Unknown: the state does not tell (an older state file, or one
-	// written in another pid namespace).
-	Unknown
+	Gone    = procfs.Gone
+	Live    = procfs.Live
+	Unknown = procfs.Unknown
 )
 
-// Liveness tells whether o still runs, and says what it found.
-func (o Owner) Liveness() (Liveness, string) {
-	if o.PID <= 0 {
-		return Unknown, "the state records no process (written by a skewtest that did not record one)"
-	}
-	if o.BootID != "" && o.BootID != procfs.BootID() {
-		return Gone, fmt.Sprintf("pid %d ran before the host last booted", o.PID)
-	}
-	if ns, _ := os.Readlink("/proc/self/ns/pid"); o.PIDNamespace == "" || o.PIDNamespace != ns {
-		return Unknown, fmt.Sprintf("pid %d is of pid namespace %q, not this process's %q", o.PID, o.PIDNamespace, ns)
-	}
-	st, err := procfs.ReadStat(o.PID)
-	switch {
-	case errors.Is(err, procfs.ErrNotExist):
-		return Gone, fmt.Sprintf("pid %d is gone", o.PID)
-	case err != nil:
-		return Unknown, fmt.Sprintf("pid %d: %v", o.PID, err)
-	case st.Dead():
-		return Gone, fmt.Sprintf("pid %d has exited", o.PID)
-	case o.Start == 0:
-		return Unknown, fmt.Sprintf("pid %d (%s) runs, but the state does not say when the run's process started", o.PID, st.Comm)
-	case st.StartTime != o.Start:
-		return Gone, fmt.Sprintf("pid %d is another process now (%s, started at tick %d, not %d)", o.PID, st.Comm, st.StartTime, o.Start)
-	}
-	return Live, fmt.Sprintf("its process, pid %d (%s), still runs", o.PID, st.Comm)
-}
+func self() Owner { return procfs.Self() }
 
 // CheckRunDir tells whether dir holds the state of the existing-provider
 // run runID: nil when its state file parses and names that run. When it

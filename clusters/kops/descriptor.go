@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/registry"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -26,9 +27,10 @@ var Descriptor = registry.Descriptor{
 	MaxTestNodes: 1,
 	// Its volumes are EBS CSI's; CSI_MODE's default is all it accepts.
 	CSIModes: []string{string(csidriver.ModeTmpfs)},
-	// Its runs hold the host lock, and so does clean of its run
-	// directories, which a concurrent clean must not take.
-	CleansHost:      true,
+	// It changes nothing on this host, so its runs take no host lock and
+	// do not hold up local and kind runs for the hour a cluster can take;
+	// clean tells a live run by the process its state records (Inspect).
+	CleansHost:      false,
 	TeardownTimeout: DefaultTeardownTimeout,
 	Settings: []registry.Setting{
 		{Name: "AWS_REGION / AWS_DEFAULT_REGION", Help: "the region (AWS_DEFAULT_REGION also read); credentials come from the AWS SDK's default chain only (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, SSO, instance roles)"},
@@ -74,6 +76,13 @@ var Descriptor = registry.Descriptor{
 			r.NotARun = fmt.Errorf("no kops run state: %w", err)
 		case st.RunID != runID:
 			r.NotARun = fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, StateFile), st.RunID, runID)
+		default:
+			switch l, what := st.Owner.Liveness(); l {
+			case procfs.Live:
+				r.Live = what
+			case procfs.Unknown:
+				r.Undecided = what
+			}
 		}
 		return r
 	},

@@ -1,9 +1,13 @@
 package kops
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // The provider's settings, as skewtest run reads them.
@@ -29,6 +33,41 @@ func TestConfigFromEnv(t *testing.T) {
 		env["KOPS_TTL"] = bad
 		if _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), `KOPS_TTL="`+bad+`"`) {
 			t.Errorf("KOPS_TTL=%s: %v, want an error naming it", bad, err)
+		}
+	}
+}
+
+// kops runs take no host lock: clean tells a live run by the process its
+// state records. A run whose process lives is left alone, one whose
+// process is gone is cleaned, and one whose state records no process is
+// cleaned only when its directory is named.
+func TestInspectTellsALiveRunByItsOwner(t *testing.T) {
+	t.Parallel()
+	if Descriptor.CleansHost {
+		t.Error("kops's runs hold the host lock: a kops run would hold up local runs for the life of its cluster")
+	}
+	self := procfs.Self()
+	gone := self
+	gone.Start++ // the same pid, another process
+	for _, tc := range []struct {
+		name            string
+		owner           procfs.Owner
+		live, undecided bool
+	}{
+		{"this process", self, true, false},
+		{"a process that is gone", gone, false, false},
+		{"no process recorded", procfs.Owner{}, false, true},
+	} {
+		dir := filepath.Join(t.TempDir(), RunDirPrefix+"20261202-100000-ab12")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeState(dir, &State{RunID: "20261202-100000-ab12", Owner: tc.owner}); err != nil {
+			t.Fatal(err)
+		}
+		r := Descriptor.Inspect(dir)
+		if r.NotARun != nil || (r.Live != "") != tc.live || (r.Undecided != "") != tc.undecided {
+			t.Errorf("%s: Inspect = %+v, want live %v, undecided %v", tc.name, r, tc.live, tc.undecided)
 		}
 	}
 }

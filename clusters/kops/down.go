@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // Down deletes what the run made, after a pass, a failure or an interrupt
@@ -110,6 +112,10 @@ func Clean(ctx context.Context, dir string) error {
 		return err
 	}
 	p.state = *st
+	// The clean acts on the run now: a second clean leaves it alone.
+	if err := p.updateState(func(s *State) { s.Owner = procfs.Self() }); err != nil {
+		return err
+	}
 	p.log.Info("deleting what a kops run left", "cluster", st.Cluster, "stateStore", st.StateStore)
 	ctx, cancel := context.WithTimeout(ctx, p.TeardownTimeout())
 	defer cancel()

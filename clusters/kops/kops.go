@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/reports"
@@ -85,7 +86,11 @@ type Provider struct {
 // thing, so that Down after any failure, and `skewtest clean` after a
 // killed run, find everything.
 type State struct {
-	RunID   string            `json:"runID"`
+	RunID string `json:"runID"`
+	// Owner is the process acting on the run (the run, or a clean of it):
+	// while it lives, clean leaves the run alone. kops runs take no host
+	// lock, since they change nothing on this host.
+	Owner   procfs.Owner      `json:"owner,omitzero"`
 	Cluster string            `json:"cluster"`
 	Region  string            `json:"region"`
 	Tags    map[string]string `json:"tags"`

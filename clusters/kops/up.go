@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
 // checkIPTimeout bounds the request for this machine's public address.
@@ -41,7 +42,7 @@ func (p *Provider) Up(ctx context.Context) error {
 		return err
 	}
 	p.tags = p.cfg.Tags(p.started)
-	if err := p.updateState(func(s *State) { s.Tags = p.tags }); err != nil {
+	if err := p.updateState(func(s *State) { s.Tags, s.Owner = p.tags, procfs.Self() }); err != nil {
 		return err
 	}
 	kops, err := p.resolveKops(ctx)

@@ -10,7 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // the Go toolchain on this host, building kubelets from modules
 	"path/filepath"
 	"regexp"
 	"sort"

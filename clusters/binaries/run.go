@@ -8,7 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os/exec"
+	"os/exec" // the Go toolchain on this host, its output streamed as progress
 	"strings"
 	"time"
 )

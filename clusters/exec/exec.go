@@ -1,7 +1,10 @@
-// Package exec is the one way skewtest runs commands, on this host or on a
-// node. It follows sigs.k8s.io/kind/pkg/exec: a Cmder makes Cmds, and a Node
+// Package exec is how skewtest runs a command on a node, whatever the node
+// is. It follows sigs.k8s.io/kind/pkg/exec: a Cmder makes Cmds, and a Node
 // is a Cmder plus a few methods, so the same scenario code runs against a
-// local process, an SSH session or a container.
+// local process, an SSH session or a container. The few programs that need
+// what a Cmd does not give (a daemon in its own process group that
+// outlives the call, a host tool run before any node exists) use os/exec
+// and say why on the import's line; ci/osexec_test.go keeps that so.
 package exec
 
 import (

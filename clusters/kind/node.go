@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	osexec "os/exec"
 	"time"
 
 	kindnodes "sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -52,7 +51,8 @@ func (c *kindCmd) Run() error {
 	err := c.inner.Run()
 	var re *kindexec.RunError
 	if errors.As(err, &re) {
-		var ee *osexec.ExitError
+		// os/exec's ExitError, from the docker exec kind ran.
+		var ee interface{ ExitCode() int }
 		if errors.As(re.Inner, &ee) {
 			return &exitError{code: ee.ExitCode(), err: err}
 		}

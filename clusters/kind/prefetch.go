@@ -3,7 +3,7 @@ package kind
 import (
 	"context"
 	"fmt"
-	"os/exec"
+	"os/exec" // docker info on this host, before there is any node
 
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"

@@ -15,7 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // the host's docker CLI, before and beside the kind nodes
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,6 +30,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
@@ -481,9 +482,11 @@ func (p *Provider) Down(ctx context.Context) error {
 // it fail.
 var stopDocker = func(ctx context.Context, d *dockerd.Daemon) error { return d.Stop(ctx) }
 
+// cgroupV1Host says whether this host's cgroups are not unified v2
+// (hybrid or legacy), where kind's nodes need the v1 settings.
 func cgroupV1Host() bool {
-	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
-	return err != nil
+	m, err := cgroups.DetectMode()
+	return err != nil || m != cgroups.Unified
 }
 
 // kubeletVerbosity is the kubelets' log level: the kubelet logs each

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	osexec "os/exec"
+	osexec "os/exec" // finds kubectl on this host for the log dump
 	"path/filepath"
 	"strings"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	osexec "os/exec"
+	osexec "os/exec" // kops version on this host, while validating settings
 	"regexp"
 	"strings"
 

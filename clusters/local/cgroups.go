@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os/exec" // finds this host's systemd-run before the cluster exists
 	"path/filepath"
 	"time"
 

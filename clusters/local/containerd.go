@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // ctr on this host, importing images into the node's containerd
 	"path/filepath"
 	"strconv"
 	"strings"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
+	"os/exec" // finds the CSI driver's host tools before the cluster exists
 	"path/filepath"
 	"sort"
 	"strconv"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // this host's ip tool, deleting the bridges the run made
 	"path/filepath"
 	"strconv"
 	"strings"

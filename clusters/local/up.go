@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
+	"os/exec" // this host's tools and dpkg-query, checked before the cluster exists
 	"strings"
 	"sync"
 	"time"

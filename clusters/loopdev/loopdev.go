@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
+	"os/exec" // losetup on this host, whose loop devices every node shares
 	"path/filepath"
 	"sort"
 	"strings"

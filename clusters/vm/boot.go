@@ -9,7 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
-	osexec "os/exec"
+	osexec "os/exec" // qemu, a daemon in its own process group that outlives the call
 	"path/filepath"
 	"regexp"
 	"slices"

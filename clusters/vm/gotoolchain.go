@@ -3,7 +3,7 @@ package vm
 import (
 	"context"
 	"fmt"
-	osexec "os/exec"
+	osexec "os/exec" // go env on this host, to share its toolchain with the guest
 	"strings"
 )
 

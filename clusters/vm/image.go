@@ -10,7 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // debootstrap, qemu-img and mkfs on this host, building the guest image
 	"path/filepath"
 	"sort"
 	"strings"

@@ -11,7 +11,7 @@ package suiteconfig
 import (
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // the suites' own child commands, which interrupts must reach
 	"testing"
 	"time"
 

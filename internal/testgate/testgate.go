@@ -10,7 +10,7 @@ package testgate
 import (
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // finds the tools a test needs
 	"strings"
 )
 

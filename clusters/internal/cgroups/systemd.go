@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // systemd-run and systemctl of this host, which owns the cgroups
 	"strings"
 )
 

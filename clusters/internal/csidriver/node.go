@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
+	"os/exec" // blkid and mkfs in the driver process itself, as a CSI node plugin runs them
 	"path/filepath"
 	"slices"
 	"strings"

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // debootstrap on this host, building an image before any node exists
 	"path/filepath"
 	"sort"
 	"strings"

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // tar on this host, packing an image before any node exists
 	"path/filepath"
 	"time"
 

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	"os/exec" // the Go toolchain on this host, building the pods' programs
 	"path/filepath"
 	"runtime"
 	"strings"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os/exec" // this host's iptables tools, changing the tables every node shares
 	"sort"
 	"strings"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"os/exec" // this host's iptables-save, reading the tables every node shares
 	"strings"
 )
 

@@ -70,4 +70,3 @@ func (o Owner) Liveness() (Liveness, string) {
 	}
 	return Live, fmt.Sprintf("its process, pid %d (%s), still runs", o.PID, st.Comm)
 }
-

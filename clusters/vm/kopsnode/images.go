@@ -3,7 +3,7 @@ package kopsnode
 import (
 	"context"
 	"fmt"
-	"os/exec"
+	"os/exec" // ctr in the guest itself, where this program runs
 	"path/filepath"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"

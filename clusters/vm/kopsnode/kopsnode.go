@@ -39,7 +39,7 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
+	"os/exec" // systemctl in the guest itself, where this program runs
 	"path/filepath"
 	"strings"
 	"sync"

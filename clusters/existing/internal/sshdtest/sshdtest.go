@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
+	"os/exec" // starts the test sshd as a child process it stops
 	"os/user"
 	"path/filepath"
 	"strconv"

@@ -22,7 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // the Go toolchain on this host, building the shim
 	"path/filepath"
 	"strconv"
 	"strings"

@@ -24,7 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // dockerd, a daemon in its own process group that outlives the call
 	"path/filepath"
 	"strings"
 	"sync"

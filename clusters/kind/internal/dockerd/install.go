@@ -6,7 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // apt-get and dpkg on this host, installing docker.io
 )
 
 // Installed reports whether Debian's docker.io (dockerd, the docker CLI,

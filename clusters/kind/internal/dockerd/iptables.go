@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os/exec"
+	"os/exec" // this host's iptables tools, which dockerd changed
 	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"

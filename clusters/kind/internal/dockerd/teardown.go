@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // this host's ip tool and the daemon's own processes, during its teardown
 	"path/filepath"
 	"sort"
 	"strings"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // kubeadm and the Go toolchain on this host, building the node image
 	"path/filepath"
 	"sort"
 	"strings"

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
+	"os/exec" // containerd on this host, a daemon importing the node image's images
 	"path/filepath"
 	"strings"
 	"syscall"

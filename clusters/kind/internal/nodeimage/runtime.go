@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // ctr on this host, printing the runtime spec the node image ships
 	"path/filepath"
 	"regexp"
 	"strings"

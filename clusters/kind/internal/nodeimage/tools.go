@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"os/exec" // the Go toolchain on this host, building the node image's programs
 	"path/filepath"
 	"runtime"
 	"strings"

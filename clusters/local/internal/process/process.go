@@ -9,13 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/exec" // the cluster's daemons, each in its own process group, outliving the call
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
@@ -290,10 +291,10 @@ func startIn(dir string, newCmd func() *exec.Cmd) (*exec.Cmd, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := (cgroups.Tree{Dir: dir}).Move("", cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, fmt.Errorf("move pid %d into cgroup %s: %w", cmd.Process.Pid, dir, err)
+		return nil, err
 	}
 	return cmd, nil
 }

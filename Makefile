@@ -50,7 +50,7 @@ ACTIONLINT_VERSION = v1.7.12
 # Where .ci/run keeps the host's footprint from before its first test.
 FOOTPRINT ?= $(ARTIFACTS)/footprint-before.json
 
-.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
+.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-chaos test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
@@ -58,6 +58,7 @@ help:
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
 	@echo "make test-history  the kubelet's history: the KEP-3756 sign-off replayed on 1.26-1.28 kubelets, shipped bugs where they shipped and fixed"
 	@echo "make test-hosts  the local provider in a Debian 12 qemu guest: cgroup v2, systemd as PID 1 (root; tens of minutes under TCG)"
+	@echo "make test-chaos  runs interrupted at every phase by SIGINT, SIGTERM, SIGHUP or SIGKILL+clean, each checked to leave nothing (root; CHAOS_SEED, CHAOS_RUNS)"
 	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; then the matrix tour on the default nodes and on one"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
@@ -110,6 +111,21 @@ test-history: deps
 	go test -count=1 -v -timeout 120m ./suites/reconstruction -ginkgo.v -ginkgo.label-filter=history \
 		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_history.xml" $(GINKGO_ARGS)
 	@echo "Reports: one directory per run in $(ARTIFACTS); make signoff DIR=$(ARTIFACTS) shows the history grid"
+
+# Interrupted runs (suites/chaos): a run of the default plan interrupted
+# at each phase (build, bring-up, deploy, kubelet down, cleanup poll,
+# teardown) by each signal (SIGINT, SIGTERM, SIGHUP, SIGKILL then
+# skewtest clean), from CHAOS_SEED (printed; default the time), each
+# checked against the host's footprint before it; then the kops
+# provider's SIGINT against the fakes. 24 local runs take about 20 min
+# warm, so the nightly jobs run it and .ci/run does not (docs/cleanup.md).
+CHAOS_RUNS ?=
+test-chaos: deps
+	@mkdir -p "$(ARTIFACTS)"
+	CHAOS_RUNS=$(CHAOS_RUNS) go test -count=1 -v -timeout 150m ./suites/chaos -ginkgo.v -ginkgo.label-filter=chaos \
+		-ginkgo.junit-report="$(ARTIFACTS)/junit_ginkgo_chaos.xml" $(GINKGO_ARGS)
+	go test -count=1 -run 'TestDownAfterSIGINT' ./clusters/kops
+	@echo "Summary: $(ARTIFACTS)/chaos/chaos.md"
 
 test-matrix: deps
 	@mkdir -p "$(ARTIFACTS)"

@@ -128,11 +128,7 @@ func New(cfg Config) (*Provider, error) {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	short := cfg.RunID
-	if len(short) > 4 {
-		short = short[len(short)-4:]
-	}
-	return &Provider{cfg: cfg, name: "skewtest-" + short, dir: filepath.Join(cfg.RunRoot, RunDirPrefix+cfg.RunID), logger: logger}, nil
+	return &Provider{cfg: cfg, name: clusterName(cfg.RunID), dir: filepath.Join(cfg.RunRoot, RunDirPrefix+cfg.RunID), logger: logger}, nil
 }
 
 // Name implements clusters.Provider.
@@ -222,6 +218,13 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	p.mu.Lock()
 	p.kind = kp
 	p.mu.Unlock()
+	p.mu.Lock()
+	hostDocker := p.docker == nil
+	p.mu.Unlock()
+	// Before the cluster exists: clean after a kill finds it by name.
+	if err := writeState(p.dir, State{RunID: p.cfg.RunID, Cluster: p.name, HostDocker: hostDocker}); err != nil {
+		return err
+	}
 	p.logger.Info("creating kind cluster", "name", p.name, "image", image)
 	p.mu.Lock()
 	p.created = true // from here on, Down deletes it
@@ -544,6 +547,9 @@ func (p *Provider) RunDir() string { return p.dir }
 // private dockerd (which takes the node containers with it, restoring
 // iptables and links) and its directory.
 func Clean(ctx context.Context, dir string) error {
+	if err := cleanHostCluster(ctx, dir, filepath.Join(dir, "kubeconfig")); err != nil {
+		return fmt.Errorf("clean %s: %w", dir, err)
+	}
 	if err := dockerd.Clean(ctx, filepath.Join(dir, "docker")); err != nil {
 		return fmt.Errorf("clean %s: %w", dir, err)
 	}

@@ -26,7 +26,8 @@ func clusterName(runID string) string {
 
 // CheckRunDir tells whether dir is a kind run's directory, the only kind
 // `skewtest clean` may remove when it looks through the run roots: named
-// kind-<run ID>, with the state of its private dockerd in dir/docker
+// kind-<run ID>, with the run's own state naming that run (StateFile), or
+// the state of its private dockerd in dir/docker
 // naming that directory (or there but damaged, which Clean handles
 // without removing anything), or, for a run on the host's Docker, a
 // kubeconfig naming the run's cluster. nil when it is one; an error
@@ -36,6 +37,9 @@ func CheckRunDir(dir string) error {
 	runID, ok := strings.CutPrefix(filepath.Base(dir), RunDirPrefix)
 	if !ok || runID == "" {
 		return fmt.Errorf("%s is not named %s<run ID>", dir, RunDirPrefix)
+	}
+	if st, err := readState(dir); err == nil && st.RunID == runID {
+		return nil
 	}
 	err := dockerd.CheckState(filepath.Join(dir, "docker"))
 	if err == nil || errors.Is(err, dockerd.ErrDamagedState) {

@@ -1,6 +1,7 @@
 package kind
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,6 +68,47 @@ func TestCheckRunDir(t *testing.T) {
 		mk(d)
 		if err := CheckRunDir(d); err == nil {
 			t.Errorf("CheckRunDir(%s) = nil, want it refused", name)
+		}
+	}
+}
+
+// A run on the host's Docker records its cluster's name before creating
+// it; clean after a kill deletes that cluster by name (only that one) and
+// then the directory. A private dockerd's run records it too, and clean
+// leaves the host's Docker alone for it.
+func TestCleanDeletesTheRecordedHostCluster(t *testing.T) {
+	var deleted []string
+	old := deleteHostCluster
+	deleteHostCluster = func(_ context.Context, name, kubeconfig string) error {
+		deleted = append(deleted, name+" "+filepath.Base(kubeconfig))
+		return nil
+	}
+	t.Cleanup(func() { deleteHostCluster = old })
+	for _, host := range []bool{true, false} {
+		deleted = nil
+		id := "20261202-150000-cd34"
+		dir := filepath.Join(t.TempDir(), RunDirPrefix+id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeState(dir, State{RunID: id, Cluster: clusterName(id), HostDocker: host}); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckRunDir(dir); err != nil {
+			t.Fatalf("hostDocker %v: CheckRunDir: %v", host, err)
+		}
+		if err := Clean(context.Background(), dir); err != nil {
+			t.Fatalf("hostDocker %v: Clean: %v", host, err)
+		}
+		want := []string(nil)
+		if host {
+			want = []string{clusterName(id) + " kubeconfig"}
+		}
+		if fmt.Sprint(deleted) != fmt.Sprint(want) {
+			t.Errorf("hostDocker %v: deleted %v, want %v", host, deleted, want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("hostDocker %v: the run directory after Clean: %v", host, err)
 		}
 	}
 }

@@ -43,7 +43,9 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		inst      *vm.Instance
 		logger    *slog.Logger
 		out       string // $ARTIFACTS/hosts, shared read-write
+		private   string // shared read-write too, outside $ARTIFACTS: the kops-style node's admin kubeconfig
 		bin       string // skewtest, built on the host
+		binDir    string // bin and the other programs built on the host, shared read-only
 		src       string // the module's source tree, shared read-only
 		cache     string
 		stateDir  string
@@ -66,6 +68,9 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		}
 		out = filepath.Join(artifacts, hostsSubdir)
 		Expect(os.MkdirAll(out, 0o755)).To(Succeed())
+		// A temporary directory of the test's own (os.MkdirTemp: not a
+		// predictable name), which CI does not upload.
+		private = GinkgoT().TempDir()
 		src = moduleRoot()
 		// The default state dir, so that skewtest clean finds the instance
 		// of a killed run.
@@ -77,7 +82,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		resolveOnHost(ctx, logger, cache)
 
 		By("building skewtest for the guest (CGO_ENABLED=0)")
-		binDir := GinkgoT().TempDir()
+		binDir = GinkgoT().TempDir()
 		bin = filepath.Join(binDir, "skewtest")
 		build := osexec.CommandContext(ctx, "go", "build", "-o", bin, "./scripts/skewtest")
 		build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
@@ -87,6 +92,8 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 
 		By("compiling on the host the programs the local provider compiles at run time")
 		prebuildGuestPrograms(ctx, src, binDir)
+		By("building the fakes of kops and AWS for the kops provider's runs")
+		buildFakeAWS(ctx, src, binDir)
 
 		By("copying a static busybox for the kops-style node's workload image (no registry in the guest)")
 		bb, err := os.ReadFile(busyboxPath)
@@ -107,6 +114,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 			{HostPath: src, ReadOnly: true},
 			{HostPath: binDir, ReadOnly: true},
 			{HostPath: out},
+			{HostPath: private},
 		}, goShares...)
 		bctx, cancel := context.WithTimeout(ctx, bootBudget)
 		defer cancel()
@@ -180,7 +188,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 
 	It("serves a kops-style node of a real cluster from the guest", func(ctx SpecContext) {
 		start := time.Now()
-		kops = startKopsNode(inst, src, bin, busybox, filepath.Join(out, "kops-node"))
+		kops = startKopsNode(inst, src, bin, busybox, filepath.Join(private, "kops-node"))
 		select {
 		case <-kops.ready:
 		case err := <-kops.done:
@@ -247,6 +255,37 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		kops.expectOwnKubelet(ctx, inst)
 	}, NodeTimeout(runBudget))
 
+	It("passes the default sign-off plan through the kops provider in the guest (fake kops on PATH; fake EC2, ELB and S3 at AWS_ENDPOINT_URL), then deletes the cluster and sweeps", func(ctx SpecContext) {
+		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		start := time.Now()
+		art := filepath.Join(out, "kops")
+		r := kops.startKopsRun(inst, src, bin, binDir, "signoff", art)
+		err := r.wait()
+		AddReportEntry("sign-off plan through the kops provider", fmt.Sprintf("%s, exit %d", time.Since(start).Round(time.Second), exitCode(err)))
+		Expect(err).NotTo(HaveOccurred(), "skewtest run with PROVIDER=kops in the guest (reports: %s)", art)
+		reports, _ := filepath.Glob(filepath.Join(art, "*", "report.md"))
+		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", art)
+		r.expectDeletedAndSwept(ctx, inst)
+		r.expectNoSecret()
+		kops.expectOwnKubelet(ctx, inst)
+	}, NodeTimeout(runBudget))
+
+	It("deletes the kops cluster and puts the node's own kubelet back when the kops run is interrupted (SIGINT) in the middle of a hop", func(ctx SpecContext) {
+		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		start := time.Now()
+		art := filepath.Join(out, "kops-interrupted")
+		r := kops.startKopsRun(inst, src, bin, binDir, "interrupted", art)
+		r.interruptAfterSwap(ctx, inst, killVersion)
+		interruptedAt := time.Since(start).Round(time.Second)
+		err := r.wait()
+		AddReportEntry("kops run interrupted mid-hop", fmt.Sprintf("SIGINT %s after the start, after the swap to %s; the run ended %s later, exit %d",
+			interruptedAt, killVersion, (time.Since(start)-interruptedAt).Round(time.Second), exitCode(err)))
+		Expect(exitCode(err)).To(Equal(exitInterrupted), "skewtest run with PROVIDER=kops after SIGINT: %v", err)
+		r.expectDeletedAndSwept(ctx, inst)
+		r.expectNoSecret()
+		kops.expectOwnKubelet(ctx, inst)
+	}, NodeTimeout(runBudget))
+
 	It("removes the kops-style node and its cluster from the guest", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		Expect(kops.stop(ctx)).To(Succeed(), "skewtest vm kops-node's teardown")
@@ -255,6 +294,13 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		units := guest(ctx, inst, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*", kopsnode.Unit+".service")
 		Expect(runUnits(units)).To(BeEmpty(), "units left")
 	}, NodeTimeout(kopsTeardownBudget))
+
+	It("leaves no private key and no admin credential in $ARTIFACTS", func() {
+		found := secretsIn(out)
+		AddReportEntry("files under $ARTIFACTS/hosts checked for keys and credentials", fmt.Sprint(found.files))
+		Expect(found.files).To(BeNumerically(">", 0), "nothing under %s to check", out)
+		Expect(found.hits).To(BeEmpty(), "CI uploads $ARTIFACTS: whoever reads it would hold the cluster")
+	})
 })
 
 // guest runs argv in the guest and returns its trimmed stdout; it must

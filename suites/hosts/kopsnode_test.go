@@ -36,10 +36,11 @@ const (
 	// guest for the node's workload image.
 	busyboxPath = "/bin/busybox"
 	// kopsReplicas is REPLICAS of each run against the node, and
-	// kopsRuns how many runs there are: each run's teardown deletes the
-	// PVs its claims bound, so the node has volumes for every run.
+	// kopsRuns how many runs there are (two through the existing
+	// provider, two through kops): each run's teardown deletes the PVs
+	// its claims bound, so the node has volumes for every run.
 	kopsReplicas = 3
-	kopsRuns     = 2
+	kopsRuns     = 4
 	// vmSetupUnit is the guest image's own unit (clusters/vm), the only
 	// skewtest* unit a guest has before and after a run.
 	vmSetupUnit = "skewtest-vm-setup.service"
@@ -195,3 +196,35 @@ func watchForSwap(logs io.Reader, version string) (stateDir string, swapped bool
 
 // exitCode is err's exit code, 0 for nil.
 func exitCode(err error) int { return exec.ExitCode(err) }
+
+// credentialMarks are what a private key or a kubeconfig's credential
+// looks like in a file.
+var credentialMarks = []string{"PRIVATE KEY-----", "client-key-data:", "client-key:", "token: "}
+
+// scanned is what secretsIn found.
+type scanned struct {
+	files int
+	hits  []string // "path: mark"
+}
+
+// secretsIn lists the files under dir holding a credentialMark.
+func secretsIn(dir string) scanned {
+	var s scanned
+	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		s.files++
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		for _, m := range credentialMarks {
+			if strings.Contains(string(b), m) {
+				s.hits = append(s.hits, p+": "+m)
+			}
+		}
+		return nil
+	})
+	return s
+}

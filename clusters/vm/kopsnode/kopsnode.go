@@ -155,6 +155,9 @@ type Info struct {
 	StorageClass   string `json:"storageClass"`
 	Image          string `json:"image"`
 	PVs            int    `json:"pvs"`
+	// GuestKubeconfig is the admin kubeconfig as reached from inside the
+	// guest (the local provider's own), for what runs beside the node.
+	GuestKubeconfig string `json:"guestKubeconfig"`
 }
 
 // handoff is what Serve needs of the local provider's node.
@@ -250,7 +253,7 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		return err
 	}
 	info := Info{Node: n.String(), KubeletVersion: cfg.Kubelet.Version, KubeletUnit: Unit, KubeletBinary: Binary,
-		KubeletRootDir: n.KubeletRootDir(), StorageClass: StorageClass, Image: Image, PVs: cfg.PVs}
+		KubeletRootDir: n.KubeletRootDir(), StorageClass: StorageClass, Image: Image, PVs: cfg.PVs, GuestKubeconfig: p.KubeconfigPath()}
 	b, _ := json.MarshalIndent(info, "", "  ")
 	if err := os.WriteFile(filepath.Join(cfg.Out, InfoFile), append(b, '\n'), 0o644); err != nil {
 		return err

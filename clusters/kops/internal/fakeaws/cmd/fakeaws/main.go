@@ -7,7 +7,7 @@
 //	kops ...                                   # a link named kops: the fake kops
 //
 // serve answers only requests signed with $AWS_ACCESS_KEY_ID, and runs
-// until its standard input closes or it is signalled. The fake kops finds
+// until it is signalled. The fake kops finds
 // the world through $SKEWTEST_FAKE_WORLD.
 package main
 
@@ -16,7 +16,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +24,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
@@ -82,10 +86,6 @@ func serve(args []string) error {
 	fmt.Fprintln(os.Stderr, "fakeaws: serving EC2, ELB v2 and S3 at http://"+ln.Addr().String())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -96,16 +96,29 @@ func node(args []string) error {
 	fs := flag.NewFlagSet("node", flag.ExitOnError)
 	world := fs.String("world", "", "the world's file")
 	var n fakeaws.Node
-	fs.StringVar(&n.PublicIP, "public-ip", "", "the worker's public address (reached over SSH on port 22)")
-	fs.StringVar(&n.PrivateIP, "private-ip", "", "the worker's private address (its Node's InternalIP)")
+	fs.StringVar(&n.PublicIP, "public-ip", "", "the worker's public address, reached over SSH on port 22 (default: this machine's first global IPv4 address)")
+	fs.StringVar(&n.PrivateIP, "private-ip", "", "the worker's private address (default: the InternalIP of -node)")
+	nodeName := fs.String("node", "", "the Node of -kubeconfig's cluster that is this machine")
 	hostKeys := fs.String("host-keys", "/etc/ssh/ssh_host_*_key.pub", "the machine's SSH host public keys")
 	fs.StringVar(&n.SSHUser, "ssh-user", "root", "the SSH user")
 	fs.StringVar(&n.AuthorizedKeys, "authorized-keys", "/root/.ssh/authorized_keys", "where cloud-init would install the cluster's key")
 	fs.StringVar(&n.Kubeconfig, "kubeconfig", "", "the machine's cluster's admin kubeconfig")
 	fs.Parse(args)
-	if *world == "" || n.PublicIP == "" || n.PrivateIP == "" || n.Kubeconfig == "" {
-		return errors.New("node needs -world, -public-ip, -private-ip and -kubeconfig")
+	if *world == "" || n.Kubeconfig == "" || (n.PrivateIP == "" && *nodeName == "") {
+		return errors.New("node needs -world, -kubeconfig, and -private-ip or -node")
 	}
+	var err error
+	if n.PublicIP == "" {
+		if n.PublicIP, err = globalIPv4(); err != nil {
+			return err
+		}
+	}
+	if n.PrivateIP == "" {
+		if n.PrivateIP, err = internalIP(n.Kubeconfig, *nodeName); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "fakeaws: the worker is this machine: public %s, private %s, SSH user %s\n", n.PublicIP, n.PrivateIP, n.SSHUser)
 	files, _ := filepath.Glob(*hostKeys)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -121,4 +134,43 @@ func node(args []string) error {
 		w.Node = &n
 		return nil
 	})
+}
+
+// globalIPv4 is this machine's first IPv4 address that is neither
+// loopback nor link-local.
+func globalIPv4() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+			return ipn.IP.String(), nil
+		}
+	}
+	return "", errors.New("no global IPv4 address: give -public-ip")
+}
+
+// internalIP is node's InternalIP in kubeconfig's cluster.
+func internalIP(kubeconfig, node string) (string, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address, nil
+		}
+	}
+	return "", fmt.Errorf("node %s has no InternalIP", node)
 }

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -126,6 +127,22 @@ func node(args []string) error {
 			return err
 		}
 		n.HostKeys = append(n.HostKeys, strings.TrimSpace(string(b)))
+	}
+	if len(n.HostKeys) == 0 {
+		// A machine with no .pub beside its host keys (sshd needs only
+		// the private ones): the public halves, as sshd offers them.
+		privs, _ := filepath.Glob(strings.TrimSuffix(*hostKeys, ".pub"))
+		for _, f := range privs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			signer, err := ssh.ParsePrivateKey(b)
+			if err != nil {
+				return fmt.Errorf("host key %s: %w", f, err)
+			}
+			n.HostKeys = append(n.HostKeys, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))))
+		}
 	}
 	if len(n.HostKeys) == 0 {
 		return fmt.Errorf("no host keys at %s", *hostKeys)

@@ -71,3 +71,17 @@ func TestInspectTellsALiveRunByItsOwner(t *testing.T) {
 		}
 	}
 }
+
+// The worker's kubelet root directory is the running kubelet's
+// --root-dir, in either form; none given is the default (empty here).
+func TestRootDirFlag(t *testing.T) {
+	for in, want := range map[string]string{
+		"/usr/local/bin/kubelet\x00--config=/var/lib/kubelet/kubelet.conf\x00--root-dir=/var/lib/skewtest/x/kubelet\x00": "/var/lib/skewtest/x/kubelet",
+		"/usr/local/bin/kubelet\x00--root-dir\x00/srv/kubelet\x00--v=2\x00":                                              "/srv/kubelet",
+		"/usr/local/bin/kubelet\x00--config=/var/lib/kubelet/kubelet.conf\x00":                                           "",
+	} {
+		if got := rootDirFlag(in); got != want {
+			t.Errorf("rootDirFlag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -32,6 +32,9 @@ type kubeletNode interface {
 	Original(ctx context.Context) (systemdkubelet.Original, error)
 	Restore(ctx context.Context, sha256 string) error
 	Running(ctx context.Context) (Running, error)
+	// FindRootDir learns the kubelet's --root-dir from the running
+	// kubelet, for KubeletRootDir.
+	FindRootDir(ctx context.Context) error
 }
 
 // Running is the kubelet process the unit runs, as the node reports it.
@@ -70,6 +73,39 @@ func (s sshKubelet) Original(ctx context.Context) (systemdkubelet.Original, erro
 }
 
 func (s sshKubelet) Restore(ctx context.Context, sha string) error { return s.d.Restore(ctx, sha) }
+
+// FindRootDir sets the layout's root directory to the --root-dir the
+// unit's running kubelet was given, when it was given one: kops's nodeup
+// leaves the default, /var/lib/kubelet, but where the kubelet keeps its
+// pods is the running process's to say, not the layout's to assume.
+func (s sshKubelet) FindRootDir(ctx context.Context) error {
+	st, err := s.d.State(ctx)
+	if err != nil || st.MainPID == 0 {
+		return err
+	}
+	res, err := exec.Output(ctx, s, "cat", "/proc/"+strconv.Itoa(st.MainPID)+"/cmdline")
+	if err != nil {
+		return fmt.Errorf("read the kubelet's command line on %s: %w", s, err)
+	}
+	if dir := rootDirFlag(res.Stdout); dir != "" {
+		s.d.Layout.RootDir = dir
+	}
+	return nil
+}
+
+// rootDirFlag is --root-dir's value in a NUL-separated command line.
+func rootDirFlag(cmdline string) string {
+	args := strings.Split(cmdline, "\x00")
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--root-dir="); ok {
+			return v
+		}
+		if a == "--root-dir" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
 
 // runningScript prints the boot ID and the sha256 of the executable of
 // PID $1.
@@ -182,6 +218,13 @@ func (n *Node) recordOriginal(ctx context.Context) error {
 	o, err := n.k.Original(ctx)
 	if err != nil {
 		return err
+	}
+	// While kops's kubelet still runs: where it keeps its pods.
+	if err := n.k.FindRootDir(ctx); err != nil {
+		return err
+	}
+	if dir := n.k.KubeletRootDir(); dir != Layout.RootDir {
+		n.p.log.Info("the worker's kubelet keeps its state outside kops's default", "rootDir", dir, "default", Layout.RootDir)
 	}
 	n.mu.Lock()
 	n.orig = &o

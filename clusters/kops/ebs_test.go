@@ -58,7 +58,7 @@ func (f *fakeKubelet) StartKubelet(context.Context) error {
 	return nil
 }
 func (f *fakeKubelet) KubeletLog(context.Context) (string, error) { return "", nil }
-func (f *fakeKubelet) FindRootDir(context.Context) error { return nil }
+func (f *fakeKubelet) FindRootDir(context.Context) error          { return nil }
 
 func (f *fakeKubelet) Original(context.Context) (systemdkubelet.Original, error) {
 	return systemdkubelet.Original{Binary: Layout.Binary, SHA256: f.own}, nil

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
+
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 )
 
 // Client is the part of a clientset this package uses; every
@@ -120,3 +122,16 @@ type Workload struct {
 // BusyboxCommand is the workload for clusters that pull a stock image
 // (existing clusters): the same marker protocol as podbin, in sh.
 var BusyboxCommand = []string{"sh", "-c", `if [ -f /data/marker ]; then echo "marker found: $(cat /data/marker)"; else echo "written by pod $POD_NAME uid $POD_UID at $(date -u +%Y-%m-%dT%H:%M:%SZ)" > /data/marker.tmp && mv /data/marker.tmp /data/marker && echo "marker written"; fi; trap 'exit 0' TERM INT; while true; do sleep 1; done`}
+
+// PVUnstageLosesData tells whether pv's data goes with its staging: a
+// volume of skewtest's own CSI driver in a mode that keeps none (its
+// volume context's mode, tmpfs when missing), found on a cluster whose
+// provider did not make it (an existing cluster's StorageClass, the
+// kops-style node of make test-hosts). See Volumes.UnstageLosesData.
+func PVUnstageLosesData(pv *corev1.PersistentVolume) bool {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != csidriver.Name {
+		return false
+	}
+	m, err := csidriver.ParseMode(pv.Spec.CSI.VolumeAttributes[csidriver.VolumeContextMode])
+	return err == nil && m.UnstageLosesData()
+}

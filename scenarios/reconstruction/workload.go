@@ -169,6 +169,7 @@ func (s *Scenario) boundVolumes(ctx context.Context, sc *scenarios.StepContext, 
 		switch {
 		case pv.Spec.CSI != nil && s.cfg.Kind == storage.CSI:
 			rec.Driver, rec.VolumeHandle = pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle
+			s.volumes.UnstageLosesData = s.volumes.UnstageLosesData || storage.PVUnstageLosesData(&pv)
 		case pv.Spec.Local != nil && s.cfg.Kind == storage.Local:
 			rec.Path = pv.Spec.Local.Path
 		default:

@@ -111,6 +111,12 @@ const VendorVersion = "0.1.0"
 // quantity, e.g. "64Mi". Without it a volume gets DefaultCapacity.
 const VolumeContextCapacity = "capacity"
 
+// VolumeContextMode is the volume context key recording, for whoever reads
+// the PV, the Mode of the driver serving it ("tmpfs" when missing, the
+// default): whether the volume's data survives an unstage
+// (Mode.UnstageLosesData). The driver itself does not read it.
+const VolumeContextMode = "mode"
+
 // DefaultCapacity is the tmpfs size of a volume without a capacity in its
 // volume context, in bytes (16Mi).
 const DefaultCapacity int64 = 16 << 20

@@ -362,7 +362,7 @@ func makeVolumes(ctx context.Context, cs kubernetes.Interface, node, runID strin
 				StorageClassName:              StorageClass,
 				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 					Driver: csidriver.Name, VolumeHandle: "vol-" + name,
-					VolumeAttributes: map[string]string{csidriver.VolumeContextCapacity: pvSize},
+					VolumeAttributes: map[string]string{csidriver.VolumeContextCapacity: pvSize, csidriver.VolumeContextMode: string(csidriver.ModeTmpfs)},
 				}},
 				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},

@@ -209,7 +209,7 @@ func (w *World) update(name, kubeconfig string) error {
 	}
 	hostKeys := []string{strings.TrimSpace(string(ssh.MarshalAuthorizedKey(FakeHostKey()))) + " root@ip-172-20-1-1"}
 	public, private := "198.51.100.11", "172.20.1.1"
-	kc := []byte(fakeKubeconfig)
+	kc := []byte(FakeKubeconfig)
 	if n := w.Node; n != nil {
 		hostKeys, public, private = n.HostKeys, n.PublicIP, n.PrivateIP
 		b, err := os.ReadFile(n.Kubeconfig)
@@ -309,11 +309,7 @@ func removeKey(path, comment string) error {
 // nodesReady is what kops validate cluster checks of the nodes: every
 // node of kubeconfig's cluster Ready, and at least one.
 func nodesReady(kubeconfig string) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := Clientset(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -338,8 +334,9 @@ func nodesReady(kubeconfig string) error {
 	return nil
 }
 
-// fakeKubeconfig is the admin kubeconfig of a made-up cluster.
-const fakeKubeconfig = `apiVersion: v1
+// FakeKubeconfig is the admin kubeconfig of a made-up cluster: what
+// update writes without a Node.
+const FakeKubeconfig = `apiVersion: v1
 kind: Config
 clusters:
 - name: fake
@@ -357,5 +354,11 @@ users:
     token: fake-token
 `
 
-// FakeKubeconfig is what update writes without a Node.
-const FakeKubeconfig = fakeKubeconfig
+// Clientset is a client of kubeconfig's cluster.
+func Clientset(kubeconfig string) (*kubernetes.Clientset, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
+}

@@ -28,8 +28,6 @@ import (
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/kops/internal/fakeaws"
 )
@@ -170,11 +168,7 @@ func globalIPv4() (string, error) {
 
 // internalIP is node's InternalIP in kubeconfig's cluster.
 func internalIP(kubeconfig, node string) (string, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return "", err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := fakeaws.Clientset(kubeconfig)
 	if err != nil {
 		return "", err
 	}

@@ -55,14 +55,10 @@ var Descriptor = registry.Descriptor{
 	// the process its state names.
 	Inspect: func(dir string) registry.RunDir {
 		r := registry.RunDir{Path: dir}
-		l, what, err := CheckRunDir(dir, strings.TrimPrefix(filepath.Base(dir), RunDirPrefix))
-		switch {
-		case err != nil:
+		if o, err := CheckRunDir(dir, strings.TrimPrefix(filepath.Base(dir), RunDirPrefix)); err != nil {
 			r.NotARun = err
-		case l == Live:
-			r.Live = what
-		case l == Unknown:
-			r.Undecided = what
+		} else {
+			r.OwnedBy(o)
 		}
 		return r
 	},

@@ -169,15 +169,15 @@ func self() Owner { return procfs.Self() }
 
 // CheckRunDir tells whether dir holds the state of the existing-provider
 // run runID: nil when its state file parses and names that run. When it
-// does, what is returned tells whether the run is live.
-func CheckRunDir(dir, runID string) (Liveness, string, error) {
+// does, the process it records is returned, which tells whether the run
+// is live.
+func CheckRunDir(dir, runID string) (Owner, error) {
 	st, err := ReadState(dir)
 	if err != nil {
-		return Unknown, "", fmt.Errorf("no existing-provider run state: %w", err)
+		return Owner{}, fmt.Errorf("no existing-provider run state: %w", err)
 	}
 	if st.RunID != runID {
-		return Unknown, "", fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, StateFile), st.RunID, runID)
+		return Owner{}, fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, StateFile), st.RunID, runID)
 	}
-	l, what := st.Owner.Liveness()
-	return l, what, nil
+	return st.Owner, nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
-	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/registry"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -77,12 +76,7 @@ var Descriptor = registry.Descriptor{
 		case st.RunID != runID:
 			r.NotARun = fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, StateFile), st.RunID, runID)
 		default:
-			switch l, what := st.Owner.Liveness(); l {
-			case procfs.Live:
-				r.Live = what
-			case procfs.Unknown:
-				r.Undecided = what
-			}
+			r.OwnedBy(st.Owner)
 		}
 		return r
 	},

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
@@ -100,6 +101,18 @@ type RunDir struct {
 	// and the process acting on it still runs; Undecided when whether it
 	// does cannot be told. Both say what was found.
 	Live, Undecided string
+}
+
+// OwnedBy sets Live or Undecided from whether the process a run's state
+// records (procfs.Owner) still runs, for providers whose runs take no
+// host lock.
+func (r *RunDir) OwnedBy(o procfs.Owner) {
+	switch l, what := o.Liveness(); l {
+	case procfs.Live:
+		r.Live = what
+	case procfs.Unknown:
+		r.Undecided = what
+	}
 }
 
 // Descriptor is a provider as the rest of skewtest knows it: each provider

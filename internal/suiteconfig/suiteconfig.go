@@ -9,9 +9,11 @@
 package suiteconfig
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec" // the suites' own child commands, which interrupts must reach
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -76,4 +78,21 @@ func Interruptible(cmd *exec.Cmd) *exec.Cmd {
 // take to tear down: its bound, scaled by SKEWTEST_TIMEOUT_FACTOR.
 func TeardownWait() time.Duration {
 	return timeouts.Scale(clusters.TeardownBound(provider()), timeouts.FromEnv())
+}
+
+// skewtestPackage is the skewtest command's package.
+const skewtestPackage = "sigs.k8s.io/skewtest/scripts/skewtest"
+
+// BuildSkewtest builds the skewtest command into dir/skewtest, with env
+// added to the build's environment, and returns its path: the suites run
+// it as a user does, and read its real exit code (go run would report 1
+// for any failure). A failed build's error holds the compiler's output.
+func BuildSkewtest(ctx context.Context, dir string, env ...string) (string, error) {
+	bin := filepath.Join(dir, "skewtest")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, skewtestPackage)
+	build.Env = append(os.Environ(), env...)
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", skewtestPackage, err, out)
+	}
+	return bin, nil
 }

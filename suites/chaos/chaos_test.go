@@ -109,10 +109,9 @@ var _ = Describe("interrupted runs", Ordered, Label("chaos"), func() {
 		}
 		artifacts = filepath.Join(artifacts, "chaos")
 		Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
-		bin = filepath.Join(GinkgoT().TempDir(), "skewtest")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "sigs.k8s.io/skewtest/scripts/skewtest")
-		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
-		Expect(build.Run()).To(Succeed())
+		var err error
+		bin, err = suiteconfig.BuildSkewtest(ctx, GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
 	}, NodeTimeout(10*time.Minute))
 
 	AfterAll(func() {

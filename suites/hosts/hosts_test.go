@@ -83,11 +83,9 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 
 		By("building skewtest for the guest (CGO_ENABLED=0)")
 		binDir = GinkgoT().TempDir()
-		bin = filepath.Join(binDir, "skewtest")
-		build := osexec.CommandContext(ctx, "go", "build", "-o", bin, "./scripts/skewtest")
-		build.Dir, build.Env = src, append(os.Environ(), "CGO_ENABLED=0")
-		o, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "go build ./scripts/skewtest: %s", o)
+		var err error
+		bin, err = suiteconfig.BuildSkewtest(ctx, binDir, "CGO_ENABLED=0")
+		Expect(err).NotTo(HaveOccurred())
 		busybox = filepath.Join(binDir, "busybox")
 
 		By("compiling on the host the programs the local provider compiles at run time")

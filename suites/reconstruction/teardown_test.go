@@ -52,10 +52,8 @@ func failingHop() skewrun.Options {
 // buildSkewtest builds the skewtest command, so specs see its real exit
 // code (go run would report 1 for any failure).
 func buildSkewtest(ctx SpecContext) string {
-	bin := filepath.Join(GinkgoT().TempDir(), "skewtest")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "sigs.k8s.io/skewtest/scripts/skewtest")
-	build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
-	Expect(build.Run()).To(Succeed())
+	bin, err := suiteconfig.BuildSkewtest(ctx, GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
 	return bin
 }
 

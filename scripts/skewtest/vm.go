@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,10 +20,11 @@ import (
 )
 
 const vmUsage = `usage: skewtest vm image
-       skewtest vm up   [-name N] [-share DIR[:ro]]... [-go] [-forward PORT]... [-memory MiB] [-cpus N] [-accel auto|kvm|tcg] [-serial-log FILE]
+       skewtest vm up   [-name N] [-share DIR[:ro]]... [-go] [-env NAME=VALUE]... [-forward PORT]... [-memory MiB] [-cpus N] [-accel auto|kvm|tcg] [-serial-log FILE]
        skewtest vm exec [-name N] [up flags] -- CMD [ARG...]   (boots, runs, removes the guest when N is not up)
+       skewtest vm show [-name N]   (the instance as JSON: SSH address, key, forwards, accel, serial log)
        skewtest vm down [-name N]
-       skewtest vm kops-node -out DIR -server URL [-busybox FILE] [-pvs N] [-kubelet VERSION]
+       skewtest vm kops-node -out DIR -server URL [-port N] [-busybox FILE] [-pvs N] [-kubelet VERSION]
                         (in the guest: a local cluster whose node's kubelet systemd runs as
                         kops lays it out, until SIGTERM or stdin ends; make test-hosts)`
 
@@ -97,6 +99,19 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		return infrastructure(err)
 	case "kops-node":
 		return kopsNodeCmd(ctx, logger, args[1:])
+	case "show":
+		f, err := parseVMFlags(args[0], args[1:])
+		if err != nil {
+			return err
+		}
+		inst, err := loadVM(f.name, logger)
+		if errors.Is(err, skewrun.ErrInvalid) {
+			return err
+		}
+		if err != nil {
+			return infrastructure(err)
+		}
+		return showVM(os.Stdout, inst)
 	case "down":
 		f, err := parseVMFlags(args[0], args[1:])
 		if err != nil {
@@ -135,6 +150,7 @@ type vmFlags struct {
 	accel     string
 	serialLog string
 	forwards  []int
+	env       []string
 	argv      []string
 	// changed: a flag other than -name was given.
 	changed bool
@@ -145,7 +161,7 @@ func parseVMFlags(verb string, args []string) (*vmFlags, error) {
 	fs := flag.NewFlagSet("vm "+verb, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&f.name, "name", vm.DefaultName, "instance name")
-	if verb != "down" {
+	if verb != "down" && verb != "show" {
 		fs.Func("share", "host directory mounted at the same path in the guest, DIR or DIR:ro (repeatable)", func(v string) error {
 			s := vm.Share{HostPath: v}
 			if p, ok := strings.CutSuffix(v, ":ro"); ok {
@@ -157,6 +173,13 @@ func parseVMFlags(verb string, args []string) (*vmFlags, error) {
 			}
 			s.HostPath = abs
 			f.shares = append(f.shares, s)
+			return nil
+		})
+		fs.Func("env", "NAME=VALUE set for every command the guest runs through vm exec (repeatable)", func(v string) error {
+			if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+				return fmt.Errorf("-env %q: want NAME=VALUE", v)
+			}
+			f.env = append(f.env, v)
 			return nil
 		})
 		fs.BoolVar(&f.goTools, "go", false, "share the host's Go toolchain and caches, and put go on the guest's PATH")
@@ -206,7 +229,7 @@ func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm
 		}
 		shares, env = append(shares, gs...), append(env, genv...)
 	}
-	shares = append(shares, f.shares...)
+	shares, env = append(shares, f.shares...), append(env, f.env...)
 	serial := f.serialLog
 	if serial == "" {
 		artifacts := os.Getenv("ARTIFACTS")
@@ -230,4 +253,20 @@ func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm
 		return nil, infrastructure(err)
 	}
 	return inst, nil
+}
+
+// shown is `skewtest vm show`'s output: the instance as its state records
+// it, and whether its qemu still runs.
+type shown struct {
+	*vm.Instance
+	Running bool `json:"running"`
+}
+
+func showVM(w io.Writer, inst *vm.Instance) error {
+	b, err := json.MarshalIndent(shown{inst, inst.Running()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }

@@ -18,9 +18,6 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/timeouts"
-	"sigs.k8s.io/skewtest/clusters/vm"
-	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -29,8 +26,11 @@ import (
 // Budgets, sized for TCG (no usable KVM), where the guest runs CPU-heavy
 // code 10-45 times slower than the host.
 const (
-	imageBudget  = 20 * time.Minute // debootstrap with the kernel, on a cold cache
-	bootBudget   = vm.BootTimeoutTCG + time.Minute
+	imageBudget = 40 * time.Minute // debootstrap with the kernel, on a cold cache
+	// bootBudget is above vm up's own bound until SSH answers under TCG
+	// (15 min), so that vm up's error, which names the serial log, is
+	// the one seen.
+	bootBudget   = 20 * time.Minute
 	runBudget    = 100 * time.Minute // the sign-off plan inside the guest
 	hostsSubdir  = "hosts"
 	instanceName = "hosts"
@@ -40,19 +40,17 @@ const (
 // check of the guest's shape failed.
 var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ordered, ContinueOnFailure, Label("hosts"), func() {
 	var (
-		inst      *vm.Instance
-		logger    *slog.Logger
-		out       string // $ARTIFACTS/hosts, shared read-write
-		private   string // shared read-write too, outside $ARTIFACTS: the kops-style node's admin kubeconfig
-		bin       string // skewtest, built on the host
-		binDir    string // bin and the other programs built on the host, shared read-only
-		src       string // the module's source tree, shared read-only
-		cache     string
-		stateDir  string
-		qemuProcs func() []string
-		before    []string
-		busybox   string // a static busybox, in the guest too
-		kops      *kopsNode
+		g       *guestVM
+		logger  *slog.Logger
+		out     string // $ARTIFACTS/hosts, shared read-write
+		private string // shared read-write too, outside $ARTIFACTS: the kops-style node's admin kubeconfig
+		bin     string // skewtest, built on the host
+		binDir  string // bin and the other programs built on the host, shared read-only
+		src     string // the module's source tree, shared read-only
+		cache   string
+		qemu    []string // the host processes of the guest (qemu)
+		busybox string   // a static busybox, in the guest too
+		kops    *kopsNode
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -72,12 +70,6 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		// predictable name), which CI does not upload.
 		private = GinkgoT().TempDir()
 		src = moduleRoot()
-		// The default state dir, so that skewtest clean finds the instance
-		// of a killed run.
-		stateDir = vm.DefaultStateDir()
-		qemuProcs = func() []string { return processesNaming("skewtest-vm-" + instanceName) }
-		before = qemuProcs()
-
 		By("resolving the plan's binaries on the host (the guest's cache share is read-only)")
 		resolveOnHost(ctx, logger, cache)
 
@@ -98,95 +90,95 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(err).NotTo(HaveOccurred(), "a static busybox at %s: apt-get install busybox-static (scripts/install-deps.sh)", busyboxPath)
 		Expect(os.WriteFile(filepath.Join(binDir, "busybox"), bb, 0o755)).To(Succeed())
 
-		By("building (or finding) the guest image")
+		By("building (or finding) the guest image: skewtest vm image")
 		ictx, cancel := context.WithTimeout(ctx, imageBudget)
 		defer cancel()
-		img, err := vm.BuildImage(ictx, vm.ImageConfig{CacheDir: cache, Logger: logger})
+		_, err = skewtest(ictx, bin, "vm", "image")
 		Expect(err).NotTo(HaveOccurred())
 
-		By("booting the guest")
-		goShares, goEnv, err := vm.GoToolchain(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		shares := append([]vm.Share{
-			{HostPath: cache, ReadOnly: true},
-			{HostPath: src, ReadOnly: true},
-			{HostPath: binDir, ReadOnly: true},
-			{HostPath: out},
-			{HostPath: private},
-		}, goShares...)
+		By("booting the guest: skewtest vm up")
+		// A guest of this name left by a killed suite is not this run's:
+		// vm up refuses it, and skewtest vm down -name hosts removes it.
 		bctx, cancel := context.WithTimeout(ctx, bootBudget)
 		defer cancel()
 		start := time.Now()
-		inst, err = vm.Up(bctx, vm.Config{
-			Name: instanceName, Image: img, StateDir: stateDir, Shares: shares, Forwards: []int{kopsnode.APIServerPort},
-			Env:       append(goEnv, "SKEWTEST_CACHE="+cache, prebuiltEnv+"="+binDir),
-			SerialLog: filepath.Join(out, "serial.log"), Logger: logger,
-		})
+		g, err = upGuest(bctx, bin, instanceName,
+			"-go", "-share", src+":ro", "-share", binDir+":ro", "-share", out, "-share", private,
+			"-env", prebuiltEnv+"="+binDir, "-forward", fmt.Sprint(guestAPIServerPort),
+			"-serial-log", filepath.Join(out, "serial.log"))
 		Expect(err).NotTo(HaveOccurred())
-		AddReportEntry("guest boot", fmt.Sprintf("%s until SSH answered (%s)", time.Since(start).Round(time.Second), inst.Accel))
+		Expect(g.inst.Running).To(BeTrue(), "vm show says the guest's qemu is not running")
+		// qemu's command line names the instance's directory.
+		qemu = processesNaming(g.inst.Dir)
+		Expect(qemu).NotTo(BeEmpty(), "no host process names the instance's directory %s", g.inst.Dir)
+		AddReportEntry("guest boot", fmt.Sprintf("%s until SSH answered (%s)", time.Since(start).Round(time.Second), g.inst.Accel))
 	}, NodeTimeout(imageBudget+bootBudget+30*time.Minute))
 
 	AfterAll(func(ctx SpecContext) {
-		if inst == nil {
+		if g == nil {
 			return
 		}
 		if kops != nil {
 			// A spec that failed before tearing it down itself.
 			_ = kops.stop(ctx)
 		}
-		Expect(inst.Down(ctx)).To(Succeed())
+		Expect(g.down(ctx)).To(Succeed())
 		By("checking that nothing of the guest is left on the host")
-		Expect(qemuProcs()).To(Equal(before), "qemu processes of the instance after Down")
-		_, err := os.Stat(filepath.Join(stateDir, instanceName))
-		Expect(os.IsNotExist(err)).To(BeTrue(), "the instance's state (overlay, keys) after Down: %v", err)
+		Expect(processesNaming(g.inst.Dir)).To(BeEmpty(), "processes of the instance after vm down")
+		_, err := os.Stat(g.inst.Dir)
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the instance's directory (overlay, keys, state) after vm down: %v", err)
+		_, err = skewtest(ctx, bin, "vm", "show", "-name", instanceName)
+		Expect(err).To(HaveOccurred(), "skewtest vm show still finds the instance after vm down")
 	}, NodeTimeout(kopsTeardownBudget+2*time.Minute))
 
 	It("runs systemd as PID 1", func(ctx SpecContext) {
-		Expect(guest(ctx, inst, "cat", "/proc/1/comm")).To(Equal("systemd"))
-		state, _ := guestOutput(ctx, inst, "systemctl", "is-system-running", "--wait")
+		Expect(g.must(ctx, "cat", "/proc/1/comm")).To(Equal("systemd"))
+		state, _ := g.output(ctx, "systemctl", "is-system-running", "--wait")
 		AddReportEntry("systemctl is-system-running", state)
 		Expect(state).To(BeElementOf("running", "degraded"), "systemd did not finish booting")
 	}, NodeTimeout(5*time.Minute))
 
 	It("has the unified cgroup v2 hierarchy and no v1 controllers", func(ctx SpecContext) {
-		Expect(guest(ctx, inst, "stat", "-fc", "%T", "/sys/fs/cgroup")).To(Equal("cgroup2fs"))
+		Expect(g.must(ctx, "stat", "-fc", "%T", "/sys/fs/cgroup")).To(Equal("cgroup2fs"))
 		var v1 []string
-		for _, line := range strings.Split(guest(ctx, inst, "cat", "/proc/mounts"), "\n") {
+		for _, line := range strings.Split(g.must(ctx, "cat", "/proc/mounts"), "\n") {
 			// device mountpoint fstype options ...: "cgroup" is v1, "cgroup2" v2.
 			if f := strings.Fields(line); len(f) > 2 && f[2] == "cgroup" {
 				v1 = append(v1, f[1])
 			}
 		}
 		Expect(v1).To(BeEmpty(), "cgroup v1 hierarchies are mounted")
-		Expect(guest(ctx, inst, "cat", "/sys/fs/cgroup/cgroup.controllers")).To(ContainSubstring("memory"))
+		Expect(g.must(ctx, "cat", "/sys/fs/cgroup/cgroup.controllers")).To(ContainSubstring("memory"))
 	}, NodeTimeout(5*time.Minute))
 
 	It("passes the default sign-off plan on the local provider inside the guest", func(ctx SpecContext) {
 		start := time.Now()
 		w := GinkgoWriter
-		cmd := inst.Command(ctx, "sh", "-c", "cd "+exec.ShellQuote(src)+" && exec "+exec.ShellQuote(bin)+" run").
-			SetEnv("ARTIFACTS="+out, "PROVIDER=local", "PLAN="+skewrun.DefaultPlan, guestTimeoutFactor(inst.Accel)).
-			SetStdout(w).SetStderr(w)
+		env := []string{"ARTIFACTS=" + out, "PROVIDER=local", "PLAN=" + skewrun.DefaultPlan, g.timeoutFactor()}
+		// On an interrupted suite, vm exec ends with SIGINT, and kills the
+		// run in the guest, which vm down then discards.
+		cmd := suiteconfig.Interruptible(g.command(ctx, envArgv(env, "sh", "-c", "cd "+exec.ShellQuote(src)+" && exec "+exec.ShellQuote(bin)+" run")...))
+		cmd.Stdout, cmd.Stderr = w, w
 		err := cmd.Run()
 		took := time.Since(start).Round(time.Second)
 		AddReportEntry("sign-off plan in the guest", fmt.Sprintf("%s, exit %d", took, exec.ExitCode(err)))
 		fmt.Fprintf(GinkgoWriter, "skewtest run in the guest took %s (exit %d); reports in %s\n", took, exec.ExitCode(err), out)
-		Expect(err).NotTo(HaveOccurred(), "skewtest run in the guest (reports and logs: %s, serial console: %s)", out, inst.SerialLog)
+		Expect(err).NotTo(HaveOccurred(), "skewtest run in the guest (reports and logs: %s, serial console: %s)", out, g.inst.SerialLog)
 		By("finding the guest's report on the host")
 		reports, _ := filepath.Glob(filepath.Join(out, "*", "report.md"))
 		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", out)
 	}, NodeTimeout(runBudget))
 
 	It("leaves no systemd unit of the run in the guest", func(ctx SpecContext) {
-		units := guest(ctx, inst, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*")
+		units := g.must(ctx, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*")
 		AddReportEntry("systemctl list-units --all 'skewtest*' after the local run", units)
 		Expect(runUnits(units)).To(BeEmpty(), "units of the run left after its teardown (the guest's own %s aside)", vmSetupUnit)
-		Expect(guestOutput(ctx, inst, "sh", "-c", "ls -d /sys/fs/cgroup/system.slice/skewtest-* 2>/dev/null || true")).To(BeEmpty(), "cgroups of the run left")
+		Expect(g.output(ctx, "sh", "-c", "ls -d /sys/fs/cgroup/system.slice/skewtest-* 2>/dev/null || true")).To(BeEmpty(), "cgroups of the run left")
 	}, NodeTimeout(5*time.Minute))
 
 	It("serves a kops-style node of a real cluster from the guest", func(ctx SpecContext) {
 		start := time.Now()
-		kops = startKopsNode(inst, src, bin, busybox, filepath.Join(private, "kops-node"))
+		kops = startKopsNode(g, src, bin, busybox, filepath.Join(private, "kops-node"))
 		select {
 		case <-kops.ready:
 		case err := <-kops.done:
@@ -197,10 +189,10 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		}
 		AddReportEntry("kops-style node up in the guest", fmt.Sprintf("%s (local provider's control plane, node handed to systemd)", time.Since(start).Round(time.Second)))
 		info := kops.info
-		Expect(guest(ctx, inst, "systemctl", "show", "-p", "FragmentPath,EnvironmentFiles,Restart,ActiveState", "--value", kopsnode.Unit)).
-			To(And(ContainSubstring(kopsnode.UnitFile), ContainSubstring(kopsnode.EnvironmentFile), ContainSubstring("always"), ContainSubstring("active")))
-		Expect(guest(ctx, inst, "cat", kopsnode.EnvironmentFile)).To(ContainSubstring("--config=" + kopsnode.ConfigFile))
-		kops.ownSHA = guest(ctx, inst, "sh", "-c", "sha256sum "+kopsnode.Binary+" | cut -d' ' -f1")
+		Expect(g.must(ctx, "systemctl", "show", "-p", "FragmentPath,EnvironmentFiles,Restart,ActiveState", "--value", info.KubeletUnit)).
+			To(And(ContainSubstring(info.KubeletUnitFile), ContainSubstring(info.KubeletEnvironmentFile), ContainSubstring("always"), ContainSubstring("active")))
+		Expect(g.must(ctx, "cat", info.KubeletEnvironmentFile)).To(ContainSubstring("--config=" + info.KubeletConfigFile))
+		kops.ownSHA = g.must(ctx, "sh", "-c", "sha256sum "+info.KubeletBinary+" | cut -d' ' -f1")
 		Expect(kops.ownSHA).To(HaveLen(64))
 		By("reaching the API server from the host through the forward")
 		Expect(nodeState(ctx, kops.kubeconfig(), info.Node)).To(Equal("Ready " + info.KubeletVersion))
@@ -210,7 +202,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		start := time.Now()
 		cmd := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "run"))
-		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing"))...)
+		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(g, filepath.Join(out, "existing"))...)
 		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 		err := cmd.Run()
 		took := time.Since(start).Round(time.Second)
@@ -218,14 +210,14 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(err).NotTo(HaveOccurred(), "skewtest run with PROVIDER=existing (reports: %s)", filepath.Join(out, "existing"))
 		reports, _ := filepath.Glob(filepath.Join(out, "existing", "*", "report.md"))
 		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", filepath.Join(out, "existing"))
-		kops.expectOwnKubelet(ctx, inst)
+		kops.expectOwnKubelet(ctx, g)
 	}, NodeTimeout(runBudget))
 
 	It("puts the node's own kubelet back with skewtest clean after the harness is SIGKILLed in the middle of a hop", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		start := time.Now()
 		cmd := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "run"))
-		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing-killed"))...)
+		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(g, filepath.Join(out, "existing-killed"))...)
 		logs, err := cmd.StderrPipe()
 		Expect(err).NotTo(HaveOccurred())
 		cmd.Stdout = GinkgoWriter
@@ -238,58 +230,59 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(errors.As(werr, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL).To(BeTrue(), "the harness ended with %v, not SIGKILL", werr)
 		killedAt := time.Since(start).Round(time.Second)
 		Expect(stateDir).NotTo(BeEmpty(), "the run never logged its state directory")
-		active, _ := guestOutput(ctx, inst, "systemctl", "is-active", kopsnode.Unit)
+		active, _ := g.output(ctx, "systemctl", "is-active", kops.info.KubeletUnit)
 		Expect(active).NotTo(Equal("active"), "the kubelet runs after a kill between swap and start")
 
 		By("skewtest clean " + stateDir)
 		cstart := time.Now()
 		clean := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "clean", stateDir))
-		clean.Dir, clean.Env = src, append(os.Environ(), kops.runEnv(inst, filepath.Join(out, "existing-killed"))...)
+		clean.Dir, clean.Env = src, append(os.Environ(), kops.runEnv(g, filepath.Join(out, "existing-killed"))...)
 		clean.Stdout, clean.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(clean.Run()).To(Succeed(), "skewtest clean %s", stateDir)
 		AddReportEntry("SIGKILL mid-hop, then skewtest clean", fmt.Sprintf("killed %s after the start, after the swap to %s; clean took %s", killedAt, killVersion, time.Since(cstart).Round(time.Second)))
 		_, err = os.Stat(stateDir)
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the state directory after clean: %v", err)
-		kops.expectOwnKubelet(ctx, inst)
+		kops.expectOwnKubelet(ctx, g)
 	}, NodeTimeout(runBudget))
 
 	It("passes the default sign-off plan through the kops provider in the guest (fake kops on PATH; fake EC2, ELB and S3 at AWS_ENDPOINT_URL), then deletes the cluster and sweeps", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		start := time.Now()
 		art := filepath.Join(out, "kops")
-		r := kops.startKopsRun(inst, src, bin, binDir, "signoff", art)
+		r := kops.startKopsRun(ctx, g, src, bin, binDir, "signoff", art)
 		err := r.wait()
 		AddReportEntry("sign-off plan through the kops provider", fmt.Sprintf("%s, exit %d", time.Since(start).Round(time.Second), exitCode(err)))
 		Expect(err).NotTo(HaveOccurred(), "skewtest run with PROVIDER=kops in the guest (reports: %s)", art)
 		reports, _ := filepath.Glob(filepath.Join(art, "*", "report.md"))
 		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", art)
-		r.expectDeletedAndSwept(ctx, inst)
+		r.expectDeletedAndSwept(ctx, g)
 		r.expectNoSecret()
-		kops.expectOwnKubelet(ctx, inst)
+		kops.expectOwnKubelet(ctx, g)
 	}, NodeTimeout(runBudget))
 
 	It("deletes the kops cluster and puts the node's own kubelet back when the kops run is interrupted (SIGINT) in the middle of a hop", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
 		start := time.Now()
 		art := filepath.Join(out, "kops-interrupted")
-		r := kops.startKopsRun(inst, src, bin, binDir, "interrupted", art)
-		r.interruptAfterSwap(ctx, inst, killVersion)
+		r := kops.startKopsRun(ctx, g, src, bin, binDir, "interrupted", art)
+		r.interruptAfterSwap(ctx, g, killVersion)
 		interruptedAt := time.Since(start).Round(time.Second)
 		err := r.wait()
 		AddReportEntry("kops run interrupted mid-hop", fmt.Sprintf("SIGINT %s after the start, after the swap to %s; the run ended %s later, exit %d",
 			interruptedAt, killVersion, (time.Since(start)-interruptedAt).Round(time.Second), exitCode(err)))
 		Expect(exitCode(err)).To(Equal(exitInterrupted), "skewtest run with PROVIDER=kops after SIGINT: %v", err)
-		r.expectDeletedAndSwept(ctx, inst)
+		r.expectDeletedAndSwept(ctx, g)
 		r.expectNoSecret()
-		kops.expectOwnKubelet(ctx, inst)
+		kops.expectOwnKubelet(ctx, g)
 	}, NodeTimeout(runBudget))
 
 	It("removes the kops-style node and its cluster from the guest", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		info := kops.info
 		Expect(kops.stop(ctx)).To(Succeed(), "skewtest vm kops-node's teardown")
 		kops = nil
-		Expect(guestOutput(ctx, inst, "sh", "-c", "ls "+strings.Join([]string{kopsnode.UnitFile, kopsnode.Binary + "*", kopsnode.EnvironmentFile, kopsnode.ConfigFile}, " ")+" 2>/dev/null || true")).To(BeEmpty(), "kops layout files left")
-		units := guest(ctx, inst, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*", kopsnode.Unit+".service")
+		Expect(g.output(ctx, "sh", "-c", "ls "+strings.Join([]string{info.KubeletUnitFile, info.KubeletBinary + "*", info.KubeletEnvironmentFile, info.KubeletConfigFile}, " ")+" 2>/dev/null || true")).To(BeEmpty(), "kops layout files left")
+		units := g.must(ctx, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*", info.KubeletUnit+".service")
 		Expect(runUnits(units)).To(BeEmpty(), "units left")
 	}, NodeTimeout(kopsTeardownBudget))
 
@@ -300,29 +293,6 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(found.hits).To(BeEmpty(), "CI uploads $ARTIFACTS: whoever reads it would hold the cluster")
 	})
 })
-
-// guest runs argv in the guest and returns its trimmed stdout; it must
-// succeed.
-func guest(ctx context.Context, inst *vm.Instance, argv ...string) string {
-	GinkgoHelper()
-	out, err := guestOutput(ctx, inst, argv...)
-	Expect(err).NotTo(HaveOccurred(), "%s in the guest", strings.Join(argv, " "))
-	return out
-}
-
-func guestOutput(ctx context.Context, inst *vm.Instance, argv ...string) (string, error) {
-	res, err := exec.Output(ctx, inst, argv...)
-	return strings.TrimSpace(res.Stdout), err
-}
-
-type teeWriter struct {
-	a, b interface{ Write([]byte) (int, error) }
-}
-
-func (t teeWriter) Write(p []byte) (int, error) {
-	t.a.Write(p)
-	return t.b.Write(p)
-}
 
 // resolveOnHost builds or finds every binary the default plan needs on the
 // local provider, so that the guest only reads the cache.
@@ -374,36 +344,9 @@ func prebuildGuestPrograms(ctx context.Context, src, dir string) {
 	}
 }
 
-// processesNaming lists the host's processes whose command line contains s.
-func processesNaming(s string) []string {
-	var out []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err == nil && strings.Contains(string(b), s) {
-			out = append(out, strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return out
-}
-
 // moduleRoot is the skewtest source tree this test runs from.
 func moduleRoot() string {
 	wd, err := os.Getwd()
 	Expect(err).NotTo(HaveOccurred())
 	return filepath.Dir(filepath.Dir(wd))
-}
-
-// tcgTimeoutFactor stretches the run's waits in an emulated guest, where
-// the same programs run 10-45 times slower (docs/measurements.md); under
-// KVM they run at about the host's speed and keep their timeouts.
-const tcgTimeoutFactor = 10
-
-// guestTimeoutFactor is the timeouts.FactorEnv setting for a guest run
-// under accel.
-func guestTimeoutFactor(accel vm.Accel) string {
-	if accel == vm.AccelTCG {
-		return fmt.Sprintf("%s=%d", timeouts.FactorEnv, tcgTimeoutFactor)
-	}
-	return timeouts.FactorEnv + "=1"
 }

@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/vm"
-	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -44,15 +42,41 @@ const (
 	// vmSetupUnit is the guest image's own unit (clusters/vm), the only
 	// skewtest* unit a guest has before and after a run.
 	vmSetupUnit = "skewtest-vm-setup.service"
+	// guestAPIServerPort is the guest port skewtest vm kops-node -port
+	// forwards its API server from, and vm up -forward forwards to the
+	// host.
+	guestAPIServerPort = 6443
+	// nodeInfoFile and nodeKubeconfigFile are what skewtest vm kops-node
+	// writes into its -out directory: the node's description once it
+	// can be tested, and the admin kubeconfig for the forwarded server.
+	nodeInfoFile       = "node.json"
+	nodeKubeconfigFile = "kubeconfig"
+	// nodePoll is how often the suite looks for nodeInfoFile.
+	nodePoll = 2 * time.Second
 )
 
 // killVersion is the plan's second kubelet: the kill comes once the run
 // swapped the node's kubelet to it, before starting it.
 var killVersion = strings.Split(skewrun.DefaultPlan, ",")[1]
 
+// nodeInfo is the part of nodeInfoFile the specs use.
+type nodeInfo struct {
+	Node                   string `json:"node"`
+	KubeletVersion         string `json:"kubeletVersion"`
+	KubeletUnit            string `json:"kubeletUnit"`
+	KubeletBinary          string `json:"kubeletBinary"`
+	KubeletUnitFile        string `json:"kubeletUnitFile"`
+	KubeletEnvironmentFile string `json:"kubeletEnvironmentFile"`
+	KubeletConfigFile      string `json:"kubeletConfigFile"`
+	KubeletRootDir         string `json:"kubeletRootDir"`
+	StorageClass           string `json:"storageClass"`
+	Image                  string `json:"image"`
+	GuestKubeconfig        string `json:"guestKubeconfig"`
+}
+
 // kopsNode is `skewtest vm kops-node` running in the guest.
 type kopsNode struct {
-	info   kopsnode.Info
+	info   nodeInfo
 	dir    string // its kubeconfig and node.json, shared with the host
 	ownSHA string // sha256 of the node's own kubelet
 	stdin  *io.PipeWriter
@@ -62,33 +86,40 @@ type kopsNode struct {
 
 // startKopsNode starts skewtest vm kops-node in the guest, for as long as
 // its standard input stays open (stop closes it), with the API server
-// forwarded to the host.
-func startKopsNode(inst *vm.Instance, src, bin, busybox, dir string) *kopsNode {
+// forwarded to the host; ready closes once it wrote nodeInfoFile.
+func startKopsNode(g *guestVM, src, bin, busybox, dir string) *kopsNode {
 	GinkgoHelper()
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
-	server, ok := inst.Forwards[kopsnode.APIServerPort]
-	Expect(ok).To(BeTrue(), "the guest's API server port %d is not forwarded", kopsnode.APIServerPort)
+	server, ok := g.inst.Forwards[guestAPIServerPort]
+	Expect(ok).To(BeTrue(), "the guest's API server port %d is not forwarded (vm show: %v)", guestAPIServerPort, g.inst.Forwards)
 	k := &kopsNode{dir: dir, ready: make(chan struct{}), done: make(chan error, 1)}
 	in, stdin := io.Pipe()
 	k.stdin = stdin
-	outR, outW := io.Pipe()
-	script := fmt.Sprintf("cd %s && exec %s vm kops-node -out %s -server %s -busybox %s -pvs %d",
-		exec.ShellQuote(src), exec.ShellQuote(bin), exec.ShellQuote(dir), exec.ShellQuote("https://"+server), exec.ShellQuote(busybox), kopsRuns*kopsReplicas)
+	q := exec.ShellQuote
+	script := fmt.Sprintf("cd %s && exec %s vm kops-node -out %s -server %s -port %d -busybox %s -pvs %d",
+		q(src), q(bin), q(dir), q("https://"+server), guestAPIServerPort, q(busybox), kopsRuns*kopsReplicas)
 	// Not the spec's context: the node serves the specs that follow.
-	cmd := inst.Command(context.Background(), "sh", "-c", script).
-		SetEnv(guestTimeoutFactor(inst.Accel)).SetStdin(in).SetStdout(outW).SetStderr(GinkgoWriter)
+	cmd := g.command(context.Background(), envArgv([]string{g.timeoutFactor()}, "sh", "-c", script)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, GinkgoWriter, GinkgoWriter
+	ended := make(chan struct{})
 	go func() {
 		err := cmd.Run()
-		outW.Close()
+		close(ended)
 		k.done <- err
 	}()
 	go func() {
-		sc := bufio.NewScanner(outR)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(GinkgoWriter, line)
-			if js, ok := strings.CutPrefix(line, kopsnode.ReadyLine); ok && json.Unmarshal([]byte(js), &k.info) == nil {
+		t := time.NewTicker(nodePoll)
+		defer t.Stop()
+		for {
+			// kops-node writes it in one rename: all of it or none.
+			if b, err := os.ReadFile(filepath.Join(dir, nodeInfoFile)); err == nil && json.Unmarshal(b, &k.info) == nil {
 				close(k.ready)
+				return
+			}
+			select {
+			case <-ended:
+				return
+			case <-t.C:
 			}
 		}
 	}()
@@ -107,30 +138,30 @@ func (k *kopsNode) stop(ctx context.Context) error {
 	}
 }
 
-func (k *kopsNode) kubeconfig() string { return filepath.Join(k.dir, kopsnode.KubeconfigFile) }
+func (k *kopsNode) kubeconfig() string { return filepath.Join(k.dir, nodeKubeconfigFile) }
 
 // runEnv are the settings of `skewtest run` with the existing provider
 // against the node, from the host, reports in artifacts.
-func (k *kopsNode) runEnv(inst *vm.Instance, artifacts string) []string {
+func (k *kopsNode) runEnv(g *guestVM, artifacts string) []string {
 	return []string{
 		"PROVIDER=existing", "PLAN=" + skewrun.DefaultPlan, "ARTIFACTS=" + artifacts,
 		"KUBECONFIG=" + k.kubeconfig(), "NODES=" + k.info.Node,
-		"SSH_USER=" + inst.User, "SSH_KEY=" + inst.KeyFile, "SSH_KNOWN_HOSTS=" + inst.KnownHostsFile,
-		"SSH_ADDRESSES=" + k.info.Node + "=" + inst.SSHAddress,
+		"SSH_USER=" + g.inst.User, "SSH_KEY=" + g.inst.KeyFile, "SSH_KNOWN_HOSTS=" + g.inst.KnownHostsFile,
+		"SSH_ADDRESSES=" + k.info.Node + "=" + g.inst.SSHAddress,
 		"KUBELET_UNIT=" + k.info.KubeletUnit, "KUBELET_BINARY=" + k.info.KubeletBinary, "KUBELET_ROOT_DIR=" + k.info.KubeletRootDir,
 		"STORAGE_CLASS=" + k.info.StorageClass, "IMAGE=" + k.info.Image, fmt.Sprintf("REPLICAS=%d", kopsReplicas),
-		guestTimeoutFactor(inst.Accel),
+		g.timeoutFactor(),
 	}
 }
 
 // expectOwnKubelet checks that the node runs its own kubelet again, with
 // nothing left beside it, and is Ready at its version through the API
 // server.
-func (k *kopsNode) expectOwnKubelet(ctx context.Context, inst *vm.Instance) {
+func (k *kopsNode) expectOwnKubelet(ctx context.Context, g *guestVM) {
 	GinkgoHelper()
-	Expect(guest(ctx, inst, "systemctl", "is-active", k.info.KubeletUnit)).To(Equal("active"))
-	Expect(guest(ctx, inst, "sh", "-c", "sha256sum "+k.info.KubeletBinary+" | cut -d' ' -f1")).To(Equal(k.ownSHA), "the node's kubelet binary is not its own")
-	Expect(guest(ctx, inst, "sh", "-c", "ls "+k.info.KubeletBinary+"*")).To(Equal(k.info.KubeletBinary), "files left beside the kubelet")
+	Expect(g.must(ctx, "systemctl", "is-active", k.info.KubeletUnit)).To(Equal("active"))
+	Expect(g.must(ctx, "sh", "-c", "sha256sum "+k.info.KubeletBinary+" | cut -d' ' -f1")).To(Equal(k.ownSHA), "the node's kubelet binary is not its own")
+	Expect(g.must(ctx, "sh", "-c", "ls "+k.info.KubeletBinary+"*")).To(Equal(k.info.KubeletBinary), "files left beside the kubelet")
 	Expect(nodeState(ctx, k.kubeconfig(), k.info.Node)).To(Equal("Ready " + k.info.KubeletVersion))
 }
 

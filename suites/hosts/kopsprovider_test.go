@@ -31,12 +31,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/vm"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -54,6 +54,8 @@ const (
 	tagCluster = "KubernetesCluster"
 	// exitInterrupted is skewtest's exit code after SIGINT (128 + 2).
 	exitInterrupted = 130
+	// kopsSignalBudget bounds the guest command that signals a run.
+	kopsSignalBudget = time.Minute
 )
 
 // buildFakeAWS builds the fakes into dir, with the link named kops in
@@ -73,7 +75,7 @@ type kopsRun struct {
 	name      string // its fake world's directory under fakeAWSDir
 	artifacts string // on the host (shared)
 	secret    string
-	cmd       exec.Cmd
+	cmd       *osexec.Cmd
 	log       *bufio.Scanner // the run's stderr
 	done      chan error
 }
@@ -98,8 +100,10 @@ type tagged struct {
 }
 
 // startKopsRun starts skewtest run with PROVIDER=kops in the guest, its
-// fakes beside it.
-func (k *kopsNode) startKopsRun(inst *vm.Instance, src, bin, binDir, name, artifacts string) *kopsRun {
+// fakes beside it. When ctx ends (the spec's deadline, an interrupted
+// suite), the run gets SIGINT, as a user's Ctrl-C, and kopsTeardownBudget
+// to delete its cluster before it is killed.
+func (k *kopsNode) startKopsRun(ctx context.Context, g *guestVM, src, bin, binDir, name, artifacts string) *kopsRun {
 	GinkgoHelper()
 	akid, secret := fakeCredentials()
 	r := &kopsRun{name: name, artifacts: artifacts, secret: secret, done: make(chan error, 1)}
@@ -120,23 +124,36 @@ func (k *kopsNode) startKopsRun(inst *vm.Instance, src, bin, binDir, name, artif
 		"echo $run > " + q(d+"/run.pid"),
 		"wait $run",
 	}, "\n")
+	env := []string{"PROVIDER=kops", "PLAN=" + skewrun.DefaultPlan, "ARTIFACTS=" + artifacts,
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + akid, "SKEWTEST_FAKE_WORLD=" + d + "/world.json",
+		// No checkip.amazonaws.com from the guest: the fake EC2 does
+		// not filter on it.
+		"KOPS_ADMIN_ACCESS=10.0.2.2/32",
+		"STORAGE_CLASS=" + k.info.StorageClass, "IMAGE=" + k.info.Image, fmt.Sprintf("REPLICAS=%d", kopsReplicas),
+		g.timeoutFactor()}
 	outR, outW := io.Pipe()
 	r.log = bufio.NewScanner(outR)
-	r.cmd = inst.Command(context.Background(), "sh", "-c", script).
-		SetEnv("PROVIDER=kops", "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+artifacts,
-			"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID="+akid, "SKEWTEST_FAKE_WORLD="+d+"/world.json",
-			// No checkip.amazonaws.com from the guest: the fake EC2 does
-			// not filter on it.
-			"KOPS_ADMIN_ACCESS=10.0.2.2/32",
-			"STORAGE_CLASS="+k.info.StorageClass, "IMAGE="+k.info.Image, fmt.Sprintf("REPLICAS=%d", kopsReplicas),
-			guestTimeoutFactor(inst.Accel)).
-		SetStdin(strings.NewReader(secret + "\n")).SetStdout(GinkgoWriter).SetStderr(outW)
+	r.cmd = g.command(ctx, envArgv(env, "sh", "-c", script)...)
+	r.cmd.Cancel = func() error {
+		// Not ctx: it has ended.
+		sctx, cancel := context.WithTimeout(context.Background(), kopsSignalBudget)
+		defer cancel()
+		_, err := r.signal(sctx, g, "INT")
+		return err
+	}
+	r.cmd.WaitDelay = kopsTeardownBudget
+	r.cmd.Stdin, r.cmd.Stdout, r.cmd.Stderr = strings.NewReader(secret+"\n"), GinkgoWriter, outW
 	go func() {
 		err := r.cmd.Run()
 		outW.Close()
 		r.done <- err
 	}()
 	return r
+}
+
+// signal sends the run in the guest SIG (INT, TERM, ...).
+func (r *kopsRun) signal(ctx context.Context, g *guestVM, sig string) (string, error) {
+	return g.output(ctx, "sh", "-c", "kill -"+sig+" $(cat "+exec.ShellQuote(fakeAWSDir+"/"+r.name+"/run.pid")+")")
 }
 
 // wait reads the run's log to its end and returns its exit.
@@ -149,13 +166,14 @@ func (r *kopsRun) wait() error {
 
 // interruptAfterSwap reads the run's log until the kubelet was swapped to
 // version, then sends the run SIGINT; the rest of the log is read by wait.
-func (r *kopsRun) interruptAfterSwap(ctx context.Context, inst *vm.Instance, version string) {
+func (r *kopsRun) interruptAfterSwap(ctx context.Context, g *guestVM, version string) {
 	GinkgoHelper()
 	for r.log.Scan() {
 		line := r.log.Text()
 		fmt.Fprintln(GinkgoWriter, line)
 		if m := swappedRE.FindStringSubmatch(line); m != nil && m[1] == version {
-			guest(ctx, inst, "sh", "-c", "kill -INT $(cat "+exec.ShellQuote(fakeAWSDir+"/"+r.name+"/run.pid")+")")
+			_, err := r.signal(ctx, g, "INT")
+			Expect(err).NotTo(HaveOccurred())
 			return
 		}
 	}
@@ -163,10 +181,10 @@ func (r *kopsRun) interruptAfterSwap(ctx context.Context, inst *vm.Instance, ver
 }
 
 // world reads the run's fake world from the guest.
-func (r *kopsRun) world(ctx context.Context, inst *vm.Instance) world {
+func (r *kopsRun) world(ctx context.Context, g *guestVM) world {
 	GinkgoHelper()
 	var w world
-	Expect(json.Unmarshal([]byte(guest(ctx, inst, "cat", fakeAWSDir+"/"+r.name+"/world.json")), &w)).To(Succeed())
+	Expect(json.Unmarshal([]byte(g.must(ctx, "cat", fakeAWSDir+"/"+r.name+"/world.json")), &w)).To(Succeed())
 	return w
 }
 
@@ -174,9 +192,9 @@ func (r *kopsRun) world(ctx context.Context, inst *vm.Instance) world {
 // through kops, and left nothing of it in the fake AWS: no running
 // instance, no group, load balancer or volume tagged with it, its state
 // store bucket deleted, and the key kops installed on the node gone.
-func (r *kopsRun) expectDeletedAndSwept(ctx context.Context, inst *vm.Instance) {
+func (r *kopsRun) expectDeletedAndSwept(ctx context.Context, g *guestVM) {
 	GinkgoHelper()
-	w := r.world(ctx, inst)
+	w := r.world(ctx, g)
 	var verbs []string
 	for _, c := range w.KopsCalls {
 		if len(c) > 1 {
@@ -211,7 +229,7 @@ func (r *kopsRun) expectDeletedAndSwept(ctx context.Context, inst *vm.Instance) 
 	}
 	Expect(tagged).To(BeZero(), "groups, load balancers and volumes of %s left", cluster)
 	Expect(w.Calls["s3 DELETE"]).To(BeNumerically(">", 0), "the run's state store bucket was never deleted; calls: %v", w.Calls)
-	Expect(guest(ctx, inst, "cat", guestAuthorizedKeys)).NotTo(ContainSubstring(fakeKeyMark), "the key kops installed is still authorized on the node")
+	Expect(g.must(ctx, "cat", guestAuthorizedKeys)).NotTo(ContainSubstring(fakeKeyMark), "the key kops installed is still authorized on the node")
 	AddReportEntry("fake AWS calls of "+r.name, fmt.Sprint(w.Calls))
 }
 

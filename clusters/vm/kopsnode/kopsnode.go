@@ -31,7 +31,6 @@ package kopsnode
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +58,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/local"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
@@ -83,8 +83,9 @@ const (
 	StorageClass = "skewtest-node-local"
 	// Image is the workload image in the node's containerd.
 	Image = "localhost/skewtest/busybox:v1"
-	// APIServerPort is the guest port the API server is forwarded from.
-	APIServerPort = 6443
+	// DefaultAPIServerPort is the guest port the API server is forwarded
+	// from when Config.APIServerPort is 0.
+	DefaultAPIServerPort = 6443
 	// InfoFile, in Config.Out, describes the node for the test (Info).
 	InfoFile = "node.json"
 	// KubeconfigFile, in Config.Out, is the admin kubeconfig, with its
@@ -141,7 +142,10 @@ type Config struct {
 	// Server is the API server's URL as the test reaches it (the host's
 	// end of the forward).
 	Server string
-	Logger *slog.Logger
+	// APIServerPort is the guest port forward listens on for Server;
+	// DefaultAPIServerPort if 0.
+	APIServerPort int
+	Logger        *slog.Logger
 }
 
 // Info is what InfoFile holds: the settings of an existing-provider run
@@ -151,10 +155,15 @@ type Info struct {
 	KubeletVersion string `json:"kubeletVersion"`
 	KubeletUnit    string `json:"kubeletUnit"`
 	KubeletBinary  string `json:"kubeletBinary"`
-	KubeletRootDir string `json:"kubeletRootDir"`
-	StorageClass   string `json:"storageClass"`
-	Image          string `json:"image"`
-	PVs            int    `json:"pvs"`
+	// KubeletUnitFile, KubeletEnvironmentFile and KubeletConfigFile are
+	// the rest of kops's layout: what Serve removes again.
+	KubeletUnitFile        string `json:"kubeletUnitFile"`
+	KubeletEnvironmentFile string `json:"kubeletEnvironmentFile"`
+	KubeletConfigFile      string `json:"kubeletConfigFile"`
+	KubeletRootDir         string `json:"kubeletRootDir"`
+	StorageClass           string `json:"storageClass"`
+	Image                  string `json:"image"`
+	PVs                    int    `json:"pvs"`
 	// GuestKubeconfig is the admin kubeconfig as reached from inside the
 	// guest (the local provider's own), for what runs beside the node.
 	GuestKubeconfig string `json:"guestKubeconfig"`
@@ -244,7 +253,11 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		return fmt.Errorf("kopsnode: the kubelet under systemd: %w (journalctl -u %s)", err, Unit)
 	}
 	log.Info("kopsnode: the node's kubelet runs under systemd as kops lays it out", "node", n.String(), "unit", UnitFile, "took", time.Since(start).Round(time.Second))
-	stopForward, err := forward(ctx, rc.Host, log)
+	port := cfg.APIServerPort
+	if port == 0 {
+		port = DefaultAPIServerPort
+	}
+	stopForward, err := forward(ctx, port, rc.Host, log)
 	if err != nil {
 		return err
 	}
@@ -253,9 +266,10 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		return err
 	}
 	info := Info{Node: n.String(), KubeletVersion: cfg.Kubelet.Version, KubeletUnit: Unit, KubeletBinary: Binary,
+		KubeletUnitFile: UnitFile, KubeletEnvironmentFile: EnvironmentFile, KubeletConfigFile: ConfigFile,
 		KubeletRootDir: n.KubeletRootDir(), StorageClass: StorageClass, Image: Image, PVs: cfg.PVs, GuestKubeconfig: p.KubeconfigPath()}
-	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := os.WriteFile(filepath.Join(cfg.Out, InfoFile), append(b, '\n'), 0o644); err != nil {
+	// In one rename: a test polling for InfoFile reads all of it or none.
+	if err := statefile.Write(cfg.Out, InfoFile, info, 0o644); err != nil {
 		return err
 	}
 	ready(info)
@@ -395,16 +409,16 @@ func writeKubeconfig(from, server, to string) error {
 	return clientcmd.WriteToFile(*kc, to)
 }
 
-// forward accepts on APIServerPort of every address but loopback's and
+// forward accepts on port of every address but loopback's and
 // relays each connection to the API server at apiURL: the API server
 // listens on the guest's loopback only, which qemu's forward cannot reach.
 // TLS passes through; the host sees the API server's own certificate.
-func forward(ctx context.Context, apiURL string, log *slog.Logger) (stop func(), err error) {
+func forward(ctx context.Context, port int, apiURL string, log *slog.Logger) (stop func(), err error) {
 	u, err := url.Parse(apiURL)
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", fmt.Sprintf(":%d", APIServerPort))
+	l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 	if err != nil {
 		return nil, fmt.Errorf("kopsnode: listen for the API server's forward: %w", err)
 	}

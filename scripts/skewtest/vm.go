@@ -100,29 +100,15 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 	case "kops-node":
 		return kopsNodeCmd(ctx, logger, args[1:])
 	case "show":
-		f, err := parseVMFlags(args[0], args[1:])
+		inst, err := loadNamedVM(args, logger)
 		if err != nil {
 			return err
-		}
-		inst, err := loadVM(f.name, logger)
-		if errors.Is(err, skewrun.ErrInvalid) {
-			return err
-		}
-		if err != nil {
-			return infrastructure(err)
 		}
 		return showVM(os.Stdout, inst)
 	case "down":
-		f, err := parseVMFlags(args[0], args[1:])
+		inst, err := loadNamedVM(args, logger)
 		if err != nil {
 			return err
-		}
-		inst, err := loadVM(f.name, logger)
-		if errors.Is(err, skewrun.ErrInvalid) {
-			return err
-		}
-		if err != nil {
-			return infrastructure(err)
 		}
 		return infrastructure(inst.Down(ctx))
 	}
@@ -137,6 +123,21 @@ func loadVM(name string, logger *slog.Logger) (*vm.Instance, error) {
 	var invalid *vm.ConfigError
 	if errors.As(err, &invalid) {
 		return nil, fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+	}
+	return inst, err
+}
+
+// loadNamedVM is the instance that `skewtest vm VERB [-name N]` names:
+// a bad flag or a refused state is bad input, a missing instance an
+// infrastructure error.
+func loadNamedVM(args []string, logger *slog.Logger) (*vm.Instance, error) {
+	f, err := parseVMFlags(args[0], args[1:])
+	if err != nil {
+		return nil, err
+	}
+	inst, err := loadVM(f.name, logger)
+	if err != nil && !errors.Is(err, skewrun.ErrInvalid) {
+		return nil, infrastructure(err)
 	}
 	return inst, err
 }

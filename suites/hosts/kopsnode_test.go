@@ -59,7 +59,9 @@ const (
 // swapped the node's kubelet to it, before starting it.
 var killVersion = strings.Split(skewrun.DefaultPlan, ",")[1]
 
-// nodeInfo is the part of nodeInfoFile the specs use.
+// nodeInfo is the part of nodeInfoFile the specs use: the suite reads the
+// command's JSON as any consumer of skewtest vm kops-node would, not the
+// Go type behind it (suites import no provider package).
 type nodeInfo struct {
 	Node                   string `json:"node"`
 	KubeletVersion         string `json:"kubeletVersion"`

@@ -25,11 +25,10 @@ type guestVM struct {
 	inst instance
 }
 
-// instance is what `skewtest vm show` prints.
+// instance is the part of what `skewtest vm show` prints that the specs
+// use.
 type instance struct {
-	Name           string         `json:"name"`
 	Dir            string         `json:"dir"`
-	PID            int            `json:"pid"`
 	SSHAddress     string         `json:"sshAddress"`
 	Forwards       map[int]string `json:"forwards"`
 	KeyFile        string         `json:"keyFile"`
@@ -37,7 +36,6 @@ type instance struct {
 	User           string         `json:"user"`
 	SerialLog      string         `json:"serialLog"`
 	Accel          string         `json:"accel"`
-	BootSeconds    float64        `json:"bootSeconds"`
 	Running        bool           `json:"running"`
 }
 

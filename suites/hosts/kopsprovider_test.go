@@ -138,8 +138,7 @@ func (k *kopsNode) startKopsRun(ctx context.Context, g *guestVM, src, bin, binDi
 		// Not ctx: it has ended.
 		sctx, cancel := context.WithTimeout(context.Background(), kopsSignalBudget)
 		defer cancel()
-		_, err := r.signal(sctx, g, "INT")
-		return err
+		return r.signal(sctx, g, "INT")
 	}
 	r.cmd.WaitDelay = kopsTeardownBudget
 	r.cmd.Stdin, r.cmd.Stdout, r.cmd.Stderr = strings.NewReader(secret+"\n"), GinkgoWriter, outW
@@ -152,8 +151,9 @@ func (k *kopsNode) startKopsRun(ctx context.Context, g *guestVM, src, bin, binDi
 }
 
 // signal sends the run in the guest SIG (INT, TERM, ...).
-func (r *kopsRun) signal(ctx context.Context, g *guestVM, sig string) (string, error) {
-	return g.output(ctx, "sh", "-c", "kill -"+sig+" $(cat "+exec.ShellQuote(fakeAWSDir+"/"+r.name+"/run.pid")+")")
+func (r *kopsRun) signal(ctx context.Context, g *guestVM, sig string) error {
+	_, err := g.output(ctx, "sh", "-c", "kill -"+sig+" $(cat "+exec.ShellQuote(fakeAWSDir+"/"+r.name+"/run.pid")+")")
+	return err
 }
 
 // wait reads the run's log to its end and returns its exit.
@@ -172,8 +172,7 @@ func (r *kopsRun) interruptAfterSwap(ctx context.Context, g *guestVM, version st
 		line := r.log.Text()
 		fmt.Fprintln(GinkgoWriter, line)
 		if m := swappedRE.FindStringSubmatch(line); m != nil && m[1] == version {
-			_, err := r.signal(ctx, g, "INT")
-			Expect(err).NotTo(HaveOccurred())
+			Expect(r.signal(ctx, g, "INT")).To(Succeed())
 			return
 		}
 	}

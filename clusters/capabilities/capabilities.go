@@ -54,6 +54,15 @@ type WithTeardownTimeout interface {
 	TeardownTimeout() time.Duration
 }
 
+// WithSharedCluster is a provider whose cluster is not the run's own (an
+// existing cluster): its Down gives the node back and leaves the cluster,
+// so the run itself removes the workload a failed or interrupted scenario
+// left there, once Down has put the node's own kubelet back. SharedCluster
+// names the cluster for the messages (its API server).
+type WithSharedCluster interface {
+	SharedCluster() string
+}
+
 // WithRunFacts is a provider that knows facts for the report's
 // environment only once its cluster is gone (instance types, wall time,
 // an estimate of the cost, what the post-run sweep found); the run adds

@@ -38,7 +38,10 @@ import (
 // Name is the provider's name.
 const Name = "existing"
 
-var _ capabilities.WithRunDir = &Provider{}
+var (
+	_ capabilities.WithRunDir        = &Provider{}
+	_ capabilities.WithSharedCluster = &Provider{}
+)
 
 // Defaults.
 const (
@@ -215,6 +218,15 @@ func (p *Provider) Name() string { return Name }
 // kubectl needs --context too.
 func (p *Provider) KubeconfigPath() string { return p.cfg.Kubeconfig }
 
+// SharedCluster names the cluster the run borrows: the kubeconfig's API
+// server, or the kubeconfig when it cannot be read.
+func (p *Provider) SharedCluster() string {
+	if rc, _, err := p.clients(); err == nil {
+		return rc.Host
+	}
+	return p.cfg.Kubeconfig
+}
+
 // RESTConfig is the kubeconfig's client config for Config.Context.
 func (p *Provider) RESTConfig() (*rest.Config, error) {
 	rc, _, err := p.clients()
@@ -331,7 +343,8 @@ func (p *Provider) Up(ctx context.Context) error {
 // or swapped), after a pass, a failure or an interrupt alike, waits until
 // each is Ready through the API server at its own kubelet's version,
 // removes the state directory once all are, and closes the SSH
-// connections. The cluster itself is left as it is. A node that cannot be
+// connections. The cluster itself is left as it is (the run removes the
+// workload a failed scenario left: capabilities.WithSharedCluster). A node that cannot be
 // restored is an error naming it and the state directory to clean.
 func (p *Provider) Down(ctx context.Context) error {
 	errs := []error{p.restoreAll(ctx)}

@@ -157,6 +157,9 @@ type Scenario struct {
 	pathVolumes int
 	// shapes, when the workload carries catalogue shapes
 	shapes *shapeRun
+	// deployStarted, madeNamespace and removed say what Remove has to
+	// delete after a failed run (remove.go).
+	deployStarted, madeNamespace, removed bool
 }
 
 // New prepares a scenario; it creates nothing until its steps run.

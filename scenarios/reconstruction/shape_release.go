@@ -177,5 +177,6 @@ func (s *Scenario) releaseShapes(ctx context.Context, sc *scenarios.StepContext)
 		return fmt.Errorf("shape volumes after the workload was deleted: %s", strings.Join(errs, "; "))
 	}
 	sc.Note("every shape volume unstaged%s; the block volumes' kubelet loop devices gone", map[bool]string{true: " and detached", false: ""}[sh.attaching])
+	s.removed = true
 	return nil
 }

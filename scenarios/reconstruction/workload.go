@@ -90,8 +90,12 @@ func podVolumeDir(kind storage.Kind, uid, pv string) string {
 // deploy creates the namespace, the volumes and the StatefulSet, and waits
 // until every pod runs with its marker written.
 func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error {
+	s.deployStarted = true
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Namespace}}
-	if err := s.res.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	switch err := s.res.Create(ctx, ns); {
+	case err == nil:
+		s.madeNamespace = true
+	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
 	}
 	claims := make([]string, s.cfg.Replicas)
@@ -283,5 +287,12 @@ func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext
 // storage.Release for why dynamically provisioned PVs are waited for, not
 // deleted).
 func (s *Scenario) deleteVolumes(ctx context.Context) error {
-	return storage.Release(ctx, s.cs, s.cfg.Namespace, s.volumes, s.cfg.CleanupTimeout, s.cfg.PollInterval)
+	if err := storage.Release(ctx, s.cs, s.cfg.Namespace, s.volumes, s.cfg.CleanupTimeout, s.cfg.PollInterval); err != nil {
+		return err
+	}
+	// The namespace stays for the next scenario on the cluster (a
+	// matrix's trails share it); what the run made in it is gone, but
+	// for the shapes' volumes, which their own step releases.
+	s.removed = s.shapes == nil
+	return nil
 }

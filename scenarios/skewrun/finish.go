@@ -27,7 +27,8 @@ const (
 // the run's error so far, nil on a pass): it collects the cluster's logs if
 // it came up, tears it down (or keeps it when it failed and
 // KeepClusterOnFailure is set, unless the run was interrupted: the user
-// asked it to stop), records the timings, marks an infrastructure failure,
+// asked it to stop), removes what failed scenarios left in a cluster the
+// run shares with its owner, records the timings, marks an infrastructure failure,
 // writes the reports into run.ArtifactsDir, publishes the JUnit file to the
 // artifacts root and prints the summary. It returns the run's result and
 // runErr joined with any failure of its own.
@@ -47,6 +48,9 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	} else if derr := c.Down(wctx); derr != nil {
 		runErr = errors.Join(runErr, derr)
 		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+derr.Error())
+	} else if lerr := c.removeLeftWorkloads(wctx); lerr != nil {
+		runErr = errors.Join(runErr, lerr)
+		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+lerr.Error())
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: "teardown", Duration: time.Since(teardown)})
 	if fp, ok := c.Provider.(capabilities.WithRunFacts); ok {

@@ -54,6 +54,9 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	}
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
 	scenarioErr := runner.Execute(ctx, sc.Steps())
+	if sc.LeftInCluster() {
+		c.leave(sc.Workload(), sc.Remove)
+	}
 	run.ComputeVerdict()
 	if scenarioErr != nil {
 		return classify(scenarioErr, scenarioClass(scenarioErr))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,10 @@ type Cluster struct {
 	serverGit     string
 	v             *Validated
 	up            bool
+	// left is what failed scenarios left in a shared cluster, removed by
+	// Finish (removeLeftWorkloads).
+	leftMu sync.Mutex
+	left   []leftWorkload
 }
 
 // NewCluster makes the provider of v with one test node per initial

@@ -1,0 +1,90 @@
+package skewrun
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+)
+
+// borrowed is a provider of a cluster the run does not own (the existing
+// provider's kind), recording the order of Down and the removals.
+type borrowed struct {
+	events *[]string
+	shared bool
+}
+
+func (b *borrowed) Name() string                       { return "borrowed" }
+func (b *borrowed) Up(context.Context) error           { return nil }
+func (b *borrowed) IsUp(context.Context) (bool, error) { return true, nil }
+func (b *borrowed) RESTConfig() (*rest.Config, error)  { return &rest.Config{}, nil }
+func (b *borrowed) KubeconfigPath() string             { return "" }
+func (b *borrowed) TestNodes(context.Context) ([]nodes.Node, error) {
+	return nil, nil
+}
+func (b *borrowed) DumpClusterLogs(context.Context, string) error { return nil }
+func (b *borrowed) Down(context.Context) error {
+	*b.events = append(*b.events, "down")
+	return nil
+}
+
+// sharedBorrowed also says its cluster is shared.
+type sharedBorrowed struct{ borrowed }
+
+func (sharedBorrowed) SharedCluster() string { return "https://cluster.example:6443" }
+
+// A failed run on a cluster it shares with its owner must not leave its
+// workload there: Finish removes it after Down (which put the node's own
+// kubelet back to finish the pods), and a removal that fails is in the
+// run's error beside the kubelet's failure; on a cluster of the run's own, Down
+// takes it, and nothing is removed one by one.
+func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		shared    bool
+		removeErr error
+		want      []string
+		wantExit  int
+	}{
+		{name: "shared cluster", shared: true, want: []string{"down", "remove StatefulSet skewtest/web"}, wantExit: ExitKubelet},
+		{name: "shared cluster, removal fails", shared: true, removeErr: errors.New("namespace skewtest (Terminating)"), want: []string{"down", "remove StatefulSet skewtest/web"}, wantExit: ExitKubelet},
+		{name: "own cluster", want: []string{"down"}, wantExit: ExitKubelet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var events []string
+			b := borrowed{events: &events}
+			c := &Cluster{Provider: &b, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 2}, ArtifactsRoot: t.TempDir()}}
+			if tc.shared {
+				c.Provider = &sharedBorrowed{b}
+			}
+			var gotTimeout time.Duration
+			c.leave("StatefulSet skewtest/web", func(_ context.Context, timeout time.Duration) error {
+				events = append(events, "remove StatefulSet skewtest/web")
+				gotTimeout = timeout
+				return tc.removeErr
+			})
+			run := &reports.Run{ID: "r1", ArtifactsDir: t.TempDir(), Started: time.Now(), Verdict: reports.Fail, Failure: "hop 1: old pods not cleaned up"}
+			_, err := Finish(context.Background(), c, run, classify(errors.New("hop 1 failed"), ErrKubelet))
+			if strings.Join(events, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("Finish did %q, want %q", events, tc.want)
+			}
+			if code := ExitCode(err); code != tc.wantExit {
+				t.Errorf("exit %d (%v), want %d", code, err, tc.wantExit)
+			}
+			if tc.shared && gotTimeout != 2*3*time.Minute {
+				t.Errorf("the removal was bounded by %s, want the teardown bound scaled by the timeout factor (6m)", gotTimeout)
+			}
+			if tc.removeErr != nil && !strings.Contains(err.Error(), "https://cluster.example:6443") {
+				t.Errorf("the error %q does not name the cluster the workload is left in", err)
+			}
+		})
+	}
+}

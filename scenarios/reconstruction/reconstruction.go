@@ -157,9 +157,9 @@ type Scenario struct {
 	pathVolumes int
 	// shapes, when the workload carries catalogue shapes
 	shapes *shapeRun
-	// deployStarted, madeNamespace and removed say what Remove has to
-	// delete after a failed run (remove.go).
-	deployStarted, madeNamespace, removed bool
+	// deployStarted, madeNamespace, removed (the workload) and
+	// namespaceGone say what Remove has to delete (remove.go).
+	deployStarted, madeNamespace, removed, namespaceGone bool
 }
 
 // New prepares a scenario; it creates nothing until its steps run.

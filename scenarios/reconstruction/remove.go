@@ -1,11 +1,11 @@
 package reconstruction
 
-// This file removes what a scenario put in the API when its own last step
-// did not: a failed or interrupted run on a cluster it does not own (an
-// existing one, whose teardown gives the node back and leaves the cluster)
-// must not leave its namespace, StatefulSet, claims and volumes to the
-// cluster's owner and to the next run, whose deploy would then fail on
-// them.
+// This file removes what a scenario put in the API when its own steps
+// did not: a run on a cluster it does not own (an existing one, whose
+// teardown gives the node back and leaves the cluster) must not leave the
+// namespace it made to the cluster's owner, nor, failed or interrupted,
+// its StatefulSet, claims and volumes, on which the next run's deploy
+// would fail.
 
 import (
 	"context"
@@ -23,22 +23,33 @@ import (
 )
 
 // LeftInCluster reports whether the scenario made something in the API
-// that its last step did not remove: it started to deploy and did not
-// finish deleting its workload.
-func (s *Scenario) LeftInCluster() bool { return s.deployStarted && !s.removed }
+// that its steps did not remove: a workload it started to deploy and did
+// not finish deleting, or the namespace it made (which its last step
+// keeps for a next scenario on the same cluster).
+func (s *Scenario) LeftInCluster() bool {
+	return s.deployStarted && (!s.removed || s.madeNamespace && !s.namespaceGone)
+}
 
 // Workload names what Remove deletes, for messages.
 func (s *Scenario) Workload() string {
-	return fmt.Sprintf("StatefulSet %s/%s and its volumes", s.cfg.Namespace, s.cfg.Name)
+	var what []string
+	if !s.removed {
+		what = append(what, fmt.Sprintf("StatefulSet %s/%s and its volumes", s.cfg.Namespace, s.cfg.Name))
+	}
+	if s.madeNamespace {
+		what = append(what, "namespace "+s.cfg.Namespace)
+	}
+	return strings.Join(what, ", ")
 }
 
-// Remove deletes, through the API alone, what the scenario made: its
-// namespace when it made it (the StatefulSet, its pods and claims go with
-// it), else the StatefulSet, the faults' pods and the claims; then its
-// PVs and StorageClass as storage.Release does. It waits up to timeout
-// for the pods and the namespace to go, which needs a running kubelet on
-// the node to finalize the pods: call it once the node's own kubelet is
-// back. It checks nothing on the node; the hop's checks are done.
+// Remove deletes, through the API alone, what the scenario made and its
+// steps left: its namespace when it made it (the StatefulSet, its pods
+// and claims go with it), else the StatefulSet, the faults' pods and the
+// claims; then its PVs and StorageClass as storage.Release does. It waits
+// up to timeout for the pods and the namespace to go, which needs a
+// running kubelet on the node to finalize the pods: call it once the
+// node's own kubelet is back. It checks nothing on the node; the hop's
+// checks are done.
 func (s *Scenario) Remove(ctx context.Context, timeout time.Duration) error {
 	if !s.LeftInCluster() {
 		return nil
@@ -63,8 +74,11 @@ func (s *Scenario) Remove(ctx context.Context, timeout time.Duration) error {
 		return errors.Join(append(errs, fmt.Errorf("the run's objects are still in the cluster %s after it asked to delete them: %s (their pods need the node's kubelet to finish; kubectl get pods -n %s -o wide shows them)",
 			timeout, strings.Join(left, ", "), ns))...)
 	}
-	if err := storage.Release(ctx, s.cs, ns, s.allVolumes(), timeout, s.cfg.PollInterval); err != nil {
-		errs = append(errs, err)
+	s.namespaceGone = s.madeNamespace
+	if !s.removed {
+		if err := storage.Release(ctx, s.cs, ns, s.allVolumes(), timeout, s.cfg.PollInterval); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) == 0 {
 		s.removed = true

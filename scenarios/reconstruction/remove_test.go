@@ -94,14 +94,43 @@ func TestRemoveDeletesOnlyWhatTheScenarioMade(t *testing.T) {
 	}
 }
 
-// A scenario that never deployed, or deleted its workload, removes nothing.
+// A scenario that passed deleted its workload itself but kept the
+// namespace it made: Remove deletes that namespace, and nothing else.
+func TestRemoveAfterAPassDeletesTheNamespaceItMade(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	mustCreate(t, cs, "skewtest")
+	s := &Scenario{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest", PollInterval: 10 * time.Millisecond}, deployStarted: true, madeNamespace: true, removed: true,
+		provisioned: storage.Volumes{PVs: []storage.PV{{Name: "pv-made", Claim: claimName("web", 0)}}}}
+	if !s.LeftInCluster() || s.Workload() != "namespace skewtest" {
+		t.Fatalf("a passed scenario that made its namespace: LeftInCluster %v, Workload %q; want true, \"namespace skewtest\"", s.LeftInCluster(), s.Workload())
+	}
+	if err := s.Remove(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "skewtest", metav1.GetOptions{}); err == nil {
+		t.Error("the namespace the scenario made is left")
+	}
+	if _, err := cs.CoreV1().PersistentVolumes().Get(ctx, "pv-made", metav1.GetOptions{}); err != nil {
+		t.Errorf("a PV was deleted again after the scenario's own step released its volumes: %v", err)
+	}
+	if s.LeftInCluster() {
+		t.Error("still LeftInCluster after Remove")
+	}
+}
+
+// A scenario that never deployed, or deleted its workload in a namespace
+// it found, removes nothing.
 func TestRemoveWithNothingLeftTouchesNothing(t *testing.T) {
 	cs := fake.NewClientset()
 	mustCreate(t, cs, "skewtest")
 	for _, s := range []*Scenario{
 		{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest"}},
-		{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest"}, deployStarted: true, madeNamespace: true, removed: true},
+		{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest"}, deployStarted: true, removed: true},
 	} {
+		if s.LeftInCluster() {
+			t.Errorf("%+v says it left something", s)
+		}
 		if err := s.Remove(context.Background(), time.Second); err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ const (
 // the run's error so far, nil on a pass): it collects the cluster's logs if
 // it came up, tears it down (or keeps it when it failed and
 // KeepClusterOnFailure is set, unless the run was interrupted: the user
-// asked it to stop), removes what failed scenarios left in a cluster the
+// asked it to stop), removes what the scenarios left in a cluster the
 // run shares with its owner, records the timings, marks an infrastructure failure,
 // writes the reports into run.ArtifactsDir, publishes the JUnit file to the
 // artifacts root and prints the summary. It returns the run's result and

@@ -10,8 +10,9 @@ import (
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
-// leftWorkload is a workload a failed or interrupted scenario left in the
-// cluster, and how to remove it.
+// leftWorkload is what a scenario left in the cluster (the namespace it
+// made; after a failure or an interrupt, its workload too), and how to
+// remove it.
 type leftWorkload struct {
 	name   string
 	remove func(ctx context.Context, timeout time.Duration) error
@@ -26,8 +27,8 @@ func (c *Cluster) leave(name string, remove func(context.Context, time.Duration)
 }
 
 // removeLeftWorkloads removes, from a cluster the run shares with its
-// owner, the workloads failed scenarios left there; a cluster of the
-// run's own goes with its Down. It runs after Down, which put the node's
+// owner, what the scenarios left there; a cluster of the run's own goes
+// with its Down. It runs after Down, which put the node's
 // own kubelet back to finish the pods. Each removal is bounded by
 // timeouts.Teardown, scaled; the error is ErrInfrastructure and names
 // what is left.
@@ -44,7 +45,7 @@ func (c *Cluster) removeLeftWorkloads(ctx context.Context) error {
 	var errs []error
 	for _, w := range left {
 		start := time.Now()
-		c.v.Options.Logger.Info("removing what the failed run left in the shared cluster", "workload", w.name, "cluster", sp.SharedCluster(), "timeout", timeout)
+		c.v.Options.Logger.Info("removing what the run made in the shared cluster", "workload", w.name, "cluster", sp.SharedCluster(), "timeout", timeout)
 		if err := w.remove(ctx, timeout); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s from %s: %w", w.name, sp.SharedCluster(), err))
 			continue

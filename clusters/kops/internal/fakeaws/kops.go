@@ -3,6 +3,7 @@ package fakeaws
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,10 @@ const (
 	exitNotValid = 2
 	// validateTimeout bounds the fake's look at the API server.
 	validateTimeout = 30 * time.Second
+	// deleteTimeout bounds delete's wait for the workloads made on a
+	// Node's cluster to go (their pods finish on the Node's kubelet,
+	// minutes under TCG).
+	deleteTimeout = 10 * time.Minute
 )
 
 // WorldEnv names the world's file for the fake kops.
@@ -69,6 +74,8 @@ func Kops(store *Store, args []string, getenv func(string) string, stdout, stder
 	code, hang := 0, false
 	var out, errb strings.Builder
 	var validateWith string
+	var removeFrom string // the Node's kubeconfig, on delete cluster
+	var madeSince time.Time
 	err := store.Update(func(w *World) error {
 		w.KopsCalls = append(w.KopsCalls, args)
 		w.KopsPID = os.Getpid()
@@ -102,6 +109,12 @@ func Kops(store *Store, args []string, getenv func(string) string, stdout, stder
 				fmt.Fprintf(&errb, "Error: %v\n", err)
 				code = 1
 				return nil
+			}
+			if w.Node != nil {
+				if w.UpdatedAt == nil {
+					w.UpdatedAt = map[string]time.Time{}
+				}
+				w.UpdatedAt[name] = time.Now()
 			}
 			hang = w.HangOnUpdate
 		case verb == "validate cluster":
@@ -150,6 +163,10 @@ func Kops(store *Store, args []string, getenv func(string) string, stdout, stder
 				w.Volumes = deleteTagged(w.Volumes, func(v *Volume) map[string]string { return v.Tags }, name)
 			}
 			if w.Node != nil {
+				if t, ok := w.UpdatedAt[name]; ok {
+					removeFrom, madeSince = w.Node.Kubeconfig, t
+					delete(w.UpdatedAt, name)
+				}
 				if err := removeKey(w.Node.AuthorizedKeys, keyComment(name)); err != nil {
 					fmt.Fprintf(&errb, "Error: %v\n", err)
 					code = 1
@@ -173,6 +190,14 @@ func Kops(store *Store, args []string, getenv func(string) string, stdout, stder
 		if err := nodesReady(validateWith); err != nil {
 			fmt.Fprintf(&errb, "Validation Failed\n%v\n", err)
 			code = exitNotValid
+		}
+	}
+	if removeFrom != "" && code == 0 {
+		// Outside the world's lock, as validate's look: the pods take a
+		// while to finish.
+		if err := removeMadeSince(removeFrom, madeSince); err != nil {
+			fmt.Fprintf(&errb, "Error: %v\n", err)
+			code = 1
 		}
 	}
 	if code == 0 && len(args) > 0 && args[0] == "validate" {
@@ -332,6 +357,71 @@ func nodesReady(kubeconfig string) error {
 		}
 	}
 	return nil
+}
+
+// removeMadeSince is what deleting a real kops cluster does to the
+// workloads on it: they are gone. The Node's cluster outlives the fake's
+// cluster, so the fake deletes what was made in it since update cluster
+// (the namespaces, with what is in them; PVs; StorageClasses) and waits
+// until they are gone, as kops delete waits for its resources; a next run
+// on the same Node then finds the cluster as a new one would be.
+func removeMadeSince(kubeconfig string, since time.Time) error {
+	cs, err := Clientset(kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	made := func(m metav1.ObjectMeta) bool { return !m.CreationTimestamp.Time.Before(since.Truncate(time.Second)) }
+	left := func() ([]string, error) {
+		var out []string
+		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nss.Items {
+			if made(n.ObjectMeta) {
+				out = append(out, "namespace/"+n.Name)
+				if n.DeletionTimestamp == nil {
+					err = errors.Join(err, cs.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}))
+				}
+			}
+		}
+		pvs, lerr := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if lerr != nil {
+			return nil, lerr
+		}
+		for _, pv := range pvs.Items {
+			if made(pv.ObjectMeta) {
+				out = append(out, "pv/"+pv.Name)
+				if pv.DeletionTimestamp == nil {
+					err = errors.Join(err, cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}))
+				}
+			}
+		}
+		scs, lerr := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+		if lerr != nil {
+			return nil, lerr
+		}
+		for _, sc := range scs.Items {
+			if made(sc.ObjectMeta) {
+				out = append(out, "storageclass/"+sc.Name)
+				err = errors.Join(err, cs.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{}))
+			}
+		}
+		return out, err
+	}
+	for {
+		still, err := left()
+		if err == nil && len(still) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the cluster's workloads are not gone %s after delete: %v (%v)", deleteTimeout, still, err)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // FakeKubeconfig is the admin kubeconfig of a made-up cluster: what

@@ -1,12 +1,80 @@
 package fakeaws
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// nodeAPI is the Node cluster's API server as far as delete cluster reads
+// it: namespaces, PVs and StorageClasses, each old (the Node's own) or
+// made by the run after update cluster, and the deletes it was asked for.
+type nodeAPI struct {
+	mu      sync.Mutex
+	old     time.Time
+	made    time.Time
+	gone    map[string]bool
+	deletes []string
+}
+
+func (a *nodeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.Method == http.MethodDelete {
+		a.deletes = append(a.deletes, r.URL.Path)
+		a.gone[r.URL.Path] = true
+		w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+		return
+	}
+	meta := func(base, name string, t time.Time) (metav1.ObjectMeta, bool) {
+		return metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t)}, !a.gone[base+"/"+name]
+	}
+	var body any
+	switch r.URL.Path {
+	case "/api/v1/namespaces":
+		l := &corev1.NamespaceList{}
+		for name, t := range map[string]time.Time{"default": a.old, "kube-system": a.old, "skewtest": a.made} {
+			if m, ok := meta(r.URL.Path, name, t); ok {
+				l.Items = append(l.Items, corev1.Namespace{ObjectMeta: m})
+			}
+		}
+		body = l
+	case "/api/v1/persistentvolumes":
+		l := &corev1.PersistentVolumeList{}
+		for name, t := range map[string]time.Time{"owners-pv": a.old, "skewtest-pv-0": a.made} {
+			if m, ok := meta(r.URL.Path, name, t); ok {
+				l.Items = append(l.Items, corev1.PersistentVolume{ObjectMeta: m})
+			}
+		}
+		body = l
+	case "/apis/storage.k8s.io/v1/storageclasses":
+		l := &storagev1.StorageClassList{}
+		for name, t := range map[string]time.Time{"standard": a.old, "skewtest-csi": a.made} {
+			if m, ok := meta(r.URL.Path, name, t); ok {
+				l.Items = append(l.Items, storagev1.StorageClass{ObjectMeta: m})
+			}
+		}
+		body = l
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(body)
+}
 
 // With a Node, the worker kops update cluster makes is that machine: its
 // addresses and host keys, the cluster's SSH key installed beside the
@@ -25,7 +93,10 @@ func TestKopsWithANodeUsesTheMachine(t *testing.T) {
 		return p
 	}
 	write("authorized_keys", own)
-	kc := write("node.kubeconfig", "apiVersion: v1\nkind: Config\n# the node's\n")
+	api := &nodeAPI{old: time.Now().Add(-time.Hour), gone: map[string]bool{}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	kc := write("node.kubeconfig", fmt.Sprintf("apiVersion: v1\nkind: Config\n# the node's\nclusters:\n- name: node\n  cluster:\n    server: %s\ncontexts:\n- name: node\n  context:\n    cluster: node\n    user: admin\ncurrent-context: node\nusers:\n- name: admin\n  user:\n    token: t\n", srv.URL))
 	pub := write("id.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRun skewtest-run\n")
 	if err := store.Update(func(w *World) error {
 		w.Node = &Node{PublicIP: "10.0.2.15", PrivateIP: "10.0.2.15", HostKeys: []string{"ssh-ed25519 AAAAhost root@guest"}, SSHUser: "root", AuthorizedKeys: auth, Kubeconfig: kc}
@@ -40,7 +111,8 @@ func TestKopsWithANodeUsesTheMachine(t *testing.T) {
 		}
 		return ""
 	}
-	kops := func(args ...string) int { return Kops(store, args, env, io.Discard, io.Discard) }
+	var stderr strings.Builder
+	kops := func(args ...string) int { return Kops(store, args, env, io.Discard, &stderr) }
 	name := "skewtest-x.k8s.local"
 	if c := kops("create", "cluster", "--name", name, "--ssh-public-key", pub); c != 0 {
 		t.Fatalf("create: exit %d", c)
@@ -65,8 +137,16 @@ func TestKopsWithANodeUsesTheMachine(t *testing.T) {
 	if worker == nil || worker.PublicIP != "10.0.2.15" || !strings.Contains(worker.Console, hostKeysBegin+"\nssh-ed25519 AAAAhost root@guest\n"+hostKeysEnd) {
 		t.Fatalf("worker: %+v", worker)
 	}
+	api.mu.Lock()
+	api.made = time.Now().Add(time.Second)
+	api.mu.Unlock()
 	if c := kops("delete", "cluster", "--name", name, "--yes"); c != 0 {
-		t.Fatalf("delete: exit %d", c)
+		t.Fatalf("delete: exit %d: %s", c, stderr.String())
+	}
+	slices.Sort(api.deletes)
+	want := []string{"/api/v1/namespaces/skewtest", "/api/v1/persistentvolumes/skewtest-pv-0", "/apis/storage.k8s.io/v1/storageclasses/skewtest-csi"}
+	if !slices.Equal(api.deletes, want) {
+		t.Errorf("delete cluster deleted %q in the machine's cluster, want %q (what the run made, not the machine's own)", api.deletes, want)
 	}
 	if b, _ := os.ReadFile(auth); string(b) != own {
 		t.Errorf("authorized_keys after delete: %q, want %q", b, own)

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // PageSize is small so that every listing spans several pages.
@@ -97,7 +98,10 @@ type World struct {
 	NotValidFor   int             `json:"notValidFor"`
 	ValidateCalls int             `json:"validateCalls"`
 	HangOnUpdate  bool            `json:"hangOnUpdate,omitempty"`
-	KopsPID       int             `json:"kopsPID,omitempty"`
+	// UpdatedAt is when update cluster made each cluster's instances:
+	// with a Node, delete cluster removes the API objects made since.
+	UpdatedAt map[string]time.Time `json:"updatedAt,omitempty"`
+	KopsPID   int                  `json:"kopsPID,omitempty"`
 	// LeakOnDelete makes kops delete cluster leave the run's tagged PVC
 	// volumes and one security group, as leaks in test accounts do.
 	LeakOnDelete bool `json:"leakOnDelete,omitempty"`

@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 )
 
@@ -61,6 +62,15 @@ type WithTeardownTimeout interface {
 // names the cluster for the messages (its API server).
 type WithSharedCluster interface {
 	SharedCluster() string
+}
+
+// WithWorkloadRecord is a provider of a shared cluster that keeps, in its
+// run's state, the record of what the run's scenario made in the API and
+// has not removed, so that `skewtest clean` after a killed harness removes
+// it too. The scenario hands it each new record before making what the
+// record adds.
+type WithWorkloadRecord interface {
+	RecordWorkload(workloads.Record) error
 }
 
 // WithRunFacts is a provider that knows facts for the report's

@@ -39,8 +39,9 @@ import (
 const Name = "existing"
 
 var (
-	_ capabilities.WithRunDir        = &Provider{}
-	_ capabilities.WithSharedCluster = &Provider{}
+	_ capabilities.WithRunDir         = &Provider{}
+	_ capabilities.WithSharedCluster  = &Provider{}
+	_ capabilities.WithWorkloadRecord = &Provider{}
 )
 
 // Defaults.

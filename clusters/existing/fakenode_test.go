@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,42 @@ type fakeAPIServer struct {
 	mu    sync.Mutex
 	nodes []corev1.Node
 	live  map[string]*fakeNode
+	// namespaces that exist; deleted, the ones a DELETE took out.
+	namespaces map[string]bool
+	deleted    []string
+}
+
+// addNamespace makes namespace exist.
+func (f *fakeAPIServer) addNamespace(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.namespaces == nil {
+		f.namespaces = map[string]bool{}
+	}
+	f.namespaces[name] = true
+}
+
+// deletedNamespaces are the namespaces DELETE took out, in order.
+func (f *fakeAPIServer) deletedNamespaces() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.deleted)
+}
+
+// namespace answers GET and DELETE of one namespace.
+func (f *fakeAPIServer) namespace(w http.ResponseWriter, r *http.Request, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.namespaces[name] {
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure", Reason: metav1.StatusReasonNotFound, Code: 404})
+		return
+	}
+	if r.Method == http.MethodDelete {
+		delete(f.namespaces, name)
+		f.deleted = append(f.deleted, name)
+	}
+	_ = json.NewEncoder(w).Encode(corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 func (f *fakeAPIServer) setNodes(ns ...corev1.Node) {
@@ -142,6 +179,8 @@ func (f *fakeAPIServer) start(t *testing.T) string {
 		case r.URL.Path == "/api/v1/nodes":
 			list := corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: f.current()}
 			_ = json.NewEncoder(w).Encode(list)
+		case strings.HasPrefix(r.URL.Path, "/api/v1/namespaces/") && !strings.Contains(strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/"), "/"):
+			f.namespace(w, r, strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/"))
 		case strings.HasPrefix(r.URL.Path, "/api/v1/nodes/"):
 			name := strings.TrimPrefix(r.URL.Path, "/api/v1/nodes/")
 			for _, n := range f.current() {

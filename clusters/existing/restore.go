@@ -14,11 +14,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 )
 
 // readyTimeout bounds the wait for a restored node to report Ready through
@@ -28,7 +30,7 @@ const readyTimeout = 3 * time.Minute
 // restoreAll puts back the own kubelet of every node the state records, in
 // parallel, and drops each node from the state once it runs and its node
 // is Ready through the API server. With every node back, the state
-// directory goes.
+// directory goes, unless the run's workload is still to be removed.
 func (p *Provider) restoreAll(ctx context.Context) error {
 	p.stateMu.Lock()
 	recs := slices.Clone(p.state.Nodes)
@@ -43,9 +45,13 @@ func (p *Provider) restoreAll(ctx context.Context) error {
 	if err != nil && p.cfg.StateDir != "" {
 		err = fmt.Errorf("%w\nthe state is kept in %s: fix the node, then run `skewtest clean %s` to put its kubelet back", err, p.cfg.StateDir, p.cfg.StateDir)
 	}
-	if err == nil && p.cfg.StateDir != "" {
-		if rerr := os.RemoveAll(p.cfg.StateDir); rerr != nil {
-			err = fmt.Errorf("existing: remove the state directory: %w", rerr)
+	if err == nil {
+		// Every node is back; the state ends unless a workload is left.
+		p.stateMu.Lock()
+		rerr := p.saveLocked(p.state)
+		p.stateMu.Unlock()
+		if rerr != nil {
+			err = fmt.Errorf("existing: the state directory: %w", rerr)
 		}
 	}
 	return err
@@ -125,7 +131,7 @@ func Clean(ctx context.Context, dir string) error {
 	case l == Unknown:
 		slog.Default().Warn("whether the run is still live cannot be told; cleaning it because it was asked for by name", "dir", dir, "why", what)
 	}
-	if len(st.Nodes) == 0 {
+	if len(st.Nodes) == 0 && st.Workload == nil {
 		return os.RemoveAll(dir)
 	}
 	p, err := New(Config{
@@ -141,14 +147,45 @@ func Clean(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
-	p.state.Nodes = st.Nodes
+	p.state.Nodes, p.state.Workload = st.Nodes, st.Workload
 	// This process acts on the run now: another clean leaves it alone
 	// until it is done or gone.
 	p.state.Owner = self()
 	if err := p.state.write(dir); err != nil {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
-	return p.Down(ctx)
+	if err := p.Down(ctx); err != nil {
+		return err
+	}
+	if st.Workload == nil {
+		return nil
+	}
+	return p.removeWorkload(ctx, *st.Workload)
+}
+
+// workloadPollInterval is how often clean looks whether the workload it
+// deleted is gone.
+const workloadPollInterval = time.Second
+
+// removeWorkload removes what the killed run's scenario made in the
+// cluster, now that the nodes' own kubelets are back to finish its pods,
+// within the teardown bound; the record, and so the state directory, goes
+// once it is gone.
+func (p *Provider) removeWorkload(ctx context.Context, r workloads.Record) error {
+	rc, err := p.RESTConfig()
+	if err != nil {
+		return fmt.Errorf("existing: clean %s: the run's workload (%s): %w", p.cfg.StateDir, r, err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("existing: clean %s: %w", p.cfg.StateDir, err)
+	}
+	timeout := timeouts.Scale(timeouts.Teardown, timeouts.FromEnv())
+	p.log.Info("removing what the killed run made in the cluster", "workload", r.String(), "timeout", timeout)
+	if err := workloads.Remove(ctx, cs, r, timeout, workloadPollInterval); err != nil {
+		return fmt.Errorf("existing: clean %s: the run's workload (%s): %w\nthe state is kept: run `skewtest clean %s` again once the node's kubelet runs", p.cfg.StateDir, r, err, p.cfg.StateDir)
+	}
+	return p.RecordWorkload(workloads.Record{})
 }
 
 // Owner is the process acting on a run (procfs.Owner), recorded in its

@@ -9,6 +9,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 )
 
 // restoreRig is a test sshd whose PATH has a fake systemd node, a fake API
@@ -167,12 +169,18 @@ func TestDownReportsAFailedRestore(t *testing.T) {
 
 const helperEnv = "SKEWTEST_EXISTING_KILL_HELPER"
 
+// killedNamespace is the namespace the killed harness's scenario made.
+const killedNamespace = "skewtest-killed"
+
 // TestKilledMidHopThenClean kills a harness with SIGKILL between the swap
 // and the start of a hop, then runs `skewtest clean`'s code on the state
 // directory it left, which must put the node's own kubelet back, running
-// and Ready through the API server.
+// and Ready through the API server, and then remove the namespace the
+// run's scenario made in the cluster, and nothing else.
 func TestKilledMidHopThenClean(t *testing.T) {
 	r := newRestoreRig(t)
+	r.api.addNamespace(killedNamespace)
+	r.api.addNamespace("owners")
 	ctx := r.context(t)
 	bin := newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")
 	c := r.cfg
@@ -226,6 +234,9 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	if err != nil || len(st.Nodes) != 1 || st.Nodes[0].OriginalVersion != "v1.37.2" {
 		t.Fatalf("state after the kill = %+v, %v", st, err)
 	}
+	if st.Workload == nil || st.Workload.Namespace != killedNamespace || !st.Workload.MadeNamespace {
+		t.Fatalf("the state after the kill records the workload %+v, want namespace %s, made by the run", st.Workload, killedNamespace)
+	}
 
 	r.fn.calls()
 	if err := clusters.Clean(ctx, r.cfg.StateDir); err != nil {
@@ -234,6 +245,12 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	r.assertRestored(t)
 	if calls := r.fn.calls(); !strings.Contains(calls, "stop kubelet") || !strings.Contains(calls, "start kubelet") {
 		t.Errorf("clean's systemctl calls:\n%s", calls)
+	}
+	if got := r.api.deletedNamespaces(); !slices.Equal(got, []string{killedNamespace}) {
+		t.Errorf("clean deleted the namespaces %q, want only the run's %s", got, killedNamespace)
+	}
+	if _, err := os.Stat(r.cfg.StateDir); !os.IsNotExist(err) {
+		t.Errorf("the state directory after clean: %v", err)
 	}
 	// A second clean finds nothing to do.
 	if err := clusters.Clean(ctx, r.cfg.StateDir); err != nil {
@@ -275,6 +292,10 @@ func TestKillHelper(t *testing.T) {
 	}
 	ns, err := p.TestNodes(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The scenario deployed its workload in a namespace it made.
+	if err := p.RecordWorkload(workloads.Record{Namespace: killedNamespace, MadeNamespace: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ns[0].StopKubelet(ctx); err != nil {

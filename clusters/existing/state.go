@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 )
 
 // StateFile is the file in Config.StateDir that records what a run
@@ -31,6 +32,10 @@ type State struct {
 	// lock, so clean, looking through the run roots, leaves it alone while
 	// that process runs (Owner.Liveness). Zero in older state files.
 	Owner Owner `json:"owner,omitzero"`
+	// Workload is what the run's scenario made in the cluster and has not
+	// removed (RecordWorkload); clean removes it once the nodes' own
+	// kubelets are back.
+	Workload *workloads.Record `json:"workload,omitempty"`
 }
 
 // StateSSH is the SSH settings of the run.
@@ -125,17 +130,46 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 	return nil
 }
 
-// forget drops name from the state once its kubelet is back; with no node
-// left, the state directory goes.
+// RecordWorkload implements capabilities.WithWorkloadRecord: it writes r
+// into the state before the scenario makes what r adds. An empty r, once
+// every node is back, ends the state (saveLocked).
+func (p *Provider) RecordWorkload(r workloads.Record) error {
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	next := *p.state
+	next.Workload = &r
+	if r.Empty() {
+		next.Workload = nil
+	}
+	if err := p.saveLocked(&next); err != nil {
+		return fmt.Errorf("existing: record the run's workload in %s: %w", p.cfg.StateDir, err)
+	}
+	*p.state = next
+	return nil
+}
+
+// forget drops name from the state once its kubelet is back.
 func (p *Provider) forget(name string) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
-	p.state.Nodes = slices.DeleteFunc(p.state.Nodes, func(s NodeState) bool { return s.Name == name })
+	next := *p.state
+	next.Nodes = slices.DeleteFunc(slices.Clone(p.state.Nodes), func(s NodeState) bool { return s.Name == name })
+	if err := p.saveLocked(&next); err != nil {
+		return err
+	}
+	*p.state = next
+	return nil
+}
+
+// saveLocked writes st to the state directory, or removes the directory
+// once st describes nothing left: no node to put back and no workload to
+// remove. The caller holds stateMu.
+func (p *Provider) saveLocked(st *State) error {
 	if p.cfg.StateDir == "" {
 		return nil
 	}
-	if len(p.state.Nodes) > 0 {
-		return p.state.write(p.cfg.StateDir)
+	if len(st.Nodes) > 0 || st.Workload != nil {
+		return st.write(p.cfg.StateDir)
 	}
 	err := os.RemoveAll(p.cfg.StateDir)
 	if errors.Is(err, os.ErrNotExist) {

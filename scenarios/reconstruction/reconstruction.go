@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
@@ -67,7 +68,16 @@ type Config struct {
 	// checked and judged after every hop (shapes.go).
 	Shapes []Shape
 	Logger *slog.Logger
+	// OnMade, when set, keeps the record of what the scenario made in the
+	// API and has not removed (a provider of a shared cluster writes it
+	// into its run's state, for skewtest clean); it is called before the
+	// things a record adds are made. An error fails the step.
+	OnMade func(workloads.Record) error
 }
+
+// DefaultNamespace holds a scenario's workload unless Config.Namespace
+// names another.
+const DefaultNamespace = "skewtest"
 
 // The scenario's waits, before timeouts.Scale.
 const (
@@ -96,7 +106,7 @@ func (c *Config) defaults() {
 		c.Size = "16Mi"
 	}
 	if c.Namespace == "" {
-		c.Namespace = "skewtest"
+		c.Namespace = DefaultNamespace
 	}
 	if c.Name == "" {
 		c.Name = "web"
@@ -157,9 +167,9 @@ type Scenario struct {
 	pathVolumes int
 	// shapes, when the workload carries catalogue shapes
 	shapes *shapeRun
-	// deployStarted, madeNamespace, removed (the workload) and
-	// namespaceGone say what Remove has to delete (remove.go).
-	deployStarted, madeNamespace, removed, namespaceGone bool
+	// made is what the scenario made in the API and has not removed
+	// (remove.go).
+	made workloads.Record
 }
 
 // New prepares a scenario; it creates nothing until its steps run.

@@ -7,6 +7,7 @@ package reconstruction
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
@@ -90,11 +92,19 @@ func podVolumeDir(kind storage.Kind, uid, pv string) string {
 // deploy creates the namespace, the volumes and the StatefulSet, and waits
 // until every pod runs with its marker written.
 func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error {
-	s.deployStarted = true
+	// The record goes first: a kill after any create below leaves what
+	// clean can find. The namespace is recorded as made only once it is.
+	if err := s.setMade(s.madeWorkload()); err != nil {
+		return err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Namespace}}
 	switch err := s.res.Create(ctx, ns); {
 	case err == nil:
-		s.madeNamespace = true
+		r := s.made
+		r.MadeNamespace = true
+		if err := s.setMade(r); err != nil {
+			return err
+		}
 	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
 	}
@@ -113,6 +123,9 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.NoStagingMount
 	s.volumes.UnstageLosesData = vols.UnstageLosesData
 	s.provisioned = vols
+	if err := s.setMade(s.madeWorkload()); err != nil {
+		return err
+	}
 	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, req.Mode(), s.cluster.Workload())
 	if s.shapes != nil {
 		if len(vols.PVs) == 0 || vols.PVs[0].Driver == "" {
@@ -123,6 +136,9 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 			return err
 		}
 		s.addShapes(sts, vols.StorageClass)
+	}
+	if err := s.setMade(s.madeWorkload()); err != nil {
+		return err
 	}
 	if err := s.res.Create(ctx, sts); err != nil {
 		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
@@ -135,6 +151,9 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	sc.Note("%d pods Running after %s", len(pods), time.Since(start).Round(10*time.Millisecond))
 	s.run.Timings = append(s.run.Timings, reports.Timing{Phase: "workload Running", Duration: time.Since(start)})
 	if err := s.boundVolumes(ctx, sc, claims); err != nil {
+		return err
+	}
+	if err := s.setMade(s.madeWorkload()); err != nil {
 		return err
 	}
 	snap, err := s.snapshot(ctx, sc.QuietNode)
@@ -293,6 +312,9 @@ func (s *Scenario) deleteVolumes(ctx context.Context) error {
 	// The namespace stays for the next scenario on the cluster (a
 	// matrix's trails share it); what the run made in it is gone, but
 	// for the shapes' volumes, which their own step releases.
-	s.removed = s.shapes == nil
-	return nil
+	r := workloads.Record{Namespace: s.made.Namespace, MadeNamespace: s.made.MadeNamespace}
+	if s.shapes != nil {
+		r.Volumes = storage.Volumes{PVs: append(slices.Clone(s.shapes.block.PVs), s.shapes.gen.PVs...)}
+	}
+	return s.setMade(r)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
@@ -46,8 +47,12 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		return err
 	}
 	c.describe(ctx, node, run)
-	sc, err := reconstruction.New(reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.VolumeKind,
-		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}, cluster, node, run)
+	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.VolumeKind,
+		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}
+	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
+		cfg.OnMade = wr.RecordWorkload
+	}
+	sc, err := reconstruction.New(cfg, cluster, node, run)
 	if err != nil {
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return classify(err, ErrInfrastructure)

@@ -211,6 +211,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		reports, _ := filepath.Glob(filepath.Join(out, "existing", "*", "report.md"))
 		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", filepath.Join(out, "existing"))
 		kops.expectOwnKubelet(ctx, g)
+		kops.expectNoRunNamespace(ctx)
 	}, NodeTimeout(runBudget))
 
 	It("puts the node's own kubelet back with skewtest clean after the harness is SIGKILLed in the middle of a hop", func(ctx SpecContext) {
@@ -243,6 +244,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		_, err = os.Stat(stateDir)
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the state directory after clean: %v", err)
 		kops.expectOwnKubelet(ctx, g)
+		kops.expectNoRunNamespace(ctx)
 	}, NodeTimeout(runBudget))
 
 	It("passes the default sign-off plan through the kops provider in the guest (fake kops on PATH; fake EC2, ELB and S3 at AWS_ENDPOINT_URL), then deletes the cluster and sweeps", func(ctx SpecContext) {
@@ -258,6 +260,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		r.expectDeletedAndSwept(ctx, g)
 		r.expectNoSecret()
 		kops.expectOwnKubelet(ctx, g)
+		kops.expectNoRunNamespace(ctx)
 	}, NodeTimeout(runBudget))
 
 	It("deletes the kops cluster and puts the node's own kubelet back when the kops run is interrupted (SIGINT) in the middle of a hop", func(ctx SpecContext) {
@@ -274,6 +277,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		r.expectDeletedAndSwept(ctx, g)
 		r.expectNoSecret()
 		kops.expectOwnKubelet(ctx, g)
+		kops.expectNoRunNamespace(ctx)
 	}, NodeTimeout(runBudget))
 
 	It("removes the kops-style node and its cluster from the guest", func(ctx SpecContext) {

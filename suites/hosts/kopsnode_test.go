@@ -16,11 +16,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -165,6 +167,19 @@ func (k *kopsNode) expectOwnKubelet(ctx context.Context, g *guestVM) {
 	Expect(g.must(ctx, "sh", "-c", "sha256sum "+k.info.KubeletBinary+" | cut -d' ' -f1")).To(Equal(k.ownSHA), "the node's kubelet binary is not its own")
 	Expect(g.must(ctx, "sh", "-c", "ls "+k.info.KubeletBinary+"*")).To(Equal(k.info.KubeletBinary), "files left beside the kubelet")
 	Expect(nodeState(ctx, k.kubeconfig(), k.info.Node)).To(Equal("Ready " + k.info.KubeletVersion))
+}
+
+// expectNoRunNamespace checks that the node's cluster holds no namespace
+// of a run's workload: a run on the shared cluster (existing), its clean
+// after a kill, and the fake kops's delete each remove it.
+func (k *kopsNode) expectNoRunNamespace(ctx context.Context) {
+	GinkgoHelper()
+	rc, err := clientcmd.BuildConfigFromFlags("", k.kubeconfig())
+	Expect(err).NotTo(HaveOccurred())
+	cs, err := kubernetes.NewForConfig(rc)
+	Expect(err).NotTo(HaveOccurred())
+	_, err = cs.CoreV1().Namespaces().Get(ctx, reconstruction.DefaultNamespace, metav1.GetOptions{})
+	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s of the run's workload in the node's cluster: %v", reconstruction.DefaultNamespace, err)
 }
 
 // nodeState is "Ready <kubelet version>" or what the node's Ready

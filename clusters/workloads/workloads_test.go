@@ -1,4 +1,4 @@
-package reconstruction
+package workloads
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
@@ -27,10 +29,10 @@ func mustCreate(t *testing.T, cs *fake.Clientset, ns string) {
 	add := func(_ any, err error) { errs = append(errs, err) }
 	add(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
 	add(cs.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns}}, metav1.CreateOptions{}))
-	for name, labels := range map[string]map[string]string{"web-0": {appLabel: "web"}, "owners-own": {"app": "db"}} {
+	for name, labels := range map[string]map[string]string{"web-0": {"skewtest.k8s.io/app": "web"}, "owners-own": {"app": "db"}} {
 		add(cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}, metav1.CreateOptions{}))
 	}
-	for _, name := range []string{claimName("web", 0), "owners-claim"} {
+	for _, name := range []string{"data-web-0", "owners-claim"} {
 		add(cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{}))
 	}
 	for _, name := range []string{"pv-made", "pv-owners"} {
@@ -43,23 +45,26 @@ func mustCreate(t *testing.T, cs *fake.Clientset, ns string) {
 	}
 }
 
+// what a scenario made, as its record says after a failed hop: in the
+// namespace it made or in one it found.
+func made(madeNamespace bool) Record {
+	return Record{Namespace: "skewtest", MadeNamespace: madeNamespace, StatefulSet: "web",
+		PodSelectors: []string{"skewtest.k8s.io/app=web"}, Claims: []string{"data-web-0"},
+		Volumes: storage.Volumes{PVs: []storage.PV{{Name: "pv-made", Claim: "data-web-0"}}}}
+}
+
 func TestRemoveDeletesOnlyWhatTheScenarioMade(t *testing.T) {
 	for _, madeNamespace := range []bool{true, false} {
 		ns := "skewtest"
 		cs := fake.NewClientset()
 		ctx := context.Background()
 		mustCreate(t, cs, ns)
-		s := &Scenario{cs: cs, cfg: Config{Name: "web", Namespace: ns, Replicas: 1, PollInterval: 10 * time.Millisecond},
-			deployStarted: true, madeNamespace: madeNamespace,
-			provisioned: storage.Volumes{PVs: []storage.PV{{Name: "pv-made", Claim: claimName("web", 0)}}}}
-		if !s.LeftInCluster() {
-			t.Fatal("a scenario that deployed and did not delete its workload says it left nothing")
+		r := made(madeNamespace)
+		if r.Empty() {
+			t.Fatal("a record of a deployed workload says it is empty")
 		}
-		if err := s.Remove(ctx, 5*time.Second); err != nil {
+		if err := Remove(ctx, cs, r, 5*time.Second, 10*time.Millisecond); err != nil {
 			t.Fatalf("madeNamespace=%v: Remove: %v", madeNamespace, err)
-		}
-		if s.LeftInCluster() {
-			t.Errorf("madeNamespace=%v: still LeftInCluster after Remove", madeNamespace)
 		}
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if gone := err != nil; gone != madeNamespace {
@@ -88,54 +93,60 @@ func TestRemoveDeletesOnlyWhatTheScenarioMade(t *testing.T) {
 		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "owners-claim", metav1.GetOptions{}); err != nil {
 			t.Errorf("the owner's claim was deleted: %v", err)
 		}
-		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claimName("web", 0), metav1.GetOptions{}); err == nil {
+		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-web-0", metav1.GetOptions{}); err == nil {
 			t.Error("the scenario's claim is left")
 		}
 	}
 }
 
-// A scenario that passed deleted its workload itself but kept the
-// namespace it made: Remove deletes that namespace, and nothing else.
+// After a pass the scenario deleted its workload itself and kept the
+// namespace it made: Remove deletes that namespace and touches no volume.
 func TestRemoveAfterAPassDeletesTheNamespaceItMade(t *testing.T) {
 	cs := fake.NewClientset()
 	ctx := context.Background()
 	mustCreate(t, cs, "skewtest")
-	s := &Scenario{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest", PollInterval: 10 * time.Millisecond}, deployStarted: true, madeNamespace: true, removed: true,
-		provisioned: storage.Volumes{PVs: []storage.PV{{Name: "pv-made", Claim: claimName("web", 0)}}}}
-	if !s.LeftInCluster() || s.Workload() != "namespace skewtest" {
-		t.Fatalf("a passed scenario that made its namespace: LeftInCluster %v, Workload %q; want true, \"namespace skewtest\"", s.LeftInCluster(), s.Workload())
+	r := Record{Namespace: "skewtest", MadeNamespace: true}
+	if r.Empty() || r.HasWorkload() || r.String() != "namespace skewtest" {
+		t.Fatalf("record %+v: Empty %v, HasWorkload %v, String %q", r, r.Empty(), r.HasWorkload(), r)
 	}
-	if err := s.Remove(ctx, 5*time.Second); err != nil {
+	if err := Remove(ctx, cs, r, 5*time.Second, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "skewtest", metav1.GetOptions{}); err == nil {
 		t.Error("the namespace the scenario made is left")
 	}
 	if _, err := cs.CoreV1().PersistentVolumes().Get(ctx, "pv-made", metav1.GetOptions{}); err != nil {
-		t.Errorf("a PV was deleted again after the scenario's own step released its volumes: %v", err)
-	}
-	if s.LeftInCluster() {
-		t.Error("still LeftInCluster after Remove")
+		t.Errorf("a PV the record does not name was deleted: %v", err)
 	}
 }
 
-// A scenario that never deployed, or deleted its workload in a namespace
-// it found, removes nothing.
+// An empty record, or one of a workload deleted from a namespace the
+// scenario found, removes nothing.
 func TestRemoveWithNothingLeftTouchesNothing(t *testing.T) {
 	cs := fake.NewClientset()
 	mustCreate(t, cs, "skewtest")
-	for _, s := range []*Scenario{
-		{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest"}},
-		{cs: cs, cfg: Config{Name: "web", Namespace: "skewtest"}, deployStarted: true, removed: true},
-	} {
-		if s.LeftInCluster() {
-			t.Errorf("%+v says it left something", s)
+	for _, r := range []Record{{}, {Namespace: "skewtest"}} {
+		if !r.Empty() {
+			t.Errorf("%+v is not empty", r)
 		}
-		if err := s.Remove(context.Background(), time.Second); err != nil {
+		if err := Remove(context.Background(), cs, r, time.Second, 10*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "skewtest", metav1.GetOptions{}); err != nil {
-			t.Fatalf("the namespace was deleted by a scenario with nothing left: %v", err)
+			t.Fatalf("the namespace was deleted by an empty record %+v: %v", r, err)
 		}
+	}
+}
+
+// A pod that does not go (its kubelet is down) is named in the error.
+func TestRemoveNamesWhatDoesNotGo(t *testing.T) {
+	cs := fake.NewClientset()
+	mustCreate(t, cs, "skewtest")
+	// The fake API keeps a namespace it was asked to delete while its
+	// finalizer runs, as a real one does while pods are finishing.
+	cs.PrependReactor("delete", "namespaces", func(action k8stesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
+	err := Remove(context.Background(), cs, made(true), 200*time.Millisecond, 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "namespace skewtest") || !strings.Contains(err.Error(), "kubectl get pods -n skewtest") {
+		t.Errorf("Remove with a namespace that stays: %v; want an error naming it and how to look", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -214,6 +215,37 @@ func Clean(ctx context.Context, runDir string) error {
 		return fmt.Errorf("%s: no provider's run directory is named so", runDir)
 	}
 	return d.Clean(ctx, runDir)
+}
+
+// LeftOnHost lists the run directories under roots (RunRoots when none)
+// that hold a recognisable state of a run of a provider that changes this
+// host (Descriptor.CleansHost): a cluster kept after a failure, or what a
+// killed harness left. Asked while holding the host lock, which every such
+// run holds while it runs, none of them is live. A directory with no state
+// a provider recognises is not listed: it is not a run's.
+func LeftOnHost(roots ...string) []string {
+	if len(roots) == 0 {
+		roots = RunRoots()
+	}
+	var left []string
+	seen := map[string]bool{}
+	for _, root := range roots {
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			dir := filepath.Join(root, e.Name())
+			if !e.IsDir() || seen[dir] || !CleansHost(dir) {
+				continue
+			}
+			seen[dir] = true
+			if Inspect(dir).NotARun == nil {
+				left = append(left, dir)
+			}
+		}
+	}
+	return left
 }
 
 // RemoveOrphans removes what runs left on this host outside their run

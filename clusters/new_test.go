@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/existing"
+	"sigs.k8s.io/skewtest/clusters/kind"
 )
 
 // providerCases are the names Check and New are asked about, with what the
@@ -315,5 +317,34 @@ func TestCSIMode(t *testing.T) {
 			continue
 		}
 		assertSays(t, err, tc.want)
+	}
+}
+
+// A new run on this host must see what earlier runs left in the run roots:
+// a kind run's directory with its state and a local-looking one without
+// are told apart, and an existing-cluster run's, which changes nothing on
+// this host, is not counted.
+func TestLeftOnHostListsOnlyRunsOfProvidersOnThisHost(t *testing.T) {
+	root := t.TempDir()
+	mk := func(name, file, body string) string {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if file != "" {
+			if err := os.WriteFile(filepath.Join(dir, file), []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	kept := mk(kind.RunDirPrefix+"20000101-000000-tzqx", kind.StateFile, `{"runID":"20000101-000000-tzqx"}`)
+	mk("my-notes", "keep", "a user's own directory")
+	mk(existing.RunDirPrefix+"20000101-000000-tzqy", existing.StateFile, `{"runID":"20000101-000000-tzqy","nodes":[]}`)
+	if got := clusters.LeftOnHost(root); !slices.Equal(got, []string{kept}) {
+		t.Errorf("LeftOnHost = %q, want only the kind run %s", got, kept)
+	}
+	if got := clusters.LeftOnHost(t.TempDir(), filepath.Join(root, "missing")); len(got) != 0 {
+		t.Errorf("LeftOnHost of empty and missing roots = %q", got)
 	}
 }

@@ -144,6 +144,13 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		}
 
 		dir := strings.TrimSpace(res.Kept[strings.LastIndex(res.Kept, "skewtest clean ")+len("skewtest clean "):])
+		By("refusing a new run beside the kept cluster, naming it and skewtest clean")
+		res2, err := skewrun.Run(ctx, failingHop())
+		Expect(err).To(HaveOccurred(), "a run started beside a kept cluster")
+		Expect(skewrun.ExitCode(err)).To(Equal(skewrun.ExitInvalid), "refused as the user's to resolve: %v", err)
+		Expect(err.Error()).To(And(ContainSubstring(dir), ContainSubstring("skewtest clean "+dir)))
+		Expect(res2).To(BeNil(), "the refused run made a cluster")
+		Expect(clusters.LeftOnHost()).To(Equal([]string{dir}), "run directories after the refused run")
 		Expect(clusters.Clean(ctx, dir)).To(Succeed())
 		Expect(footprint.Diff(before, footprint.Take(ctx))).To(BeEmpty())
 	})

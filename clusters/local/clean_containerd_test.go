@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
@@ -190,5 +192,42 @@ func TestCleanLeavesAContainerdRunDirAfterAReboot(t *testing.T) {
 	}
 	if _, err := os.Stat(crd); err != nil {
 		t.Errorf("Clean removed %s, made after the reboot: %v", crd, err)
+	}
+}
+
+// After a reboot the kernel settings the run recorded went with that boot;
+// what the host has now was set since, by someone else, and clean must not
+// write the run's old values over it. The run's files still go.
+func TestCleanAfterARebootRestoresNoKernelState(t *testing.T) {
+	testgate.RequireRoot(t, "Clean reads every process's open files and cgroups as root does")
+	const key = "kernel.keys.root_maxkeys"
+	now := sysctl.Read([]string{key})[key]
+	if now == "" {
+		t.Skipf("this kernel has no %s", key)
+	}
+	n, err := strconv.Atoi(now)
+	if err != nil {
+		t.Fatalf("%s = %q", key, now)
+	}
+	other := strconv.Itoa(n + 1)
+	t.Cleanup(func() {
+		if got := sysctl.Read([]string{key})[key]; got != now {
+			if _, err := sysctl.Restore(map[string]string{key: now}); err != nil {
+				t.Errorf("put %s back to %s: %v", key, now, err)
+			}
+		}
+	})
+	runDir, _ := fakeRun(t, func(st *state) {
+		st.BootID = "00000000-0000-0000-0000-000000000000" // a boot before this one
+		st.Sysctls = map[string]string{key: other}
+	})
+	if err := Clean(cleanCtx(t), runDir); err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	if got := sysctl.Read([]string{key})[key]; got != now {
+		t.Errorf("Clean of a run from an earlier boot set %s to %s (the run's recorded value); it was %s", key, got, now)
+	}
+	if _, err := os.Stat(runDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run directory %s still there: %v", runDir, err)
 	}
 }

@@ -105,6 +105,15 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 		return fmt.Errorf("clean %s: read state: %w", runDir, err)
 	}
 	var errs []error
+	// After a reboot the kernel state the run changed (iptables chains,
+	// links, kernel settings, cgroups) went with that boot: what is there
+	// now was made since, by someone else (the host's Docker, systemd),
+	// and is never "restored". Only the run's files go. The process kills
+	// below check the boot themselves.
+	rebooted := st.BootID != "" && st.BootID != bootID()
+	if rebooted {
+		log.Warn("the host rebooted since the run: its iptables chains, links, kernel settings and cgroups went with that boot; what is there now is left alone, only the run's files are removed", "run", runDir, "bootID", st.BootID)
+	}
 	// The kubelets first so they do not restart containers; then the pods.
 	for i := range st.Nodes {
 		if err := process.KillPIDFile(layoutOf(runDir, i).kubeletPIDFile()); err != nil {
@@ -112,6 +121,9 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 		}
 	}
 	for _, ns := range st.Nodes {
+		if rebooted {
+			break
+		}
 		if err := killCgroup(ns.CgroupRoot); err != nil {
 			errs = append(errs, err)
 		}
@@ -126,8 +138,10 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 	for i := range st.Nodes {
 		killMatching(layoutOf(runDir, i).containerdSocket())
 	}
-	if err := killRunCgroup(st.Cgroup); err != nil {
-		errs = append(errs, err)
+	if !rebooted {
+		if err := killRunCgroup(st.Cgroup); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := mountinfo.UnmountUnder(runDir); err != nil {
 		errs = append(errs, err)
@@ -138,19 +152,11 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 	if err := loopdev.DetachUnder(ctx, runDir, loopDetachTimeout); err != nil {
 		errs = append(errs, err)
 	}
-	for _, ns := range st.Nodes {
-		if err := removeCgroup(ns.CgroupRoot); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := removeRunCgroup(ctx, st.Cgroup); err != nil {
-		errs = append(errs, err)
-	}
-	if err := removeNewChains(ctx, st); err != nil {
-		errs = append(errs, err)
+	if !rebooted {
+		errs = append(errs, restoreKernelState(ctx, st)...)
 	}
 	for _, ns := range st.Nodes {
-		if ns.Bridge == "" {
+		if rebooted || ns.Bridge == "" {
 			continue
 		}
 		if _, err := os.Stat("/sys/class/net/" + ns.Bridge); err == nil {
@@ -182,8 +188,10 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 		removeEmptyDirs(hostCNIDir)
 	}
 	// The kubelets are gone: their kernel settings go back.
-	if _, err := sysctl.Restore(st.Sysctls); err != nil {
-		errs = append(errs, err)
+	if !rebooted {
+		if _, err := sysctl.Restore(st.Sysctls); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if !st.ContainerdRunDirExisted && len(st.Nodes) > 0 {
 		// Shim sockets go to /run/containerd/s whatever the state dir is.
@@ -210,6 +218,24 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 		return fmt.Errorf("clean %s: %w", runDir, err)
 	}
 	return nil
+}
+
+// restoreKernelState removes the run's cgroups and the iptables chains its
+// kubelets added, in this boot of the host.
+func restoreKernelState(ctx context.Context, st state) []error {
+	var errs []error
+	for _, ns := range st.Nodes {
+		if err := removeCgroup(ns.CgroupRoot); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := removeRunCgroup(ctx, st.Cgroup); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeNewChains(ctx, st); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 // removeDirOfRun removes dir, which the run made, and all inside it, unless

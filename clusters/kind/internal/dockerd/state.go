@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
 )
@@ -38,7 +39,15 @@ type state struct {
 	IPForward    string `json:"ipForward,omitempty"`
 	DockerdPID   int    `json:"dockerdPID,omitempty"`
 	DockerdStart uint64 `json:"dockerdStart,omitempty"`
+	// BootID is the kernel's boot when the host's state was recorded:
+	// after a reboot, what the run changed in the kernel (iptables, links,
+	// settings, cgroups) went with that boot, and nothing is written back
+	// over what is there now. Empty in older state files.
+	BootID string `json:"bootID,omitempty"`
 }
+
+// rebooted reports whether the host booted again since st was recorded.
+func (st *state) rebooted() bool { return st.BootID != "" && st.BootID != procfs.BootID() }
 
 // writeState replaces dir's state file in one rename, after fsync
 // (statefile), so that a kill or a power loss leaves the old state or the
@@ -101,6 +110,7 @@ func record(ctx context.Context, st *state) error {
 		st.HostPaths[p] = err == nil
 	}
 	st.Sysctls = sysctl.Read(sysctl.Keys)
+	st.BootID = procfs.BootID()
 	st.Recorded = true
 	return nil
 }

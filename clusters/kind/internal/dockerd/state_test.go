@@ -6,10 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 // fakeDaemon starts a process that looks like a dockerd of dir to
@@ -111,5 +115,50 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	if err := CheckState(t.TempDir()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("CheckState of no state = %v, want ErrNotExist", err)
+	}
+}
+
+// After a reboot the kernel state the daemon's run changed went with that
+// boot: Clean writes no recorded kernel setting back over what the host
+// has now, and still removes the daemon's directory. (The recorded links
+// are the host's own now, so that Clean, even wrong, would delete none.)
+func TestCleanAfterARebootRestoresNoKernelState(t *testing.T) {
+	testgate.RequireRoot(t, "Clean reads the host's links and every process's cgroups as root does")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const key = "kernel.keys.root_maxkeys"
+	now := sysctl.Read([]string{key})[key]
+	n, err := strconv.Atoi(now)
+	if err != nil {
+		t.Skipf("%s = %q on this kernel", key, now)
+	}
+	t.Cleanup(func() {
+		if got := sysctl.Read([]string{key})[key]; got != now {
+			if _, err := sysctl.Restore(map[string]string{key: now}); err != nil {
+				t.Errorf("put %s back to %s: %v", key, now, err)
+			}
+		}
+	})
+	links, err := linkNames(ctx)
+	if err != nil {
+		t.Skipf("cannot list links: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "skd")
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	st := &state{Dir: dir, CgroupParent: cgroupParentFor(dir), Recorded: true, Links: links,
+		Sysctls: map[string]string{key: strconv.Itoa(n + 1)}, BootID: "00000000-0000-0000-0000-000000000000"}
+	if err := writeState(dir, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := Clean(ctx, dir); err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	if got := sysctl.Read([]string{key})[key]; got != now {
+		t.Errorf("Clean of a daemon from an earlier boot set %s to %s (its recorded value); it was %s", key, got, now)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the daemon's directory after Clean: %v", err)
 	}
 }

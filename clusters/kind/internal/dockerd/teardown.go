@@ -107,10 +107,19 @@ func (t *teardown) run(ctx context.Context) error {
 	if mountsLeft != nil {
 		errs = append(errs, mountsLeft)
 	}
-	if err := removeCgroups(t.st.CgroupParent); err != nil {
+	rebooted := t.st.rebooted()
+	if rebooted {
+		t.log.Warn("the host rebooted since the daemon started: its iptables chains, links, kernel settings and cgroups went with that boot; what is there now is left alone, only its files are removed", "dir", t.dir, "bootID", t.st.BootID)
+	} else if err := removeCgroups(t.st.CgroupParent); err != nil {
 		errs = append(errs, err)
 	}
-	if t.st.Recorded {
+	if t.st.Recorded && rebooted {
+		// The host directories the daemon made may hold what a Docker
+		// started since keeps there: named, not removed.
+		if made := t.madeHostPaths(); len(made) > 0 {
+			t.log.Warn("host directories the daemon made are left: whoever runs since the reboot may use them", "paths", made)
+		}
+	} else if t.st.Recorded {
 		if err := t.restoreIptables(ctx, t.st.Iptables); err != nil {
 			errs = append(errs, err)
 		}
@@ -316,6 +325,21 @@ func (t *teardown) newBridges(ctx context.Context) (map[string]bool, error) {
 		had[n] = true
 	}
 	return newBridges(ls, had), nil
+}
+
+// madeHostPaths are the hostPaths that did not exist before the daemon and
+// exist now.
+func (t *teardown) madeHostPaths() []string {
+	var made []string
+	for _, p := range hostPaths {
+		if existed, known := t.st.HostPaths[p]; !known || existed {
+			continue
+		}
+		if _, err := os.Lstat(p); err == nil {
+			made = append(made, p)
+		}
+	}
+	return made
 }
 
 // removeHostPaths removes the sockets of killed shims and those of

@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec" // systemctl in the guest itself, where this program runs
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,6 +76,10 @@ const (
 	// polls (systemdkubelet.DefaultHealthzURL).
 	healthzPort = 10248
 )
+
+// layoutFiles are the files of the layout: Serve refuses a guest that has
+// any of them and removes them all at its end.
+var layoutFiles = []string{UnitFile, Binary, EnvironmentFile, ConfigFile}
 
 // What the cluster offers a test of the node.
 const (
@@ -281,7 +286,7 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 // checkFree refuses a guest where the kops layout's files already exist:
 // they are not Serve's to replace or remove.
 func checkFree() error {
-	for _, f := range []string{UnitFile, Binary, EnvironmentFile, ConfigFile} {
+	for _, f := range layoutFiles {
 		if _, err := os.Stat(f); err == nil {
 			return fmt.Errorf("kopsnode: %s exists: this host already has a kubelet laid out as kops does; use a fresh guest", f)
 		}
@@ -334,7 +339,7 @@ func removeUnit(ctx context.Context, log *slog.Logger) error {
 		errs = append(errs, fmt.Errorf("kopsnode: systemctl disable --now %s: %w: %s", Unit, err, out))
 	}
 	olds, _ := filepath.Glob(Binary + ".skewtest-*")
-	for _, f := range append([]string{UnitFile, Binary, EnvironmentFile, ConfigFile}, olds...) {
+	for _, f := range append(slices.Clone(layoutFiles), olds...) {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

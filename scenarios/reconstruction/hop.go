@@ -260,6 +260,11 @@ func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) 
 		} else if lastErr != nil {
 			detail = snapshotFailure(sc, lastErr)
 		}
+		if ctx.Err() != nil {
+			// Not the kubelet's timeout: the run was stopped mid-wait.
+			return fmt.Errorf("stopped waiting for the old pods' cleanup %s after the kubelet's start, of its %s (%d polls); left then: %s",
+				time.Since(s.kubeletUp).Round(10*time.Millisecond), timeout, polls, detail)
+		}
 		return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start (%d polls): %s", timeout, polls, detail)
 	}
 	s.timing(reports.PhaseMountsGone, mountsGone)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -85,13 +86,20 @@ func ExitCode(err error) int {
 	return ExitKubelet
 }
 
+// ReceivedSignalMsg is the message SignalContext logs for the first
+// signal.
+const ReceivedSignalMsg = "received a signal"
+
 // SignalContext is ctx cancelled by the first SIGINT, SIGTERM or SIGHUP
 // (the terminal or SSH session closed: the daemons run in process groups
 // of their own and would outlive the harness untorn-down), with an
 // *Interrupted as its cause; a run then tears down and its error carries
 // the signal. After the first signal the default handling is restored, so
-// a second one ends the process at once. stop releases the handler.
-func SignalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// a second one ends the process at once. The first is logged to logger
+// (ReceivedSignalMsg), so that the user sees it taken and a harness
+// driving skewtest can tell a signal that reached it from one sent after
+// it ended. stop releases the handler.
+func SignalContext(ctx context.Context, logger *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -99,6 +107,7 @@ func SignalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
+			logger.Warn(ReceivedSignalMsg, "signal", s, "then", "the run stops and tears down, as far as it got; a second signal ends skewtest at once, leaving the rest to skewtest clean")
 			cancel(&Interrupted{Signal: s})
 		case <-ctx.Done():
 			signal.Stop(ch)

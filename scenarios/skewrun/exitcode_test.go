@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"syscall"
@@ -89,7 +90,8 @@ func TestInterruptedAddsTheSignalThatCancelledTheRun(t *testing.T) {
 // handler it installs keeps the signal from killing the process.
 func TestSignalContext(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
-		ctx, stop := SignalContext(t.Context())
+		var logged strings.Builder
+		ctx, stop := SignalContext(t.Context(), slog.New(slog.NewTextHandler(&logged, nil)))
 		if err := syscall.Kill(os.Getpid(), sig); err != nil {
 			t.Fatal(err)
 		}
@@ -104,6 +106,9 @@ func TestSignalContext(t *testing.T) {
 		}
 		if code := ExitCode(fmt.Errorf("%w: run", in)); code != 128+int(sig) {
 			t.Errorf("%v: exit %d, want %d", sig, code, 128+int(sig))
+		}
+		if !strings.Contains(logged.String(), `msg="`+ReceivedSignalMsg+`"`) || !strings.Contains(logged.String(), "signal="+sig.String()) {
+			t.Errorf("%v: logged %q, want %q naming the signal", sig, logged.String(), ReceivedSignalMsg)
 		}
 		stop()
 	}

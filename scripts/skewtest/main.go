@@ -45,7 +45,7 @@ import (
 func main() {
 	// The first SIGINT/SIGTERM cancels the run, which then tears down and
 	// exits 130/143; a second one exits at once.
-	ctx, stop := skewrun.SignalContext(context.Background())
+	ctx, stop := skewrun.SignalContext(context.Background(), slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	err := run(ctx, os.Args[1:])
 	stop()
 	var guest *exitStatus

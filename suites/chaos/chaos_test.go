@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/internal/testgate"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // Settings of the suite, from the environment.
@@ -34,16 +35,19 @@ const (
 
 // result is one run's outcome, for the summary.
 type result struct {
-	Run       int      `json:"run"`
-	Phase     string   `json:"phase"`
-	Signal    string   `json:"signal"`
-	DelayMS   int64    `json:"delayMs"`
-	Exit      int      `json:"exit"`
-	Missed    bool     `json:"missed,omitempty"` // the run ended before the signal
-	Leaks     []string `json:"leaks,omitempty"`
-	Seconds   float64  `json:"seconds"`
-	Cleaned   bool     `json:"cleaned,omitempty"`
-	RunDirErr string   `json:"error,omitempty"`
+	Run     int    `json:"run"`
+	Phase   string `json:"phase"`
+	Signal  string `json:"signal"`
+	DelayMS int64  `json:"delayMs"`
+	Exit    int    `json:"exit"`
+	Missed  bool   `json:"missed,omitempty"` // the run ended before the signal
+	// DuringTeardown: the run took the signal in its teardown, finished
+	// it, and exited as the run had ended (0 for a pass).
+	DuringTeardown bool     `json:"duringTeardown,omitempty"`
+	Leaks          []string `json:"leaks,omitempty"`
+	Seconds        float64  `json:"seconds"`
+	Cleaned        bool     `json:"cleaned,omitempty"`
+	RunDirErr      string   `json:"error,omitempty"`
 }
 
 var (
@@ -152,10 +156,11 @@ func interruptRun(ctx context.Context, bin, artifacts string, in interrupt) resu
 	Expect(cmd.Start()).To(Succeed())
 
 	sc := bufio.NewScanner(logs)
-	sent := false
+	sent, received := false, false
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(GinkgoWriter, line)
+		received = received || (sent && strings.Contains(line, `msg="`+skewrun.ReceivedSignalMsg+`"`))
 		if !sent && in.phase.marker.MatchString(line) {
 			time.Sleep(in.delay)
 			// The run alone: its daemons have process groups of their own
@@ -174,7 +179,7 @@ func interruptRun(ctx context.Context, bin, artifacts string, in interrupt) resu
 	switch {
 	case !sent && !in.phase.late:
 		Fail(fmt.Sprintf("%s: the run ended (exit %d) before %s began", in, res.Exit, in.phase.name))
-	case !sent || (in.phase.late && res.Exit == 0):
+	case !sent || (in.phase.late && res.Exit == 0 && !received):
 		res.Missed = true
 	case in.sig.clean:
 		var ee *exec.ExitError
@@ -183,6 +188,10 @@ func interruptRun(ctx context.Context, bin, artifacts string, in interrupt) resu
 		clean.Stdout, clean.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(clean.Run()).To(Succeed(), "skewtest clean after SIGKILL")
 		res.Cleaned = true
+	case in.phase.late && res.Exit == 0:
+		// The signal reached the run in its teardown, which it does not
+		// cut short: the passed run's exit stands.
+		res.DuringTeardown = true
 	default:
 		Expect(res.Exit).To(Equal(in.sig.exit), "skewtest's exit after %s", in.sig.name)
 	}
@@ -230,10 +239,23 @@ func summary(seed uint64, provider string, rs []result) string {
 		}
 	}
 	fmt.Fprintf(&b, "\n%d runs, %d with leaks.\n", len(rs), leaks)
+	if n := countIf(rs, func(r result) bool { return r.DuringTeardown }); n > 0 {
+		fmt.Fprintf(&b, "%d took their signal in teardown, finished it and exited as their passed run had (0).\n", n)
+	}
 	for _, r := range rs {
 		for _, l := range r.Leaks {
 			fmt.Fprintf(&b, "- run %d (%s, %s): %s\n", r.Run, r.Phase, r.Signal, l)
 		}
 	}
 	return b.String()
+}
+
+func countIf(rs []result, f func(result) bool) int {
+	n := 0
+	for _, r := range rs {
+		if f(r) {
+			n++
+		}
+	}
+	return n
 }

@@ -25,7 +25,9 @@ type phase struct {
 // and the builds it starts when the cache is cold.
 var phases = []phase{
 	{name: "build", marker: regexp.MustCompile(`msg="resolving kubelet binaries"`), maxDelay: 200 * time.Millisecond},
-	{name: "bring-up", marker: regexp.MustCompile(`msg="(cgroups made|containerd ready, images imported)"`), maxDelay: 2 * time.Second},
+	// local: its cgroups, then containerd; kind: its private dockerd,
+	// then the kind cluster's creation.
+	{name: "bring-up", marker: regexp.MustCompile(`msg="(cgroups made|containerd ready, images imported|dockerd is up|creating kind cluster)"`), maxDelay: 2 * time.Second},
 	{name: "deploy", marker: regexp.MustCompile(`msg="step 1: deploy`), maxDelay: 2 * time.Second},
 	{name: "kubelet down", marker: regexp.MustCompile(`msg="step 5: hop 1: force-delete`), maxDelay: 300 * time.Millisecond},
 	{name: "cleanup poll", marker: regexp.MustCompile(`msg="step 8: hop 1: wait until the old pods`), maxDelay: 1500 * time.Millisecond},

@@ -212,7 +212,7 @@ func TestCleanAfterARebootRestoresNoKernelState(t *testing.T) {
 	other := strconv.Itoa(n + 1)
 	t.Cleanup(func() {
 		if got := sysctl.Read([]string{key})[key]; got != now {
-			if _, err := sysctl.Restore(map[string]string{key: now}); err != nil {
+			if err := sysctl.Set(key, now); err != nil {
 				t.Errorf("put %s back to %s: %v", key, now, err)
 			}
 		}

@@ -189,8 +189,12 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 	}
 	// The kubelets are gone: their kernel settings go back.
 	if !rebooted {
-		if _, err := sysctl.Restore(st.Sysctls); err != nil {
+		_, left, err := sysctl.Restore(st.Sysctls)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		for _, l := range left {
+			log.Warn("kernel setting left as it is: someone else set it since the run", "setting", l, "run", runDir)
 		}
 	}
 	if !st.ContainerdRunDirExisted && len(st.Nodes) > 0 {

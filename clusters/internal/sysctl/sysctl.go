@@ -1,7 +1,7 @@
 // Package sysctl records and restores the kernel settings that skewtest's
 // clusters change on the host: a run records them before it starts
 // anything that changes them, and its teardown (or `skewtest clean`) writes
-// back every one that differs.
+// back every one that differs and still holds the run's value.
 package sysctl
 
 import (
@@ -41,6 +41,31 @@ var Keys = []string{
 	"net.netfilter.nf_conntrack_tcp_timeout_close_wait",
 }
 
+// RunValues are the values the run's components set, where they are fixed:
+// the kubelet's setupKernelTunables (pkg/kubelet/cm), the CNI bridge's and
+// dockerd's forwarding, dockerd's bridge netfilter, kube-proxy's
+// route_localnet and conntrack timeouts. Restore writes a setting back only
+// while it still holds the run's value: any other value was set since by
+// someone else (an administrator, a sysctl.d file, another tool), which is
+// theirs to keep. Settings whose value the run's component computes
+// (nf_conntrack_max, from the CPUs) are not listed and are written back
+// whenever they differ.
+var RunValues = map[string]string{
+	"kernel.panic":                        "10",
+	"kernel.panic_on_oops":                "1",
+	"kernel.keys.root_maxkeys":            "1000000",
+	"kernel.keys.root_maxbytes":           "25000000",
+	"vm.overcommit_memory":                "1",
+	"vm.panic_on_oom":                     "0",
+	"net.ipv4.ip_forward":                 "1",
+	"net.ipv6.conf.all.forwarding":        "1",
+	"net.ipv4.conf.all.route_localnet":    "1",
+	"net.bridge.bridge-nf-call-iptables":  "1",
+	"net.bridge.bridge-nf-call-ip6tables": "1",
+	"net.netfilter.nf_conntrack_tcp_timeout_established": "86400",
+	"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "3600",
+}
+
 // procSys is where the kernel shows its settings; tests point it elsewhere.
 var procSys = "/proc/sys"
 
@@ -61,28 +86,38 @@ func Read(keys []string) map[string]string {
 	return out
 }
 
-// Restore writes back every setting of saved whose value differs now, and
-// returns the ones it changed as "key: now -> saved". A key that no longer
-// exists is left alone.
-func Restore(saved map[string]string) ([]string, error) {
+// Restore writes back every setting of saved whose value differs now and
+// is still the run's (RunValues), and returns the ones it changed as
+// "key: now -> saved", and those it left because someone else set them
+// since as "key: now (saved before the run)". A key that no longer exists
+// is left alone.
+func Restore(saved map[string]string) (changed, left []string, err error) {
 	keys := make([]string, 0, len(saved))
 	for k := range saved {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	now := Read(keys)
-	var changed []string
 	var errs []error
 	for _, k := range keys {
 		cur, ok := now[k]
 		if !ok || cur == saved[k] {
 			continue
 		}
-		if err := os.WriteFile(path(k), []byte(saved[k]+"\n"), 0o644); err != nil {
+		if run, known := RunValues[k]; known && cur != run {
+			left = append(left, fmt.Sprintf("%s: %s (%s before the run)", k, cur, saved[k]))
+			continue
+		}
+		if err := Set(k, saved[k]); err != nil {
 			errs = append(errs, fmt.Errorf("restore sysctl %s to %q (now %q): %w", k, saved[k], cur, err))
 			continue
 		}
 		changed = append(changed, fmt.Sprintf("%s: %s -> %s", k, cur, saved[k]))
 	}
-	return changed, errors.Join(errs...)
+	return changed, left, errors.Join(errs...)
+}
+
+// Set writes value to the setting key.
+func Set(key, value string) error {
+	return os.WriteFile(path(key), []byte(value+"\n"), 0o644)
 }

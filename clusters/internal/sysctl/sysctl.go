@@ -51,17 +51,17 @@ var Keys = []string{
 // (nf_conntrack_max, from the CPUs) are not listed and are written back
 // whenever they differ.
 var RunValues = map[string]string{
-	"kernel.panic":                        "10",
-	"kernel.panic_on_oops":                "1",
-	"kernel.keys.root_maxkeys":            "1000000",
-	"kernel.keys.root_maxbytes":           "25000000",
-	"vm.overcommit_memory":                "1",
-	"vm.panic_on_oom":                     "0",
-	"net.ipv4.ip_forward":                 "1",
-	"net.ipv6.conf.all.forwarding":        "1",
-	"net.ipv4.conf.all.route_localnet":    "1",
-	"net.bridge.bridge-nf-call-iptables":  "1",
-	"net.bridge.bridge-nf-call-ip6tables": "1",
+	"kernel.panic":                                       "10",
+	"kernel.panic_on_oops":                               "1",
+	"kernel.keys.root_maxkeys":                           "1000000",
+	"kernel.keys.root_maxbytes":                          "25000000",
+	"vm.overcommit_memory":                               "1",
+	"vm.panic_on_oom":                                    "0",
+	"net.ipv4.ip_forward":                                "1",
+	"net.ipv6.conf.all.forwarding":                       "1",
+	"net.ipv4.conf.all.route_localnet":                   "1",
+	"net.bridge.bridge-nf-call-iptables":                 "1",
+	"net.bridge.bridge-nf-call-ip6tables":                "1",
 	"net.netfilter.nf_conntrack_tcp_timeout_established": "86400",
 	"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "3600",
 }

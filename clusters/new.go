@@ -217,12 +217,35 @@ func Clean(ctx context.Context, runDir string) error {
 	return d.Clean(ctx, runDir)
 }
 
+// DirsUnder lists the directories directly under roots, the places a
+// run directory may be; a root that does not exist has none. The error is
+// the first root that cannot be read, with the directories found before.
+func DirsUnder(roots []string) ([]string, error) {
+	var dirs []string
+	for _, root := range roots {
+		entries, err := os.ReadDir(root)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return dirs, err
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	return dirs, nil
+}
+
 // LeftOnHost lists the run directories under roots (RunRoots when none)
 // that hold a recognisable state of a run of a provider that changes this
 // host (Descriptor.CleansHost): a cluster kept after a failure, or what a
 // killed harness left. Asked while holding the host lock, which every such
 // run holds while it runs, none of them is live. A directory with no state
-// a provider recognises is not listed: it is not a run's.
+// a provider recognises is not listed: it is not a run's; a root that
+// cannot be read is passed over.
 func LeftOnHost(roots ...string) []string {
 	if len(roots) == 0 {
 		roots = RunRoots()
@@ -230,13 +253,9 @@ func LeftOnHost(roots ...string) []string {
 	var left []string
 	seen := map[string]bool{}
 	for _, root := range roots {
-		entries, err := os.ReadDir(root)
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			dir := filepath.Join(root, e.Name())
-			if !e.IsDir() || seen[dir] || !CleansHost(dir) {
+		dirs, _ := DirsUnder([]string{root})
+		for _, dir := range dirs {
+			if seen[dir] || !CleansHost(dir) {
 				continue
 			}
 			seen[dir] = true

@@ -10,7 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -172,16 +172,9 @@ func stillThere(ctx context.Context, cs kubernetes.Interface, r Record) []string
 	return left
 }
 
-// Claims sorts and de-duplicates claim names.
+// Claims sorts and de-duplicates claim names, without empty ones.
 func Claims(names ...string) []string {
-	seen := map[string]bool{}
-	out := []string{}
-	for _, n := range names {
-		if n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
+	out := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "" })
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"sigs.k8s.io/skewtest/clusters"
@@ -79,20 +78,9 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 // cleanRunRoots cleans the run directories under roots (cleanRunDirs) and
 // returns how many it cleaned.
 func cleanRunRoots(ctx context.Context, logger *slog.Logger, w io.Writer, roots []string) (int, error) {
-	var dirs []string
-	for _, root := range roots {
-		entries, err := os.ReadDir(root)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				dirs = append(dirs, filepath.Join(root, e.Name()))
-			}
-		}
+	dirs, err := clusters.DirsUnder(roots)
+	if err != nil {
+		return 0, err
 	}
 	return cleanRunDirs(ctx, logger, w, dirs, false)
 }

@@ -355,14 +355,7 @@ func (t *teardown) removeHostPaths() error {
 		}
 	}
 	var errs []error
-	for _, p := range hostPaths {
-		existed, known := t.st.HostPaths[p]
-		if !known || existed {
-			continue
-		}
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+	for _, p := range t.madeHostPaths() {
 		var dirs []string
 		_ = filepath.WalkDir(p, func(q string, e os.DirEntry, err error) error {
 			if err == nil && e.IsDir() {

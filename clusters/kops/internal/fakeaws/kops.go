@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -372,44 +373,34 @@ func removeMadeSince(kubeconfig string, since time.Time) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 	defer cancel()
-	made := func(m metav1.ObjectMeta) bool { return !m.CreationTimestamp.Time.Before(since.Truncate(time.Second)) }
+	made := func(m metav1.Object) bool { return !m.GetCreationTimestamp().Time.Before(since.Truncate(time.Second)) }
 	left := func() ([]string, error) {
 		var out []string
+		var errs []error
+		// sweep deletes the objects of one kind made since, and names
+		// those still there.
+		sweep := func(kind string, objs []metav1.Object, lerr error, del func(context.Context, string, metav1.DeleteOptions) error) {
+			if lerr != nil {
+				errs = append(errs, lerr)
+				return
+			}
+			for _, o := range objs {
+				if !made(o) {
+					continue
+				}
+				out = append(out, kind+"/"+o.GetName())
+				if o.GetDeletionTimestamp() == nil {
+					errs = append(errs, del(ctx, o.GetName(), metav1.DeleteOptions{}))
+				}
+			}
+		}
 		nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range nss.Items {
-			if made(n.ObjectMeta) {
-				out = append(out, "namespace/"+n.Name)
-				if n.DeletionTimestamp == nil {
-					err = errors.Join(err, cs.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}))
-				}
-			}
-		}
-		pvs, lerr := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-		if lerr != nil {
-			return nil, lerr
-		}
-		for _, pv := range pvs.Items {
-			if made(pv.ObjectMeta) {
-				out = append(out, "pv/"+pv.Name)
-				if pv.DeletionTimestamp == nil {
-					err = errors.Join(err, cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}))
-				}
-			}
-		}
-		scs, lerr := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-		if lerr != nil {
-			return nil, lerr
-		}
-		for _, sc := range scs.Items {
-			if made(sc.ObjectMeta) {
-				out = append(out, "storageclass/"+sc.Name)
-				err = errors.Join(err, cs.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{}))
-			}
-		}
-		return out, err
+		sweep("namespace", objects(nss, err, func(l *corev1.NamespaceList) []corev1.Namespace { return l.Items }), err, cs.CoreV1().Namespaces().Delete)
+		pvs, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		sweep("pv", objects(pvs, err, func(l *corev1.PersistentVolumeList) []corev1.PersistentVolume { return l.Items }), err, cs.CoreV1().PersistentVolumes().Delete)
+		scs, err := cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+		sweep("storageclass", objects(scs, err, func(l *storagev1.StorageClassList) []storagev1.StorageClass { return l.Items }), err, cs.StorageV1().StorageClasses().Delete)
+		return out, errors.Join(errs...)
 	}
 	for {
 		still, err := left()
@@ -422,6 +413,23 @@ func removeMadeSince(kubeconfig string, since time.Time) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// objects are the items of a list the API returned, as metav1.Objects;
+// none when listing failed.
+func objects[L any, T any, PT interface {
+	*T
+	metav1.Object
+}](list *L, err error, items func(*L) []T) []metav1.Object {
+	if err != nil || list == nil {
+		return nil
+	}
+	its := items(list)
+	out := make([]metav1.Object, len(its))
+	for i := range its {
+		out[i] = PT(&its[i])
+	}
+	return out
 }
 
 // FakeKubeconfig is the admin kubeconfig of a made-up cluster: what

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -39,39 +37,30 @@ func (a *nodeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
 		return
 	}
-	meta := func(base, name string, t time.Time) (metav1.ObjectMeta, bool) {
-		return metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t)}, !a.gone[base+"/"+name]
+	// Each list, by path: its objects' names, and whether the run made each.
+	lists := map[string]map[string]bool{
+		"/api/v1/namespaces":                     {"default": false, "kube-system": false, "skewtest": true},
+		"/api/v1/persistentvolumes":              {"owners-pv": false, "skewtest-pv-0": true},
+		"/apis/storage.k8s.io/v1/storageclasses": {"standard": false, "skewtest-csi": true},
 	}
-	var body any
-	switch r.URL.Path {
-	case "/api/v1/namespaces":
-		l := &corev1.NamespaceList{}
-		for name, t := range map[string]time.Time{"default": a.old, "kube-system": a.old, "skewtest": a.made} {
-			if m, ok := meta(r.URL.Path, name, t); ok {
-				l.Items = append(l.Items, corev1.Namespace{ObjectMeta: m})
-			}
-		}
-		body = l
-	case "/api/v1/persistentvolumes":
-		l := &corev1.PersistentVolumeList{}
-		for name, t := range map[string]time.Time{"owners-pv": a.old, "skewtest-pv-0": a.made} {
-			if m, ok := meta(r.URL.Path, name, t); ok {
-				l.Items = append(l.Items, corev1.PersistentVolume{ObjectMeta: m})
-			}
-		}
-		body = l
-	case "/apis/storage.k8s.io/v1/storageclasses":
-		l := &storagev1.StorageClassList{}
-		for name, t := range map[string]time.Time{"standard": a.old, "skewtest-csi": a.made} {
-			if m, ok := meta(r.URL.Path, name, t); ok {
-				l.Items = append(l.Items, storagev1.StorageClass{ObjectMeta: m})
-			}
-		}
-		body = l
-	default:
+	names, ok := lists[r.URL.Path]
+	if !ok {
 		http.NotFound(w, r)
 		return
 	}
+	// The typed clients decode a list's items from their metadata alone.
+	var items []map[string]metav1.ObjectMeta
+	for name, byRun := range names {
+		if a.gone[r.URL.Path+"/"+name] {
+			continue
+		}
+		t := a.old
+		if byRun {
+			t = a.made
+		}
+		items = append(items, map[string]metav1.ObjectMeta{"metadata": {Name: name, CreationTimestamp: metav1.NewTime(t)}})
+	}
+	body := map[string]any{"items": items}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(body)
 }

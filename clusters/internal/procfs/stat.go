@@ -1,6 +1,7 @@
-// Package procfs is skewtest's one reader of /proc/<pid>/stat: whether a
-// process is alive, its parent, and its start time, which tells a reused
-// PID apart from the process a run recorded.
+// Package procfs is skewtest's one reader of /proc/<pid>/stat and
+// /proc/<pid>/status: whether a process is alive, its parent, its start
+// time, which tells a reused PID apart from the process a run recorded,
+// and what it has used (CPU time, peak memory).
 package procfs
 
 import (
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Stat is what skewtest reads of /proc/<pid>/stat (proc(5)).
@@ -20,6 +22,9 @@ type Stat struct {
 	State byte
 	PPID  int
 	PGID  int
+	// UTime and STime are fields 14 and 15: the clock ticks the process
+	// has spent in user and in kernel mode (CPUTime converts them).
+	UTime, STime uint64
 	// StartTime is field 22: clock ticks after boot when the process
 	// started.
 	StartTime uint64
@@ -64,10 +69,27 @@ func ParseStat(b []byte) (Stat, error) {
 	if s.PGID, err = strconv.Atoi(f[2]); err != nil {
 		return Stat{}, fmt.Errorf("stat of pid %d: pgrp: %w", pid, err)
 	}
+	if s.UTime, err = strconv.ParseUint(f[11], 10, 64); err != nil {
+		return Stat{}, fmt.Errorf("stat of pid %d: utime: %w", pid, err)
+	}
+	if s.STime, err = strconv.ParseUint(f[12], 10, 64); err != nil {
+		return Stat{}, fmt.Errorf("stat of pid %d: stime: %w", pid, err)
+	}
 	if s.StartTime, err = strconv.ParseUint(f[19], 10, 64); err != nil {
 		return Stat{}, fmt.Errorf("stat of pid %d: starttime: %w", pid, err)
 	}
 	return s, nil
+}
+
+// userHZ is the unit of the stat file's times: the kernel's USER_HZ, which
+// it exports as 100 on every architecture Go builds for Linux (sysconf's
+// _SC_CLK_TCK, which needs cgo to ask).
+const userHZ = 100
+
+// CPUTime is the CPU time the process has used, in user and kernel mode
+// together (utime + stime); its children's is not counted.
+func (s Stat) CPUTime() time.Duration {
+	return time.Duration(s.UTime+s.STime) * time.Second / userHZ
 }
 
 // Dead reports a zombie (exited, waiting to be reaped: it runs nothing)

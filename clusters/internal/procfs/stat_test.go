@@ -15,9 +15,12 @@ func TestParseStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Stat{PID: 4242, Comm: "a) b", State: 'S', PPID: 17, PGID: 4242, StartTime: 987654}
+	want := Stat{PID: 4242, Comm: "a) b", State: 'S', PPID: 17, PGID: 4242, UTime: 1, STime: 2, StartTime: 987654}
 	if st != want {
 		t.Errorf("got %+v, want %+v", st, want)
+	}
+	if got := st.CPUTime(); got != 30*time.Millisecond {
+		t.Errorf("CPUTime of 1+2 ticks = %s, want 30ms", got)
 	}
 	for _, bad := range []string{"", "4242 no-parens S 1", "x (c) S 1 1 1", "1 (c) S 1 1"} {
 		if _, err := ParseStat([]byte(bad)); err == nil {

@@ -76,6 +76,10 @@ type Fault struct {
 	// AfterCleanup, when set, runs once the old pods are cleaned, before
 	// the re-created pods are checked.
 	AfterCleanup func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
+	// Holds is how long each hop of the fault waits on purpose beyond a
+	// MayLeave bound (an outage, a preStop's grace, a bounded wait for an
+	// unstage that never comes), for DemandOf.
+	Holds time.Duration
 }
 
 // mayStickBound is how long the re-created pods get to run on a hop whose

@@ -50,9 +50,9 @@ const driverMissingLog = "not found in the list of registered CSI drivers"
 
 func addDisruptions(add func(Fault, string)) {
 	add(Fault{Stop: killDuringPublish, Observe: observeLeftovers}, "kill-during-publish")
-	add(Fault{Stop: killBetweenUnpublishUnstage, NoDelete: true, AfterCleanup: unstagedOrLeaked, DataLost: true, Observe: observeFault}, "kill-between-unpublish-unstage")
+	add(Fault{Stop: killBetweenUnpublishUnstage, NoDelete: true, AfterCleanup: unstagedOrLeaked, DataLost: true, Observe: observeFault, Holds: mayLeaveBound}, "kill-between-unpublish-unstage")
 	add(Fault{Plant: stopDriver, AfterStart: startDriverLate, Observe: observeLeftovers}, "driver-registers-late")
-	add(Fault{KeepPods: true, Plant: cutAPIServer, AfterStart: holdOutage, Observe: observeUntouched}, "apiserver-unreachable")
+	add(Fault{KeepPods: true, Plant: cutAPIServer, AfterStart: holdOutage, Observe: observeUntouched, Holds: apiserverOutage}, "apiserver-unreachable")
 	add(Fault{Plant: plantRejectedGate, Start: startRejected, Observe: observeFault}, "rejected-feature-gate")
 }
 

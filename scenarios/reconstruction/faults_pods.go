@@ -45,7 +45,7 @@ func addPodFaults(add func(Fault, string)) {
 	// would refuse a second pod on the claim, so only a replacement with
 	// nodeName set while the kubelet is down reaches the node.
 	add(Fault{AccessMode: corev1.ReadWriteOncePod, NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFaultAndLeftovers}, "replacement-pod")
-	add(Fault{KeepPods: true, Stop: deleteInPreStop, AfterStart: watchPreStop, Observe: observeFaultAndUntouched}, "prestop-emptydir")
+	add(Fault{KeepPods: true, Stop: deleteInPreStop, AfterStart: watchPreStop, Observe: observeFaultAndUntouched, Holds: preStopGrace}, "prestop-emptydir")
 }
 
 func observeFaultAndLeftovers(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {

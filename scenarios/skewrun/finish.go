@@ -35,22 +35,12 @@ const (
 func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*Result, error) {
 	o := c.v.Options
 	res := &Result{Run: run, ArtifactsDir: run.ArtifactsDir}
-	// Logs, teardown and reports must happen even when ctx was cancelled
-	// by a signal.
-	wctx := context.WithoutCancel(ctx)
-	if c.up {
-		c.collectLogsBounded(wctx, filepath.Join(run.ArtifactsDir, "logs"))
-	}
 	teardown := time.Now()
-	if runErr != nil && o.KeepClusterOnFailure && ctx.Err() == nil {
-		res.Kept = c.keptMessage()
-		fmt.Fprintln(o.Out, res.Kept)
-	} else if derr := c.Down(wctx); derr != nil {
-		runErr = errors.Join(runErr, derr)
-		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+derr.Error())
-	} else if lerr := c.removeLeftWorkloads(wctx); lerr != nil {
-		runErr = errors.Join(runErr, lerr)
-		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+lerr.Error())
+	kept, endErr := c.end(ctx, filepath.Join(run.ArtifactsDir, "logs"), runErr)
+	res.Kept = kept
+	if endErr != nil {
+		runErr = errors.Join(runErr, endErr)
+		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+endErr.Error())
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: "teardown", Duration: time.Since(teardown)})
 	if fp, ok := c.Provider.(capabilities.WithRunFacts); ok {
@@ -66,6 +56,31 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	}
 	fmt.Fprintln(o.Out, reports.Summary(run))
 	return res, runErr
+}
+
+// end ends the cluster, whatever happened (runErr is the run's error so
+// far): it collects the cluster's logs into logsDir if it came up, tears
+// it down (or keeps it when the run failed and KeepClusterOnFailure is
+// set, unless the run was interrupted: the user asked it to stop, and
+// returns how to reach it), and removes what the scenarios left in a
+// cluster the run shares with its owner. The error is teardown's own.
+func (c *Cluster) end(ctx context.Context, logsDir string, runErr error) (kept string, err error) {
+	o := c.v.Options
+	// Logs and teardown must happen even when ctx was cancelled by a
+	// signal.
+	wctx := context.WithoutCancel(ctx)
+	if c.up {
+		c.collectLogsBounded(wctx, logsDir)
+	}
+	if runErr != nil && o.KeepClusterOnFailure && ctx.Err() == nil {
+		kept = c.keptMessage()
+		fmt.Fprintln(o.Out, kept)
+		return kept, nil
+	}
+	if err := c.Down(wctx); err != nil {
+		return "", err
+	}
+	return "", c.removeLeftWorkloads(wctx)
 }
 
 // CollectLogs copies the cluster's component logs into dir, the API

@@ -137,7 +137,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return run, err
 	}
-	c.describe(ctx, testNodes[0], run)
+	c.describe(ctx, testNodes[0], run, o.Replicas, m.VolumeKind)
 	names := make([]string, len(testNodes))
 	for i, n := range testNodes {
 		names[i] = n.String()

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -30,6 +31,26 @@ type Scenario struct {
 	Fault *reconstruction.Fault
 	// Shapes are catalogue shapes added to the workload.
 	Shapes []reconstruction.Shape
+	// Replicas and Kind are the workload's size and volume kind; zero
+	// for the cluster's run options' (a batch's runs each bring their
+	// own).
+	Replicas int
+	Kind     storage.Kind
+}
+
+// replicas and kind are the scenario's own, or the cluster's run's.
+func (s Scenario) replicas(v *Validated) int {
+	if s.Replicas > 0 {
+		return s.Replicas
+	}
+	return v.Options.Replicas
+}
+
+func (s Scenario) kind(v *Validated) storage.Kind {
+	if s.Kind != "" {
+		return s.Kind
+	}
+	return v.VolumeKind
 }
 
 // RunScenario runs the reconstruction scenario s on node of c, recording
@@ -46,8 +67,8 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return err
 	}
-	c.describe(ctx, node, run)
-	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: o.Replicas, Kind: c.v.VolumeKind,
+	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
+	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), Kind: s.kind(c.v),
 		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}
 	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
 		cfg.OnMade = wr.RecordWorkload

@@ -92,6 +92,10 @@ type Options struct {
 	// many nodes run its trails at once; 0 for matrix.DefaultNodes.
 	Matrix      string
 	MatrixNodes int
+	// BatchNodes (BATCH_NODES) is how many nodes of one cluster run a
+	// batch's runs at once (RunBatch); 0 for DefaultBatchNodes, capped at
+	// what the provider can make.
+	BatchNodes int
 	// Scenario (SCENARIO) names the catalogue fault each hop plants
 	// (reconstruction.Faults), or catalogue shapes to add to the workload
 	// (reconstruction.Shapes; several separated by commas); empty for the

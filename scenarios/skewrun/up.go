@@ -172,10 +172,11 @@ func (d *dynamicCluster) Workload() storage.Workload {
 	return storage.Workload{Image: d.image, PullPolicy: "IfNotPresent", Command: storage.BusyboxCommand}
 }
 
-// describe fills run's environment for node and adds the binaries the
-// cluster runs besides the kubelets.
-func (c *Cluster) describe(ctx context.Context, node nodes.Node, run *reports.Run) {
-	run.Environment = c.environment(ctx, node)
+// describe fills run's environment for node and a workload of replicas
+// pods on kind volumes, and adds the binaries the cluster runs besides the
+// kubelets.
+func (c *Cluster) describe(ctx context.Context, node nodes.Node, run *reports.Run, replicas int, kind storage.Kind) {
+	run.Environment = c.environment(ctx, node, replicas, kind)
 	if bp, ok := c.Provider.(capabilities.WithBinaries); ok {
 		for _, b := range bp.Binaries() {
 			run.Binaries = appendBinary(run.Binaries, b)
@@ -192,7 +193,7 @@ func (c *Cluster) clientset() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.KeyValue {
+func (c *Cluster) environment(ctx context.Context, node nodes.Node, replicas int, kind storage.Kind) []reports.KeyValue {
 	o := c.v.Options
 	env := []reports.KeyValue{}
 	add := func(k, v string) { env = append(env, reports.KeyValue{Key: k, Value: v}) }
@@ -210,11 +211,11 @@ func (c *Cluster) environment(ctx context.Context, node nodes.Node) []reports.Ke
 		add(reports.EnvCgroup, h.CgroupMode)
 		add(reports.EnvInitSystem, h.Init)
 	}
-	add(reports.EnvVolumeKind, string(c.v.VolumeKind))
-	if d, ok := c.Provider.(capabilities.WithCSIDriver); ok && c.v.VolumeKind == storage.CSI && d.CSIDriver() != "" {
+	add(reports.EnvVolumeKind, string(kind))
+	if d, ok := c.Provider.(capabilities.WithCSIDriver); ok && kind == storage.CSI && d.CSIDriver() != "" {
 		add("CSI driver", d.CSIDriver())
 	}
-	add("Replicas", fmt.Sprint(o.Replicas))
+	add("Replicas", fmt.Sprint(replicas))
 	add("Kubelet root", node.KubeletRootDir())
 	add("Poll interval", defaultDur(o.PollInterval, 250*time.Millisecond).String())
 	add("Harness", "skewtest, "+runtime.Version())

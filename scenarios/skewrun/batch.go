@@ -1,0 +1,271 @@
+package skewrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
+)
+
+// A batch is many runs (sign-off plans, catalogue entries) on the test
+// nodes of one cluster, several at once, as `make test-skew` runs them:
+// one bring-up and one teardown instead of one per run, and the runs'
+// bounded waits (a known bug's cleanup that never comes, an outage, a
+// preStop's grace) spent side by side. Each run keeps its own workload in
+// its own namespace, its own report, verdict and timings, exactly as
+// skewrun.Run would have written them.
+//
+// The runs go to nodes longest first (reconstruction.DemandOf). A node
+// takes another run only after one that passed and left it clean
+// (nodeLeftovers); a run that failed, or that left something, retires its
+// node. Runs that no node can take (all retired, or running another
+// kubelet than their plan's first) get a fresh cluster after the first,
+// and so do runs that need another cluster (another CSI driver mode or
+// API server). With too few nodes for every run that may leave its node
+// unclean to have one, those run last on theirs.
+
+// Job is one run of a batch.
+type Job struct {
+	// Name names the run in the batch's log and summary ("fault
+	// vol-data-deleted"); it need not be unique, but reads best so.
+	Name string
+	// Options are the run's own settings. What makes the cluster
+	// (PROVIDER, APISERVER, CSI_MODE, ARTIFACTS, ...) groups the runs into
+	// clusters; what makes the run (PLAN, SCENARIO, REPLICAS,
+	// VOLUME_KIND) is its own.
+	Options Options
+}
+
+// JobResult is what one job left.
+type JobResult struct {
+	Job Job
+	// Result is the run's report, as skewrun.Run returns it; nil when the
+	// job never started (bring-up failed, an interrupt came first).
+	Result *Result
+	// Err is the run's error, classified as skewrun.Run's (ExitCode).
+	Err error
+	// Attempts counts the runs of the job: a run the control plane
+	// failed (scenarios.ErrControlPlane) runs once more, on a clean node.
+	Attempts int
+}
+
+// BatchResult is what a batch left.
+type BatchResult struct {
+	Jobs []JobResult
+	// Record is the batch's schedule; Dir holds it (batch.md, batch.json,
+	// batch.svg) and each cluster's logs.
+	Record *reports.Batch
+	Dir    string
+}
+
+// DefaultBatchNodes is how many nodes run a batch's runs at once where
+// the provider can make that many (local). Most of a run is waiting, on
+// purpose or on the kubelet's own periods; on 2 cores more nodes than
+// this buy less than they cost (measurements.md).
+const DefaultBatchNodes = 8
+
+// maxBatchNodes bounds BATCH_NODES.
+const maxBatchNodes = 16
+
+// batchNodes is BATCH_NODES, or DefaultBatchNodes, capped at what the
+// provider can make and at the number of jobs.
+func batchNodes(o Options, jobs int) int {
+	n := o.BatchNodes
+	if n == 0 {
+		n = DefaultBatchNodes
+	}
+	if d, err := clusters.Lookup(defaultStr(o.Provider, clusters.Default().Name)); err == nil && d.MaxTestNodes > 0 {
+		n = min(n, d.MaxTestNodes)
+	}
+	return max(1, min(n, jobs))
+}
+
+// batchJob is a job once validated and resolved.
+type batchJob struct {
+	index    int
+	job      Job
+	v        *Validated
+	kubelets []binaries.Binary
+	demand   reconstruction.Demand
+	// group is the cluster the job needs (clusterKey).
+	group    string
+	attempts int
+	result   JobResult
+	record   *reports.BatchJob
+}
+
+// log is the job's logger.
+func (j *batchJob) log() *slog.Logger { return j.v.Options.Logger.With("run", j.job.Name) }
+
+// first is the plan entry the job's node must run when it starts.
+func (j *batchJob) first() string { return j.v.Plan.Raw[0] }
+
+// last is the plan entry the node runs after the job.
+func (j *batchJob) last() string { return j.v.Plan.Raw[len(j.v.Plan.Raw)-1] }
+
+// clusterKey is what one cluster serves: jobs of the same key can share
+// it.
+func clusterKey(v *Validated) string {
+	return fmt.Sprintf("%s api=%v csi=%s", v.Options.Provider, v.APIServer, v.Options.CSIMode)
+}
+
+// ValidateBatch checks every job as Validate does, and the batch's own
+// settings (o: BATCH_NODES), without creating anything. Every error wraps
+// ErrInvalid and names the job.
+func ValidateBatch(o Options, jobs []Job) ([]*Validated, error) {
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("%w: a batch of no runs", ErrInvalid)
+	}
+	if o.BatchNodes < 0 || o.BatchNodes > maxBatchNodes {
+		return nil, fmt.Errorf("%w: BATCH_NODES=%d: want a number from 1 to %d", ErrInvalid, o.BatchNodes, maxBatchNodes)
+	}
+	var out []*Validated
+	for _, j := range jobs {
+		v, err := Validate(j.Options)
+		if err != nil {
+			return nil, fmt.Errorf("run %q of the batch: %w", j.Name, err)
+		}
+		if v.Options.Provider != defaultStr(o.Provider, clusters.Default().Name) {
+			return nil, fmt.Errorf("%w: run %q of the batch is for PROVIDER=%s, the batch for %s; a batch runs on one provider", ErrInvalid, j.Name, v.Options.Provider, defaultStr(o.Provider, clusters.Default().Name))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// RunBatch runs jobs as a batch (see Job): validate every job, resolve its
+// kubelets, lock the host, then for each cluster the jobs need, bring it
+// up with BATCH_NODES test nodes, run the jobs on them at once, and end
+// it. Each job's report is written as Run writes it; the batch's schedule
+// goes to its own directory. The error joins the jobs' errors (ExitCode
+// picks the worst) with the batch's own.
+func RunBatch(ctx context.Context, o Options, jobs []Job) (*BatchResult, error) {
+	start := time.Now()
+	vs, err := ValidateBatch(o, jobs)
+	if err != nil {
+		return nil, err
+	}
+	logger := vs[0].Options.Logger
+	bjs := make([]*batchJob, len(jobs))
+	for i, j := range jobs {
+		bjs[i] = &batchJob{index: i, job: j, v: vs[i], group: clusterKey(vs[i]),
+			demand: reconstruction.DemandOf(vs[i].Plan, vs[i].Fault, vs[i].Shapes),
+			result: JobResult{Job: j}}
+		bjs[i].record = &reports.BatchJob{Name: j.Name, Hold: bjs[i].demand.Hold}
+	}
+	for _, j := range bjs {
+		if j.kubelets, err = Resolve(ctx, j.v); err != nil {
+			return nil, fmt.Errorf("run %q of the batch: %w", j.job.Name, interrupted(ctx, err))
+		}
+	}
+	b := &batch{o: vs[0].Options, start: start, jobs: bjs,
+		record: &reports.Batch{ID: reports.NewRunID(start), Provider: vs[0].Options.Provider, Started: start, Nodes: batchNodes(o, len(jobs))}}
+	b.nodes = b.record.Nodes
+	b.dir = filepath.Join(vs[0].ArtifactsRoot, b.record.ID)
+	lock, err := lockHost(vs[0], b.record.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	logger.Info("batch starts", "runs", len(jobs), "nodes", b.nodes, "dir", b.dir)
+	batchErr := b.run(ctx)
+	b.record.Finished = time.Now()
+	res := &BatchResult{Record: b.record, Dir: b.dir}
+	var errs []error
+	for _, j := range bjs {
+		b.record.Jobs = append(b.record.Jobs, *j.record)
+		res.Jobs = append(res.Jobs, j.result)
+		errs = append(errs, j.result.Err)
+	}
+	if batchErr != nil {
+		b.record.Failure = batchErr.Error()
+		errs = append(errs, batchErr)
+	}
+	if _, err := reports.WriteBatch(b.dir, b.record); err != nil {
+		errs = append(errs, classify(err, ErrInfrastructure))
+	}
+	fmt.Fprintf(b.o.Out, "batch %s: %d runs on %d nodes in %s (one after another: %s); schedule: %s\n",
+		b.record.ID, len(jobs), b.nodes, b.record.Took().Round(100*time.Millisecond), b.record.SumOfRuns().Round(100*time.Millisecond), filepath.Join(b.dir, reports.BatchMarkdownFileName))
+	return res, errors.Join(errs...)
+}
+
+// batch is a batch being run.
+type batch struct {
+	o      Options
+	start  time.Time
+	jobs   []*batchJob
+	nodes  int
+	dir    string
+	record *reports.Batch
+}
+
+// run runs every group of jobs, each on as many clusters as it takes, one
+// cluster at a time; it returns the batch's own failure.
+func (b *batch) run(ctx context.Context) error {
+	var groups []string
+	byGroup := map[string][]*batchJob{}
+	for _, j := range b.jobs {
+		if _, ok := byGroup[j.group]; !ok {
+			groups = append(groups, j.group)
+		}
+		byGroup[j.group] = append(byGroup[j.group], j)
+	}
+	var errs []error
+	for _, g := range groups {
+		pending := byGroup[g]
+		for len(pending) > 0 {
+			if ctx.Err() != nil {
+				notRun(pending, fmt.Sprintf("the batch was interrupted (%v) before it started", context.Cause(ctx)), interrupted(ctx, ctx.Err()))
+				break
+			}
+			left, kept, err := b.cluster(ctx, pending)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if kept != "" && len(left) > 0 {
+				notRun(left, "the batch's cluster was kept after a failure (KEEP_CLUSTER_ON_FAILURE), and another beside it would share its subnet and sockets: "+kept,
+					classify(errors.New("not run: the batch's failed cluster was kept"), ErrInfrastructure))
+				return errors.Join(errs...)
+			}
+			if len(left) == len(pending) {
+				// No job started on the cluster: its bring-up failed, and
+				// cluster() said so on each.
+				break
+			}
+			pending = left
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// notRun marks jobs that never started, with why.
+func notRun(jobs []*batchJob, why string, err error) {
+	for _, j := range jobs {
+		if j.result.Err == nil && j.result.Result == nil {
+			j.record.Failure = why
+			j.result.Err = err
+		}
+	}
+}
+
+// namespaceOf is the namespace of job i's workload: skewtest-<n>-<name>,
+// a DNS label.
+func namespaceOf(i int, name string) string {
+	s := nonLabel.ReplaceAllString(strings.ToLower(name), "-")
+	ns := strings.Trim(fmt.Sprintf("skewtest-%d-%s", i+1, s), "-")
+	if len(ns) > 63 {
+		ns = strings.TrimRight(ns[:63], "-")
+	}
+	return ns
+}
+
+var nonLabel = regexp.MustCompile(`[^a-z0-9]+`)

@@ -1,0 +1,202 @@
+package skewrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+)
+
+// slot is one test node of a batch's cluster, as the schedule sees it.
+type slot struct {
+	node nodes.Node
+	// version is the plan entry its kubelet runs now.
+	version string
+	// retired says why it takes no more jobs; "" while it does.
+	retired string
+}
+
+// finished is a job that ended on a slot.
+type finished struct {
+	slot *slot
+	job  *batchJob
+}
+
+// cluster brings up one cluster for pending (jobs of one group), runs as
+// many of them as its nodes can take, ends it, and returns the jobs it did
+// not run. kept is how to reach the cluster when it was kept after a
+// failure. The error is the cluster's own (bring-up, teardown); each job
+// carries its own.
+func (b *batch) cluster(ctx context.Context, pending []*batchJob) (left []*batchJob, kept string, err error) {
+	queue := order(pending, min(b.nodes, len(pending)))
+	n := min(b.nodes, len(queue))
+	initial := make([]binaries.Binary, n)
+	for i, j := range queue[:n] {
+		initial[i] = j.kubelets[0]
+	}
+	v := queue[0].v
+	number := len(b.record.Clusters) + 1
+	id := reports.NewRunID(time.Now())
+	rec := reports.BatchCluster{Number: number, Started: time.Now(), Logs: fmt.Sprintf("cluster-%d/logs", number)}
+	logger := v.Options.Logger.With("cluster", number)
+	c, err := NewCluster(v, id, initial)
+	if err != nil {
+		notRun(queue, err.Error(), err)
+		return nil, "", err
+	}
+	// The cluster's own record, for Up's timing and failure.
+	up := &reports.Run{}
+	runErr := func() (err error) {
+		defer recoverRun(up, &err)
+		if err := c.Up(ctx, up); err != nil {
+			return err
+		}
+		rec.Up = time.Since(rec.Started)
+		testNodes, err := c.TestNodes(ctx)
+		if err != nil {
+			return err
+		}
+		slots := make([]*slot, min(len(testNodes), n))
+		for i := range slots {
+			slots[i] = &slot{node: testNodes[i], version: queue[i].first()}
+			rec.Nodes = append(rec.Nodes, testNodes[i].String())
+		}
+		logger.Info("batch cluster up", "nodes", strings.Join(rec.Nodes, ","), "took", rec.Up.Round(100*time.Millisecond), "runs", len(queue))
+		left = schedule(ctx, slots, queue, func(s *slot, j *batchJob) { b.runJob(ctx, c, number, s, j) },
+			func(s *slot, j *batchJob) string { return b.nodeAfter(ctx, c, s, j) })
+		for _, s := range slots {
+			if s.retired != "" {
+				rec.Retired = append(rec.Retired, s.node.String()+": "+s.retired)
+			}
+		}
+		return nil
+	}()
+	if runErr != nil {
+		why := firstNonEmpty(up.Failure, runErr.Error())
+		notRun(queue, "the batch's cluster did not come up: "+why, runErr)
+		left = nil
+	}
+	teardown := time.Now()
+	failed := runErr != nil || slices.ContainsFunc(queue, func(j *batchJob) bool { return j.result.Err != nil })
+	var endErr error
+	if failed {
+		endErr = errors.New("a run failed")
+	}
+	kept, endErr = c.end(ctx, filepath.Join(b.dir, filepath.Dir(rec.Logs), "logs"), endErr)
+	rec.Teardown, rec.Finished = time.Since(teardown), time.Now()
+	b.record.Clusters = append(b.record.Clusters, rec)
+	return left, kept, errors.Join(runErr, endErr)
+}
+
+// order is the queue's order: the longest hold first (they bound the
+// batch's length), unless there are too few nodes for every job that may
+// leave its node unclean to have one of its own (kind's one node): those
+// then go last, each the last on its node.
+func order(jobs []*batchJob, nodes int) []*batchJob {
+	q := slices.Clone(jobs)
+	mayLeave := 0
+	for _, j := range q {
+		if j.demand.MayLeave {
+			mayLeave++
+		}
+	}
+	lastMayLeave := mayLeave >= nodes
+	slices.SortStableFunc(q, func(a, b *batchJob) int {
+		if lastMayLeave && a.demand.MayLeave != b.demand.MayLeave {
+			if a.demand.MayLeave {
+				return 1
+			}
+			return -1
+		}
+		return int(b.demand.Hold - a.demand.Hold)
+	})
+	return q
+}
+
+// schedule runs the queue on the slots, at once, and returns the jobs no
+// slot took. A slot takes the first queued job that starts at the kubelet
+// it runs; after a job that left it usable (after says why not), it takes
+// the next; otherwise it retires. A job the control plane failed is queued
+// again, first. run runs a job and sets its result.
+func schedule(ctx context.Context, slots []*slot, queue []*batchJob, run func(*slot, *batchJob), after func(*slot, *batchJob) string) []*batchJob {
+	queue = slices.Clone(queue)
+	done := make(chan finished)
+	running := 0
+	start := func(s *slot) {
+		if ctx.Err() != nil {
+			return
+		}
+		i := slices.IndexFunc(queue, func(j *batchJob) bool { return j.first() == s.version })
+		if i < 0 {
+			s.retired = fmt.Sprintf("no run left starts at its kubelet %s", s.version)
+			return
+		}
+		j := queue[i]
+		queue = slices.Delete(queue, i, i+1)
+		running++
+		go func() {
+			run(s, j)
+			done <- finished{slot: s, job: j}
+		}()
+	}
+	for _, s := range slots {
+		start(s)
+	}
+	for running > 0 {
+		f := <-done
+		running--
+		s, j := f.slot, f.job
+		if errors.Is(j.result.Err, scenarios.ErrControlPlane) && j.attempts <= controlPlaneRetries && ctx.Err() == nil {
+			j.log().Warn("the control plane failed the run, not the kubelet: it runs once more", "report", j.result.Result.ArtifactsDir)
+			queue = append([]*batchJob{j}, queue...)
+		}
+		if why := after(s, j); why != "" {
+			s.retired = why
+			continue
+		}
+		s.version = j.last()
+		start(s)
+	}
+	if ctx.Err() != nil {
+		notRun(queue, fmt.Sprintf("the batch was interrupted (%v) before it started", context.Cause(ctx)), interrupted(ctx, ctx.Err()))
+		return nil
+	}
+	return queue
+}
+
+// controlPlaneRetries is how many more times a job runs after a run the
+// control plane failed (scenarios.ErrControlPlane: it never created or
+// scheduled the re-created pods while the node was Ready), so that such a
+// flake does not hide the kubelet's verdict. Every attempt keeps its own
+// report.
+const controlPlaneRetries = 1
+
+// nodeAfter says why slot s takes no more jobs after j, or "" when it can:
+// the job passed, and the node holds nothing of its pods and volumes.
+func (b *batch) nodeAfter(ctx context.Context, c *Cluster, s *slot, j *batchJob) string {
+	if ctx.Err() != nil {
+		return "the batch was interrupted"
+	}
+	if j.result.Err != nil {
+		return fmt.Sprintf("run %q failed on it: it may hold anything", j.job.Name)
+	}
+	left, err := c.nodeLeftovers(ctx, s.node, j.kubelets[len(j.kubelets)-1].Version)
+	if err != nil {
+		return fmt.Sprintf("after run %q, its state could not be read: %v", j.job.Name, err)
+	}
+	if len(left) > 0 {
+		if len(left) > 3 {
+			left = append(left[:3], fmt.Sprintf("and %d more", len(left)-3))
+		}
+		return fmt.Sprintf("run %q left %s", j.job.Name, strings.Join(left, "; "))
+	}
+	return ""
+}

@@ -1,0 +1,87 @@
+package skewrun
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
+)
+
+// nodeCheckTimeout bounds reading a node's state between two runs of a
+// batch.
+const nodeCheckTimeout = 30 * time.Second
+
+// nodeLeftovers lists what node holds that no pod explains, once a run's
+// workload is gone: the directories, mounts and plugin entries of pods
+// the API no longer has on it, and any CSI global (staging) mount or
+// block volume entry while no pod on it uses a volume. A node not Ready
+// at kubeletVersion has that as its leftover. Empty: the node is clean
+// for the next run.
+func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVersion string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, nodeCheckTimeout)
+	defer cancel()
+	cs, err := c.clientset()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	get := func(ctx context.Context, name string) (*corev1.Node, error) {
+		return cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	}
+	var status string
+	if ready, _ := conditions.NodeReadyAtWith(get, node.String(), kubeletVersion, &status)(ctx); !ready {
+		out = append(out, fmt.Sprintf("the node is not Ready at kubelet %s (%s)", kubeletVersion, status))
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node.String()).String()})
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	usesVolumes := false
+	for _, p := range pods.Items {
+		live[string(p.UID)] = true
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil || v.CSI != nil || v.Ephemeral != nil {
+				usesVolumes = true
+			}
+		}
+	}
+	snap, err := (&nodestate.Reader{Node: node, KubeletRoot: node.KubeletRootDir()}).Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, uid := range snap.PodUIDs() {
+		if !live[uid] {
+			gone = append(gone, uid)
+		}
+	}
+	for _, l := range snap.Leftovers(gone) {
+		out = append(out, l.String())
+	}
+	if !usesVolumes {
+		for _, m := range mountinfo.Under(snap.Mounts(), snap.Abs(csiPluginDir)) {
+			out = append(out, "mount "+m.MountPoint+" with no pod on the node using a volume")
+		}
+		for _, e := range snap.Entries {
+			if dir, _ := path.Split(e.Path); path.Clean(dir) == path.Join(csiPluginDir, "volumeDevices") {
+				out = append(out, fmt.Sprintf("block volume entry %s with no pod on the node using a volume", e.Path))
+			}
+		}
+	}
+	return out, nil
+}
+
+// csiPluginDir is the CSI plugin's directory under the kubelet root:
+// global mounts and block volumes' staging and publish entries.
+const csiPluginDir = "plugins/kubernetes.io/csi"

@@ -179,7 +179,23 @@ type Hop struct {
 	// ones are measured from the kubelet's start.
 	Timings []Timing `json:"timings"`
 	Metrics []Metric `json:"metrics,omitempty"`
-	Verdict Verdict  `json:"verdict"`
+	// VolumesAtStart are the old pods' volume directories the hop's
+	// kubelet found when it started: what it had to reconstruct, and what
+	// reconstruct_volume_operations_total counts.
+	VolumesAtStart int `json:"volumesAtStart,omitempty"`
+	// Kubelet is what the hop's kubelet used from its start to the
+	// hop's metrics check; nil when the node cannot tell
+	// (nodes.WithKubeletUsage).
+	Kubelet *KubeletUsage `json:"kubelet,omitempty"`
+	Verdict Verdict       `json:"verdict"`
+}
+
+// KubeletUsage is what one kubelet process used since it started.
+type KubeletUsage struct {
+	PID        int     `json:"pid"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// PeakRSSBytes is its peak resident memory (VmHWM).
+	PeakRSSBytes int64 `json:"peakRSSBytes"`
 }
 
 // Timing is one measured phase.

@@ -13,6 +13,10 @@ const (
 	PhaseNodeReady   = "node Ready"
 	PhaseMountsGone  = "old mounts gone"
 	PhasePodDirsGone = "old pod dirs gone"
+	// PhasePodsRunning is when the re-created pods all ran and were
+	// ready, from the kubelet's start; recorded after the cleanup phases,
+	// though it may happen before them.
+	PhasePodsRunning = "pods Running"
 )
 
 const (

@@ -205,7 +205,7 @@ func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext
 	if err != nil {
 		return err
 	}
-	s.timing("pods Running", time.Since(s.kubeletUp))
+	s.timing(reports.PhasePodsRunning, time.Since(s.kubeletUp))
 	end := s.kubeletUp.Add(s.scaled(untouchedWatch))
 	if settle := time.Now().Add(s.scaled(untouchedSettle)); settle.After(end) {
 		end = settle

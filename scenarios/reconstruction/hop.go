@@ -69,6 +69,7 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 			s.oldUIDs = append(s.oldUIDs, string(p.UID))
 		}
 		s.faultSeen, s.faultDetail = nil, ""
+		s.stopPodsUp()
 		start := time.Now()
 		if f := s.cfg.Fault; f != nil && f.Stop != nil {
 			if err := f.Stop(ctx, s, sc); err != nil {
@@ -152,6 +153,7 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 		s.volsAtStart += len(snap.Pod(u).VolumeDirs())
 	}
 	s.pathVolumes = s.volsAtStart
+	s.hop.VolumesAtStart = s.volsAtStart
 	sc.Note("%d pods force-deleted; with the kubelet down the node still holds %d of their mounts and directories, %d volume dirs for reconstruction", len(pods), len(left), s.volsAtStart)
 	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)
 	if len(left) == 0 {
@@ -165,6 +167,7 @@ func (s *Scenario) forceDelete(ctx context.Context, sc *scenarios.StepContext) e
 
 func (s *Scenario) startKubelet(ctx context.Context, sc *scenarios.StepContext) error {
 	s.kubeletUp = time.Now()
+	s.watchPodsUp(ctx)
 	if err := s.node.StartKubelet(ctx); err != nil {
 		return err
 	}
@@ -295,7 +298,11 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 		}
 		return err
 	}
-	s.timing("pods Running", time.Since(s.kubeletUp))
+	running := time.Since(s.kubeletUp)
+	if at := s.stopPodsUp(); at > 0 {
+		running = at
+	}
+	s.timing(reports.PhasePodsRunning, running)
 	snap, err := s.snapshot(ctx, sc.QuietNode)
 	if err != nil {
 		return err
@@ -313,6 +320,9 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 		dir := podVolumeDir(s.cfg.Kind, string(p.UID), pv)
 		if n := snap.MountCount(dir); n < 1 {
 			return fmt.Errorf("pod %s (uid %s): its volume %s is not mounted at %s", p.Name, p.UID, pv, snap.Abs(dir))
+		}
+		if err := s.checkExtraVolumes(ctx, p, snap); err != nil {
+			return err
 		}
 		marker, err := s.readMarker(ctx, sc.Node, snap, p, pv)
 		if err != nil {
@@ -349,8 +359,10 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 
 // checkMetrics scrapes the kubelet through the API server's node proxy and
 // checks the scenario's expectations for the volume kind; a hop without a
-// cleanup wait (the pods kept) reads its reconstruction path here.
+// cleanup wait (the pods kept) reads its reconstruction path here. First
+// it records what the kubelet has used so far (usage.go).
 func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) error {
+	s.recordKubeletUsage(ctx, sc)
 	perr := s.recordHopPath(ctx, sc)
 	scrape, err := kubeletmetrics.Fetch(ctx, s.cs, s.node.String())
 	if err != nil {

@@ -44,12 +44,16 @@ type Cluster interface {
 type Config struct {
 	Plan plan.Plan
 	// Kubelets holds one binary per plan entry, in plan order.
-	Kubelets  []binaries.Binary
-	Replicas  int
-	Kind      storage.Kind
-	Size      string
-	Namespace string
-	Name      string
+	Kubelets []binaries.Binary
+	Replicas int
+	// VolumesPerPod is how many volumes, each its own claim, every pod
+	// has (default 1): many, to measure what reconstruction costs per
+	// volume on a busy node. The baseline only: no fault or shape.
+	VolumesPerPod int
+	Kind          storage.Kind
+	Size          string
+	Namespace     string
+	Name          string
 	// PollInterval is how often node state is read while waiting; the
 	// harness notices a change within this time.
 	PollInterval time.Duration
@@ -99,6 +103,9 @@ func (c *Config) defaults() {
 	if c.Replicas == 0 {
 		c.Replicas = 3
 	}
+	if c.VolumesPerPod == 0 {
+		c.VolumesPerPod = 1
+	}
 	if c.Kind == "" {
 		c.Kind = storage.CSI
 	}
@@ -147,6 +154,7 @@ type Scenario struct {
 	oldUIDs     []string
 	down        *nodestate.Snapshot
 	kubeletUp   time.Time
+	podsUp      *podsUp
 	hop         *reports.Hop
 	volsAtStart int
 	// what a fault's observation reads
@@ -193,6 +201,9 @@ func New(cfg Config, cluster Cluster, node nodes.Node, run *reports.Run) (*Scena
 	if err := checkGatesNode(cfg.Plan, node); err != nil {
 		return nil, err
 	}
+	if cfg.VolumesPerPod > 1 && (cfg.Fault != nil || len(cfg.Shapes) > 0) {
+		return nil, fmt.Errorf("%d volumes per pod: a catalogue fault or shape runs with one volume per pod", cfg.VolumesPerPod)
+	}
 	s := &Scenario{
 		cfg: cfg, cluster: cluster, node: node, run: run, res: res, cs: cs,
 		pvOf: map[string]string{}, markers: map[string]string{},
@@ -226,8 +237,12 @@ func (s *Scenario) Steps() []scenarios.Step {
 	if gates := s.cfg.Plan.GatesOf(0); len(gates) > 0 {
 		steps = append(steps, scenarios.Step{Name: fmt.Sprintf("restart kubelet %s with its plan entry's feature gates", s.cfg.Plan.Entry(0)), Run: s.applyInitialGates})
 	}
+	deploy := fmt.Sprintf("deploy a StatefulSet of %d pods on %s volumes", s.cfg.Replicas, s.cfg.Kind)
+	if s.cfg.VolumesPerPod > 1 {
+		deploy = fmt.Sprintf("deploy a StatefulSet of %d pods with %d %s volumes each", s.cfg.Replicas, s.cfg.VolumesPerPod, s.cfg.Kind)
+	}
 	steps = append(steps,
-		scenarios.Step{Name: fmt.Sprintf("deploy a StatefulSet of %d pods on %s volumes", s.cfg.Replicas, s.cfg.Kind), Run: s.deploy},
+		scenarios.Step{Name: deploy, Run: s.deploy},
 		scenarios.Step{Name: "snapshot node state (before)", Run: s.snapshotBefore},
 	)
 	f := s.cfg.Fault

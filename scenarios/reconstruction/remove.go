@@ -72,10 +72,7 @@ func (s *Scenario) podSelectors() []string {
 // ownClaims are the claims of the StatefulSet's replicas and of the
 // shapes' PVs.
 func (s *Scenario) ownClaims() []string {
-	var names []string
-	for i := 0; i < s.cfg.Replicas; i++ {
-		names = append(names, claimName(s.cfg.Name, i))
-	}
+	names := s.allClaims()
 	for claim := range s.intendedPVs() {
 		names = append(names, claim)
 	}

@@ -108,10 +108,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
 	}
-	claims := make([]string, s.cfg.Replicas)
-	for i := range claims {
-		claims[i] = claimName(s.cfg.Name, i)
-	}
+	claims := s.allClaims()
 	req := storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String()}
 	if s.cfg.Fault != nil {
 		req.AccessMode = s.cfg.Fault.AccessMode
@@ -127,6 +124,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		return err
 	}
 	sts := statefulSet(s.cfg.Name, s.cfg.Namespace, s.node.String(), s.cfg.Replicas, vols.StorageClass, s.cfg.Size, req.Mode(), s.cluster.Workload())
+	addVolumes(sts, s.cfg.VolumesPerPod)
 	if s.shapes != nil {
 		if len(vols.PVs) == 0 || vols.PVs[0].Driver == "" {
 			return fmt.Errorf("catalogue shapes need pre-created CSI PVs from the provider (its CSI driver serves the inline volumes)")

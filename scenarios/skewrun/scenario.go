@@ -68,7 +68,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		return err
 	}
 	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
-	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), Kind: s.kind(c.v),
+	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), VolumesPerPod: o.VolumesPerPod, Kind: s.kind(c.v),
 		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}
 	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
 		cfg.OnMade = wr.RecordWorkload

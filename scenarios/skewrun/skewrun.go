@@ -56,6 +56,10 @@ type Options struct {
 	// v1.28.15) replays a sign-off whose own control plane cannot be built.
 	APIServer string
 	Replicas  int
+	// VolumesPerPod is how many volumes each of the workload's pods has
+	// (reconstruction.Config.VolumesPerPod); 0 for one. skewtest
+	// bench-scale sets it.
+	VolumesPerPod int
 	// VolumeKind (VOLUME_KIND) is the workload's volumes: "csi" (the
 	// default) or "local" (storage.ParseKind).
 	VolumeKind string

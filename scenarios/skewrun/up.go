@@ -216,6 +216,9 @@ func (c *Cluster) environment(ctx context.Context, node nodes.Node, replicas int
 		add("CSI driver", d.CSIDriver())
 	}
 	add("Replicas", fmt.Sprint(replicas))
+	if n := c.v.Options.VolumesPerPod; n > 1 {
+		add("Volumes per pod", fmt.Sprint(n))
+	}
 	add("Kubelet root", node.KubeletRootDir())
 	add("Poll interval", defaultDur(o.PollInterval, 250*time.Millisecond).String())
 	add("Harness", "skewtest, "+runtime.Version())

@@ -216,7 +216,7 @@ func (c *Cluster) environment(ctx context.Context, node nodes.Node, replicas int
 		add("CSI driver", d.CSIDriver())
 	}
 	add("Replicas", fmt.Sprint(replicas))
-	if n := c.v.Options.VolumesPerPod; n > 1 {
+	if n := o.VolumesPerPod; n > 1 {
 		add("Volumes per pod", fmt.Sprint(n))
 	}
 	add("Kubelet root", node.KubeletRootDir())

@@ -34,6 +34,11 @@ const (
 	CSIModeEBS   = string(csidriver.ModeEBS)
 )
 
+// CSIDriverMaxVolumesPerNode is how many volumes of skewtest's own CSI
+// driver one node takes (its NodeGetInfo's max_volumes_per_node), in
+// every mode: the most one pod can have on it.
+const CSIDriverMaxVolumesPerNode = csidriver.MaxVolumesPerNode
+
 // Providers are the descriptors of every provider New knows, the default
 // first.
 func Providers() []Descriptor { return slices.Clone(providers) }

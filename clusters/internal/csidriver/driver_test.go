@@ -220,7 +220,7 @@ func TestRegistrationIdentityAndStop(t *testing.T) {
 	node := csi.NewNodeClient(conn)
 	ni, err := node.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
 	mustOK(t, "NodeGetInfo", err)
-	if ni.GetNodeId() != "node-1" || ni.GetMaxVolumesPerNode() != 0 {
+	if ni.GetNodeId() != "node-1" || ni.GetMaxVolumesPerNode() != MaxVolumesPerNode {
 		t.Errorf("NodeGetInfo = %v", ni)
 	}
 	nc, err := node.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})

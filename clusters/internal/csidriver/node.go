@@ -23,13 +23,22 @@ import (
 // maxUnmounts bounds the unmount loop on one path (stacked mounts).
 const maxUnmounts = 64
 
+// MaxVolumesPerNode is how many of the driver's volumes one node takes,
+// as NodeGetInfo tells the kubelet (which publishes it in CSINode, where
+// the scheduler counts against it). A real disk driver has a limit: EBS's
+// 39 (or fewer on Nitro instances), Compute Engine's 128 disks per VM.
+// skewtest's loop devices and tmpfs mounts have none of their own, and a
+// busy node of 100 pods with a volume each must fit, so the driver
+// takes Compute Engine's 128.
+const MaxVolumesPerNode = 128
+
 type nodeServer struct {
 	csi.UnimplementedNodeServer
 	d *Driver
 }
 
 func (s *nodeServer) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	return &csi.NodeGetInfoResponse{NodeId: s.d.cfg.NodeID, MaxVolumesPerNode: 0}, nil
+	return &csi.NodeGetInfoResponse{NodeId: s.d.cfg.NodeID, MaxVolumesPerNode: MaxVolumesPerNode}, nil
 }
 
 func (s *nodeServer) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {

@@ -6,6 +6,10 @@
 //	skewtest matrix              the matrix tour (MATRIX, MATRIX_NODES, ...),
 //	                             as make test-matrix runs it
 //	skewtest bench [-rounds N]   N runs, phase timings min/median/max, JSON
+//	skewtest bench-scale         what reconstruction costs on a busy node: runs
+//	                             of N pods and of one pod with N volumes per
+//	                             CSI driver mode, each hop's times, kubelet CPU
+//	                             and memory against N, fits, JSON, Markdown, SVG
 //	skewtest build VERSION C,..  build Kubernetes components from the Go module
 //	skewtest build-containerd    build containerd v2 from its Go module
 //	skewtest kind-node-image V   build the offline kind node image of version V
@@ -59,7 +63,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
+const usage = "usage: skewtest run | matrix | bench [-rounds N] [-out FILE] | bench-scale [-pods N,...] [-volumes N,...] [-modes M,...] [-out DIR] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -81,6 +85,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	case "bench":
 		return bench(ctx, logger, args[1:])
+	case "bench-scale":
+		return benchScale(ctx, logger, args[1:])
 	case "build":
 		if len(args) != 3 {
 			return fmt.Errorf("%w: %s", skewrun.ErrInvalid, usage)

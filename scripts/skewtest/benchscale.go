@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/reports/scale"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// kubeletMaxPods is the kubelet's default maxPods, which the clusters
+// skewtest makes keep: the most pods the pods shape puts on the node.
+const kubeletMaxPods = 110
+
+// benchScaleDefaults are the sizes measured by default: N pods with a
+// volume each, and one pod with N volumes up to the CSI driver's limit.
+var benchScaleDefaults = struct{ pods, volumes []int }{
+	pods:    []int{10, 30, 60, 100},
+	volumes: []int{10, 30, 60, 100, clusters.CSIDriverMaxVolumesPerNode},
+}
+
+// benchScaleSettings are the environment variables bench-scale's command
+// line to reproduce it names when they are set: what chooses the cluster,
+// the plan and its kubelets, and the waits.
+var benchScaleSettings = []string{"PROVIDER", "PLAN", "APISERVER", "KUBELET_SOURCE", "KUBELETS", "POLL_INTERVAL", "CLEANUP_TIMEOUT", "SKEWTEST_TIMEOUT_FACTOR"}
+
+const benchScaleUsage = "usage: skewtest bench-scale [-pods N,...] [-volumes N,...] [-modes tmpfs,ebs] [-out DIR]"
+
+// benchScaleJob is one run of bench-scale: a mode and a workload.
+type benchScaleJob struct {
+	mode, shape         string
+	pods, volumesPerPod int
+}
+
+func (j benchScaleJob) String() string {
+	if j.shape == scale.ShapeVolumes {
+		return fmt.Sprintf("%s, one pod with %d volumes", j.mode, j.volumesPerPod)
+	}
+	return fmt.Sprintf("%s, %d pods with a volume each", j.mode, j.pods)
+}
+
+// options are the run options of the job: o with its mode and workload.
+func (j benchScaleJob) options(o skewrun.Options) skewrun.Options {
+	o.CSIMode, o.Replicas, o.VolumesPerPod = j.mode, j.pods, j.volumesPerPod
+	return o
+}
+
+// benchScale measures what reconstruction costs on a busy node: one run of
+// the plan (PLAN, the default's otherwise) per CSI driver mode and size,
+// N pods with one volume each and one pod with N volumes, and per hop the
+// times from the kubelet's start, the kubelet's CPU and peak memory, and
+// its reconstruct counters against N; then it fits each against N and
+// writes the JSON, the Markdown table and an SVG chart per mode and shape
+// into -out. A run that fails is recorded and the others go on; bad input
+// stops it before any run.
+func benchScale(ctx context.Context, logger *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("bench-scale", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pods := fs.String("pods", joinInts(benchScaleDefaults.pods), fmt.Sprintf("pod counts of the pods shape, one volume each (1 to %d, the kubelet's maxPods); empty: none", kubeletMaxPods))
+	volumes := fs.String("volumes", joinInts(benchScaleDefaults.volumes), fmt.Sprintf("volume counts of the one-pod shape (1 to %d, the CSI driver's limit per node); empty: none", clusters.CSIDriverMaxVolumesPerNode))
+	modes := fs.String("modes", "", "the CSI driver's modes to run, comma-separated (default: every mode the provider runs)")
+	out := fs.String("out", "", "where to write the result (default $ARTIFACTS/bench-scale/<time>)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, benchScaleUsage)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q\n%s", skewrun.ErrInvalid, fs.Arg(0), benchScaleUsage)
+	}
+	o, err := skewrun.OptionsFromEnv(nil)
+	if err != nil {
+		return err
+	}
+	if o.Scenario != "" {
+		return fmt.Errorf("%w: SCENARIO=%s: bench-scale measures the baseline force-delete; unset SCENARIO", skewrun.ErrInvalid, o.Scenario)
+	}
+	jobs, err := benchScaleJobs(o.Provider, *pods, *volumes, *modes)
+	if err != nil {
+		return err
+	}
+	o.Logger, o.Out = logger, os.Stderr
+	// Every run's settings are checked before the first run makes
+	// anything.
+	var v *skewrun.Validated
+	for _, j := range jobs {
+		if v, err = skewrun.Validate(j.options(o)); err != nil {
+			return fmt.Errorf("bench-scale %s: %w", j, err)
+		}
+	}
+	if *out == "" {
+		*out = filepath.Join(v.ArtifactsRoot, "bench-scale", time.Now().UTC().Format("20060102-150405"))
+	}
+	res := &scale.Result{Started: time.Now(), Provider: v.Options.Provider, Plan: strings.Split(v.Plan.String(), ","), Command: benchScaleCommand(args),
+		PollInterval: o.PollInterval, VolumeLimit: clusters.CSIDriverMaxVolumesPerNode, MaxPods: kubeletMaxPods}
+	if res.PollInterval == 0 {
+		res.PollInterval = defaultPollInterval
+	}
+	fmt.Fprintf(os.Stderr, "bench-scale: %d runs of plan %s on %s, writing %s\n", len(jobs), v.Plan, res.Provider, *out)
+	var errs []error
+	for i, j := range jobs {
+		fmt.Fprintf(os.Stderr, "=== bench-scale %d/%d: %s\n", i+1, len(jobs), j)
+		started := time.Now()
+		r, err := skewrun.Run(ctx, j.options(o))
+		if r != nil {
+			res.Host = benchScaleHost(r.Run)
+			points := benchScalePoints(j, r.Run)
+			res.Points = append(res.Points, points...)
+			for _, p := range points {
+				fmt.Fprintf(os.Stderr, "    %s\n", benchScaleLine(p))
+			}
+		}
+		fmt.Fprintf(os.Stderr, "    run %d/%d took %s\n", i+1, len(jobs), time.Since(started).Round(time.Second))
+		if err == nil {
+			continue
+		}
+		id := "no run"
+		if r != nil {
+			id = "run " + r.Run.ID
+		}
+		res.Failures = append(res.Failures, fmt.Sprintf("%s (%s): %s", j, id, reports.OneLine(err.Error())))
+		errs = append(errs, fmt.Errorf("bench-scale %s: %w", j, err))
+		if ctx.Err() != nil || errors.Is(err, skewrun.ErrInvalid) {
+			break
+		}
+	}
+	res.Finished = time.Now()
+	res.FitAll()
+	paths, werr := scale.Write(*out, res)
+	printBenchScale(os.Stdout, res)
+	for _, p := range paths {
+		fmt.Printf("written: %s\n", p)
+	}
+	return errors.Join(append(errs, werr)...)
+}
+
+// defaultPollInterval is the scenario's poll interval when POLL_INTERVAL
+// is unset (reconstruction.Config's default).
+const defaultPollInterval = 250 * time.Millisecond
+
+// benchScaleJobs checks the flags and lists the runs, mode by mode, the
+// pods shape's then the one-pod shape's, smallest first.
+func benchScaleJobs(provider, pods, volumes, modes string) ([]benchScaleJob, error) {
+	d, err := clusters.Lookup(defaultProvider(provider))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+	}
+	podCounts, err := parseCounts("-pods", pods, kubeletMaxPods, "the kubelet's maxPods")
+	if err != nil {
+		return nil, err
+	}
+	volumeCounts, err := parseCounts("-volumes", volumes, clusters.CSIDriverMaxVolumesPerNode, "the CSI driver's volumes per node")
+	if err != nil {
+		return nil, err
+	}
+	if len(podCounts)+len(volumeCounts) == 0 {
+		return nil, fmt.Errorf("%w: -pods and -volumes are both empty: nothing to measure; give either, e.g. -pods %s", skewrun.ErrInvalid, joinInts(benchScaleDefaults.pods))
+	}
+	ms := d.CSIModes
+	if modes != "" {
+		ms = strings.Split(modes, ",")
+	}
+	for _, m := range ms {
+		if !slices.Contains(d.CSIModes, m) {
+			return nil, fmt.Errorf("%w: -modes %s: provider %s runs skewtest's CSI driver in %s; fix: -modes %s",
+				skewrun.ErrInvalid, modes, d.Name, strings.Join(d.CSIModes, " and "), strings.Join(d.CSIModes, ","))
+		}
+	}
+	var jobs []benchScaleJob
+	for _, m := range ms {
+		for _, n := range podCounts {
+			jobs = append(jobs, benchScaleJob{mode: m, shape: scale.ShapePods, pods: n, volumesPerPod: 1})
+		}
+		for _, n := range volumeCounts {
+			jobs = append(jobs, benchScaleJob{mode: m, shape: scale.ShapeVolumes, pods: 1, volumesPerPod: n})
+		}
+	}
+	return jobs, nil
+}
+
+// parseCounts reads a flag's comma-separated counts, each from 1 to max;
+// "" is none.
+func parseCounts(flagName, s string, max int, what string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > max {
+			return nil, fmt.Errorf("%w: %s %s: %q is not a count from 1 to %d (%s); fix: for example %s 10,30,60", skewrun.ErrInvalid, flagName, s, f, max, what, flagName)
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("%w: %s %s: %d twice; give each count once", skewrun.ErrInvalid, flagName, s, n)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func joinInts(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, ",")
+}
+
+// benchScalePoints are the run's hops that measured anything, as points of
+// job j, with the hop kubelet's reconstruct counters.
+func benchScalePoints(j benchScaleJob, run *reports.Run) []scale.Point {
+	var out []scale.Point
+	for _, h := range run.Hops {
+		p := scale.HopPoint(h)
+		if len(p.Values) == 0 {
+			continue
+		}
+		p.Mode, p.Shape, p.Pods, p.VolumesPerPod, p.Volumes, p.RunID = j.mode, j.shape, j.pods, j.volumesPerPod, j.pods*j.volumesPerPod, run.ID
+		for _, m := range h.Metrics {
+			switch m.Name {
+			case kubeletmetrics.ReconstructVolumeOperations:
+				p.Counters.Present, p.Counters.Reconstructed = m.Present, m.Value
+				if m.Verdict == reports.PassWithExpectedDeviations && strings.Contains(m.Reason, kubeletmetrics.MetricsRegistrationRace) {
+					p.Counters.Race = m.Reason
+				}
+			case kubeletmetrics.ReconstructVolumeOperationsErrors:
+				p.Counters.Errors = m.Value
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// benchScaleLine is a point's progress line.
+func benchScaleLine(p scale.Point) string {
+	var parts []string
+	for _, q := range scale.Quantities {
+		if v, ok := p.Values[q.Name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f %s", q.Name, v, q.Unit))
+		}
+	}
+	_, counters := p.Counters.Check()
+	return fmt.Sprintf("%s (%s): %s; %s", scale.SeriesOf(p).HopLabel(), p.Verdict, strings.Join(parts, ", "), counters)
+}
+
+// benchScaleHost is the machine's cores and the node host's cgroup mode.
+func benchScaleHost(run *reports.Run) string {
+	h := fmt.Sprintf("%d cores", runtime.NumCPU())
+	for _, kv := range run.Environment {
+		if kv.Key == reports.EnvCgroup {
+			h += ", cgroup " + kv.Value
+		}
+	}
+	return h
+}
+
+// benchScaleCommand is the command line that makes the result again: the
+// settings that shape it, then the subcommand and its flags.
+func benchScaleCommand(args []string) string {
+	var parts []string
+	for _, k := range benchScaleSettings {
+		if v := os.Getenv(k); v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	parts = append(parts, "skewtest", "bench-scale")
+	return strings.Join(append(parts, args...), " ")
+}
+
+// printBenchScale prints the fits, a line per mode, shape, hop and
+// quantity, and the points whose counters are not what the kubelet found.
+func printBenchScale(w io.Writer, r *scale.Result) {
+	fmt.Fprintf(w, "skewtest bench-scale: provider %s, plan %s, %d points (seconds from the kubelet's start; CPU s; peak RSS MiB)\n", r.Provider, strings.Join(r.Plan, ","), len(r.Points))
+	fmt.Fprintf(w, "growth rule: %s\n", scale.Rule)
+	for _, f := range r.Fits {
+		if f.Verdict == scale.TooFew {
+			continue
+		}
+		fmt.Fprintf(w, "%s %s %s %-18s slope %.4g %s/volume, intercept %.3g %s, R² %.3f: %s (%s)\n",
+			f.Series.Mode, f.Series.Shape, f.Series.HopLabel(), f.Quantity, f.Slope, f.Unit, f.Intercept, f.Unit, f.R2, f.Verdict, f.Why)
+	}
+	for _, p := range r.Points {
+		if check, why := p.Counters.Check(); check == scale.CountersMismatch || check == scale.CountersRace {
+			fmt.Fprintf(w, "counters %s at %d volumes (%s %s, run %s): %s\n", check, p.Volumes, p.Mode, scale.SeriesOf(p).HopLabel(), p.RunID, why)
+		}
+	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "failed: %s\n", f)
+	}
+}

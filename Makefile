@@ -50,7 +50,7 @@ ACTIONLINT_VERSION = v1.7.12
 # Where .ci/run keeps the host's footprint from before its first test.
 FOOTPRINT ?= $(ARTIFACTS)/footprint-before.json
 
-.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-chaos test-matrix bench-skew kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
+.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-chaos test-matrix bench-skew bench-scale kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
@@ -61,6 +61,7 @@ help:
 	@echo "make test-chaos  runs interrupted at every phase by SIGINT, SIGTERM, SIGHUP or SIGKILL+clean, each checked to leave nothing (root; CHAOS_SEED, CHAOS_RUNS)"
 	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; then the matrix tour on the default nodes and on one"
+	@echo "make bench-scale what reconstruction costs on a busy node: N pods, and one pod with N volumes, per CSI driver mode; each hop's times, kubelet CPU and memory against N (PLAN, SCALE_PODS, SCALE_VOLUMES, SCALE_MODES)"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
 	@echo "make signoff     the sign-off page of the runs under DIR=$(ARTIFACTS) (BASELINE=an earlier night's dir)"
 	@echo "make skewtest    build bin/skewtest, whose exit code says pass, kubelet failure, bad input or infrastructure"
@@ -136,6 +137,19 @@ test-matrix: deps
 bench-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
 	go run ./scripts/skewtest bench -rounds $(ROUNDS) -out "$(ARTIFACTS)/bench-$(PROVIDER).json"
+
+# What reconstruction costs on a busy node (skewtest bench-scale): one run
+# of PLAN per CSI driver mode and size, N pods with a volume each and one
+# pod with N volumes; each hop's times from the kubelet's start, the
+# kubelet's CPU and peak memory, and its reconstruct counters against N,
+# fitted, into $(ARTIFACTS)/bench-scale/<time> (JSON, Markdown, SVG). The
+# sizes and modes are bench-scale's defaults unless set (comma-separated).
+SCALE_PODS ?=
+SCALE_VOLUMES ?=
+SCALE_MODES ?=
+bench-scale: deps
+	@mkdir -p "$(ARTIFACTS)"
+	go run ./scripts/skewtest bench-scale $(if $(SCALE_PODS),-pods $(SCALE_PODS)) $(if $(SCALE_VOLUMES),-volumes $(SCALE_VOLUMES)) $(if $(SCALE_MODES),-modes $(SCALE_MODES))
 
 kind-node-image: deps
 	go run ./scripts/skewtest kind-node-image $(VERSION)

@@ -13,11 +13,14 @@ import (
 )
 
 // checkHostKubelet refuses a run on a host whose own kubelet serves sock
-// (deviceManagerSocket): every kubelet, whatever its --root-dir, removes the
-// socket there and binds its own, so a test kubelet would take the host
-// kubelet's device plugins away. A socket nobody answers on is stale and
-// harmless; one served by a kubelet of a skewtest run under runRoot (a kept
-// cluster) is skewtest's own.
+// (deviceManagerSocket). The run's kubelets keep their device manager in
+// mount namespaces of their own (mountns.go), but they share with the
+// host's kubelet what every kubelet writes outside its root, whatever its
+// --root-dir: container log links in /var/log/containers and, before
+// 1.30, pod logs in /var/log/pods, which teardown takes back as the run's
+// own (podlogs.go). A socket nobody answers on is stale and harmless; one
+// served by a kubelet of a skewtest run under runRoot (a kept cluster) is
+// skewtest's own.
 func checkHostKubelet(sock, runRoot string) error {
 	c, err := net.DialTimeout("unix", sock, time.Second)
 	if err != nil {
@@ -42,7 +45,7 @@ func checkHostKubelet(sock, runRoot string) error {
 	if len(theirs) > 0 {
 		owner = "a kubelet or process this host runs (" + strings.Join(theirs, "; ") + ")"
 	}
-	return fmt.Errorf("%w: local provider: %s is served by %s; a test kubelet would replace that socket and take its device plugins away. "+
+	return fmt.Errorf("%w: local provider: %s is served by %s; the run's kubelets would share its /var/log/pods and /var/log/containers, from which teardown removes what the run's kubelets wrote. "+
 		"Run the local provider on a host without a kubelet of its own (a VM, a CI machine), or use PROVIDER=existing against that node",
 		hostlock.ErrHostInUse, sock, owner)
 }

@@ -188,39 +188,19 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 }
 
 // hostKubeletRoot is the kubelet's default --root-dir. Every kubelet,
-// whatever its --root-dir, keeps its device manager there (below).
+// whatever its --root-dir, keeps its device manager there
+// (hostDevicePluginDir), in its own mount namespace (mountns.go).
 const hostKubeletRoot = "/var/lib/kubelet"
 
-// deviceManagerSocket is where every kubelet, whatever its --root-dir,
-// serves device plugin registration: the path is compiled in. A starting
-// kubelet removes any socket there and binds its own; when two kubelets
-// start at once, one can find the other's socket made between the two steps
-// and exits ("Failed to start ContainerManager"), after answering /healthz.
-// skewtest uses no device plugins, so that only the last kubelet started
-// owns the socket is harmless; the starts of a cluster's kubelets are
-// serialised until each has bound it.
-const deviceManagerSocket = hostKubeletRoot + "/device-plugins/kubelet.sock"
-
-// madeSince tells whether the file at path was made at or after t. A
-// socket's inode number cannot tell a new socket from a stale one: the
-// kubelet removes the stale file and binds at once, and the freed inode
-// number is often handed out again.
-func madeSince(path string, t time.Time) bool {
-	fi, err := os.Stat(path)
-	return err == nil && !fi.ModTime().Before(t)
-}
+// deviceManagerSocket is where a kubelet the host runs itself serves
+// device plugin registration: checkHostKubelet looks for it.
+const deviceManagerSocket = hostDevicePluginDir + "/kubelet.sock"
 
 type checkpointError struct{ line string }
 
 func (e *checkpointError) Error() string { return "kubelet refused a checkpoint: " + e.line }
 
 func (n *Node) startOnce(ctx context.Context) error {
-	if n.p.nodeCount() > 1 {
-		// See deviceManagerSocket: one kubelet of the cluster at a time
-		// from its start until it owns the socket.
-		n.p.kubeletStartMu.Lock()
-		defer n.p.kubeletStartMu.Unlock()
-	}
 	n.mu.Lock()
 	if n.proc != nil {
 		n.mu.Unlock()
@@ -234,7 +214,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 	v, _ := version.ParseSemantic(n.bin.Version)
 	logFile := n.l.kubeletLog(n.run, n.bin.Version)
 	argv := append([]string{n.bin.Path, "--config=" + n.configFile(v)}, n.kubeletFlags(v)...)
-	started := time.Now()
+	argv = n.l.inOwnMountNamespace(n.p.devicePluginHolder, argv)
 	proc, err := process.StartIn(n.p.daemonCgroup, n.l.kubeletName(), logFile, n.l.kubeletPIDFile(), argv, nil)
 	if err != nil {
 		n.mu.Unlock()
@@ -246,19 +226,7 @@ func (n *Node) startOnce(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, n.p.timeout(60*time.Second))
 	defer cancel()
 	healthy := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.ports.kubeletHealthz), nil, n.p.timeout(probeTimeout))
-	ready := healthy
-	if n.p.nodeCount() > 1 {
-		ready = func(ctx context.Context) error {
-			if err := healthy(ctx); err != nil {
-				return err
-			}
-			if !madeSince(deviceManagerSocket, started) {
-				return fmt.Errorf("the kubelet has not bound %s yet", deviceManagerSocket)
-			}
-			return nil
-		}
-	}
-	err = proc.WaitReady(wctx, 50*time.Millisecond, ready)
+	err = proc.WaitReady(wctx, 50*time.Millisecond, healthy)
 	if err == nil {
 		return nil
 	}

@@ -2,7 +2,6 @@ package local
 
 import (
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -176,22 +175,6 @@ func TestNodeConfigsAreTheNodesOwn(t *testing.T) {
 				t.Errorf("%s's containerd config names %s's directory", n, other)
 			}
 		}
-	}
-}
-
-func TestMadeSince(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kubelet.sock")
-	if madeSince(path, time.Time{}) {
-		t.Errorf("madeSince is true for a missing file")
-	}
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if !madeSince(path, time.Now().Add(-time.Minute)) {
-		t.Errorf("madeSince(a minute ago) is false for a file just made")
-	}
-	if madeSince(path, time.Now().Add(time.Minute)) {
-		t.Errorf("madeSince(in a minute) is true: a stale file would pass for the kubelet's")
 	}
 }
 

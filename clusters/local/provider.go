@@ -81,10 +81,6 @@ type Provider struct {
 	logger  *slog.Logger
 	csiMode csidriver.Mode
 
-	// kubeletStartMu serialises kubelet starts when there are several
-	// nodes (see deviceManagerSocket).
-	kubeletStartMu sync.Mutex
-
 	mu     sync.Mutex
 	procs  []*process.Process // control plane, in start order
 	nodes  []*Node
@@ -94,6 +90,10 @@ type Provider struct {
 	// both set by Up before any daemon starts.
 	host         cgroups.Host
 	daemonCgroup string
+	// devicePluginHolder is the host's mount holding hostDevicePluginDir,
+	// which each kubelet's namespace makes a slave (mountns.go); set by Up
+	// before any kubelet starts.
+	devicePluginHolder string
 	// slow multiplies start timeouts (timeouts.FactorEnv); 0 counts as 1.
 	slow     time.Duration
 	ports    ports

@@ -30,11 +30,13 @@ type state struct {
 	// reboot nothing in /run is the run's. Empty in older state files.
 	BootID string `json:"bootID,omitempty"`
 	// HostKubeletDirMade is set when /var/lib/kubelet did not exist before
-	// the run: every kubelet, whatever its --root-dir, puts its device
-	// plugin socket in /var/lib/kubelet/device-plugins, and teardown then
-	// removes the directory. Unset (also in older state files), teardown
-	// leaves it alone.
-	HostKubeletDirMade bool `json:"hostKubeletDirMade"`
+	// the run, and DevicePluginDirMade when /var/lib/kubelet/device-plugins
+	// did not: the run makes that directory, over which each kubelet's
+	// mount namespace binds its node's own (mountns.go), and teardown
+	// removes the outermost of the two it made. Unset (also in older state
+	// files), teardown leaves them alone.
+	HostKubeletDirMade  bool `json:"hostKubeletDirMade"`
+	DevicePluginDirMade bool `json:"devicePluginDirMade,omitempty"`
 	// Sysctls are the kernel settings the kubelets and the CNI bridge
 	// change (sysctl.Keys), as they were before the run; teardown writes
 	// back every one that differs. Empty (older state files), teardown

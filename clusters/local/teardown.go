@@ -210,8 +210,13 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 			}
 		}
 	}
-	if st.HostKubeletDirMade {
+	switch {
+	case st.HostKubeletDirMade:
 		if err := removeDirOfRun(hostKubeletRoot); err != nil {
+			errs = append(errs, err)
+		}
+	case st.DevicePluginDirMade:
+		if err := removeDirOfRun(hostDevicePluginDir); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -105,6 +105,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	}
 	_, statErr := os.Stat("/run/containerd")
 	_, kubeletDirErr := os.Stat(hostKubeletRoot)
+	_, devicePluginDirErr := os.Stat(hostDevicePluginDir)
 	_, cniDirErr := os.Stat(hostCNIDir)
 	_, logDirErr := os.Stat(hostContainerLogDir)
 	_, podLogDirErr := os.Stat(hostPodLogDir)
@@ -114,6 +115,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		ContainerdRunDirExisted: statErr == nil,
 		BootID:                  bootID(),
 		HostKubeletDirMade:      errors.Is(kubeletDirErr, os.ErrNotExist),
+		DevicePluginDirMade:     errors.Is(devicePluginDirErr, os.ErrNotExist),
 		Sysctls:                 sysctl.Read(sysctl.Keys),
 		CNIDirMade:              errors.Is(cniDirErr, os.ErrNotExist),
 		ContainerLogDirMade:     errors.Is(logDirErr, os.ErrNotExist),
@@ -136,6 +138,9 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		p.mu.Lock()
 		p.nodes = append(p.nodes, node)
 		p.mu.Unlock()
+	}
+	if p.devicePluginHolder, err = p.prepareKubeletNamespaces(); err != nil {
+		return err
 	}
 	if p.daemonCgroup, err = p.makeCgroups(ctx, st); err != nil {
 		return err
@@ -268,7 +273,7 @@ func checkHostPrograms() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("local provider: missing host programs: %v; scripts/install-deps.sh installs them", missing)
 	}
-	for _, tool := range []string{"iptables", "ip", "mount"} {
+	for _, tool := range []string{"iptables", "ip", "mount", unshareProgram} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("local provider: %s not found on PATH; scripts/install-deps.sh installs it", tool)
 		}

@@ -9,49 +9,76 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 )
 
+// Table is a table of plain text cells, for a page to render and escape
+// as it does.
+type Table struct {
+	Header []string
+	Rows   [][]string
+}
+
+// PointsTable is the panel's points, one row per point: its size, hop,
+// each quantity, and its counters against the volumes found.
+func (r *Result) PointsTable(pn Panel) Table {
+	t := Table{Header: []string{"N", "pods × volumes", "hop"}}
+	for _, q := range Quantities {
+		t.Header = append(t.Header, fmt.Sprintf("%s (%s)", q.Name, q.Unit))
+	}
+	t.Header = append(t.Header, "found at start", "reconstructed (errors)", "counters", "run")
+	for _, p := range r.PointsOf(pn) {
+		row := []string{strconv.Itoa(p.Volumes), fmt.Sprintf("%d × %d", p.Pods, p.VolumesPerPod), SeriesOf(p).HopLabel()}
+		for _, q := range Quantities {
+			row = append(row, cellValue(p.Values, q))
+		}
+		check, why := p.Counters.Check()
+		counted := "—"
+		if p.Counters.Present {
+			counted = fmt.Sprintf("%g (%g)", p.Counters.Reconstructed, p.Counters.Errors)
+		}
+		t.Rows = append(t.Rows, append(row, strconv.Itoa(p.Counters.VolumesAtStart), counted, counterSymbol(check)+" "+why, p.RunID))
+	}
+	return t
+}
+
+// FitsTable is the panel's fits, one row per hop and quantity.
+func (r *Result) FitsTable(pn Panel) Table {
+	t := Table{Header: []string{"hop", "quantity", "per volume", "at 0 volumes", "R²", "rise over the range", "growth", "why"}}
+	for _, s := range seriesIn(r.PointsOf(pn)) {
+		for _, q := range Quantities {
+			f, ok := r.FitOf(s, q.Name)
+			if !ok {
+				continue
+			}
+			t.Rows = append(t.Rows, []string{s.HopLabel(), q.Name, perVolume(f), fmtFitValue(f.Intercept, f.Unit, f), fitR2(f), fmtFitValue(f.Rise, f.Unit, f), f.Verdict, f.Why})
+		}
+	}
+	return t
+}
+
 // Markdown is the result's tables, a section per panel under a heading of
 // level: its chart (an image linked by link, none when link returns ""),
-// one row per point, then one row per fit.
+// its points, then its fits; then the failed runs.
 func (r *Result) Markdown(level int, link func(Panel) string) string {
 	var b strings.Builder
 	h := strings.Repeat("#", level)
-	text, code := reports.MarkdownText, reports.MarkdownCode
-	header := []string{"N", "pods × volumes", "hop"}
-	for _, q := range Quantities {
-		header = append(header, fmt.Sprintf("%s (%s)", q.Name, q.Unit))
+	text := reports.MarkdownText
+	table := func(t Table) {
+		var rows [][]string
+		for _, row := range t.Rows {
+			cells := make([]string, len(row))
+			for i, c := range row {
+				cells[i] = text(c)
+			}
+			rows = append(rows, cells)
+		}
+		b.WriteString(reports.MarkdownTable(t.Header, rows))
 	}
-	header = append(header, "found at start", "reconstructed (errors)", "counters", "run")
 	for _, pn := range r.Panels() {
 		fmt.Fprintf(&b, "%s %s\n\n", h, text(pn.Title()))
 		if l := link(pn); l != "" {
 			fmt.Fprintf(&b, "![%s](%s)\n\n", text(pn.Title()), reports.MarkdownLinkDest(l))
 		}
-		var rows [][]string
-		for _, p := range r.PointsOf(pn) {
-			row := []string{strconv.Itoa(p.Volumes), fmt.Sprintf("%d × %d", p.Pods, p.VolumesPerPod), text(SeriesOf(p).HopLabel())}
-			for _, q := range Quantities {
-				row = append(row, cellValue(p.Values, q))
-			}
-			check, why := p.Counters.Check()
-			counted := "—"
-			if p.Counters.Present {
-				counted = fmt.Sprintf("%g (%g)", p.Counters.Reconstructed, p.Counters.Errors)
-			}
-			row = append(row, strconv.Itoa(p.Counters.VolumesAtStart), counted, text(counterSymbol(check)+" "+why), code(p.RunID))
-			rows = append(rows, row)
-		}
-		b.WriteString(reports.MarkdownTable(header, rows))
-		rows = nil
-		for _, s := range seriesIn(r.PointsOf(pn)) {
-			for _, q := range Quantities {
-				f, ok := r.FitOf(s, q.Name)
-				if !ok {
-					continue
-				}
-				rows = append(rows, []string{text(s.HopLabel()), text(q.Name), perVolume(f), fmtFitValue(f.Intercept, f.Unit, f), fitR2(f), fmtFitValue(f.Rise, f.Unit, f), "**" + f.Verdict + "**: " + text(f.Why)})
-			}
-		}
-		b.WriteString(reports.MarkdownTable([]string{"hop", "quantity", "per volume", "at 0 volumes", "R²", "rise over the range", "growth"}, rows))
+		table(r.PointsTable(pn))
+		table(r.FitsTable(pn))
 	}
 	if len(r.Failures) > 0 {
 		fmt.Fprintf(&b, "%s Failed runs\n\n", h)
@@ -91,16 +118,18 @@ func (r *Result) Intro() string {
 	return b.String()
 }
 
+// counterSymbol marks a counters check with a character common text
+// fonts have, for the HTML page as for Markdown.
 func counterSymbol(check string) string {
 	switch check {
 	case CountersEqual:
-		return "✅"
+		return "✓"
 	case CountersRace:
-		return "⚠️"
+		return "⚠"
 	case CountersNotExposed:
 		return "·"
 	}
-	return "❌"
+	return "✗"
 }
 
 // cellValue is a point's value of q in q's unit, "—" when not measured.

@@ -91,8 +91,8 @@ type Counters struct {
 	Present       bool    `json:"present"`
 	Reconstructed float64 `json:"reconstructed"`
 	Errors        float64 `json:"errors"`
-	// Race is the run's reason for a counter below VolumesAtStart that
-	// the kubelet's log explains: the metrics registration race.
+	// Race is the run's reason, quoting the kubelet's log, for a counter
+	// below VolumesAtStart: the metrics registration race.
 	Race string `json:"race,omitempty"`
 }
 
@@ -114,7 +114,7 @@ func (c Counters) Check() (string, string) {
 	case c.Reconstructed == float64(c.VolumesAtStart) && c.Errors == 0:
 		return CountersEqual, fmt.Sprintf("%g reconstructed of %d found", c.Reconstructed, c.VolumesAtStart)
 	case c.Race != "" && c.Reconstructed < float64(c.VolumesAtStart):
-		return CountersRace, fmt.Sprintf("%g counted of %d found: %s", c.Reconstructed, c.VolumesAtStart, c.Race)
+		return CountersRace, fmt.Sprintf("%g counted of %d found: the metrics registration race, the kubelet's log shows them all", c.Reconstructed, c.VolumesAtStart)
 	}
 	return CountersMismatch, fmt.Sprintf("%g reconstructed (%g errors) of %d found", c.Reconstructed, c.Errors, c.VolumesAtStart)
 }

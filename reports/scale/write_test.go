@@ -40,20 +40,20 @@ func TestMarkdown(t *testing.T) {
 	}
 	ebs := sections[1]
 	if got := rows(ebs, "| 100 | 100 × 1 |"); len(got) != 2 ||
-		!strings.Contains(got[0], "| hop 1 → v1.34.4 | 0.71 | 2.50 | 9.00 | 5.00 | 6.00 | 90 | 100 | 0 (0) | ⚠️ 0 counted of 100 found: kubelet metrics registration race |") {
+		!strings.Contains(got[0], "| hop 1 → v1.34.4 | 0.71 | 2.50 | 9.00 | 5.00 | 6.00 | 90 | 100 | 0 (0) | ⚠ 0 counted of 100 found: the metrics registration race, the kubelet's log shows them all | run-ebs |") {
 		t.Errorf("ebs rows at 100 volumes:\n%s", strings.Join(got, "\n"))
 	}
-	if got := rows(ebs, "| 60 | 60 × 1 | hop 2"); len(got) != 1 || !strings.Contains(got[0], "❌ 59 reconstructed (0 errors) of 60 found") {
+	if got := rows(ebs, "| 60 | 60 × 1 | hop 2"); len(got) != 1 || !strings.Contains(got[0], "✗ 59 reconstructed (0 errors) of 60 found") {
 		t.Errorf("the mismatch at 60 volumes: %q", got)
 	}
-	if got := rows(ebs, "| hop 2 → v1.37.2 | old pod dirs gone |"); len(got) != 1 || !strings.Contains(got[0], "| 50.0 ms | 4.01 s | 1.00 | 4.5 s | **linear**") {
+	if got := rows(ebs, "| hop 2 → v1.37.2 | old pod dirs gone |"); len(got) != 1 || !strings.Contains(got[0], "| 50.0 ms | 4.01 s | 1.00 | 4.5 s | linear | R² 1.00,") {
 		t.Errorf("the fit of old pod dirs gone: %q", got)
 	}
 	vol := sections[2]
 	if got := rows(vol, "| 128 | 1 × 128 |"); len(got) != 1 || !strings.Contains(got[0], "| — | — | 35.77 | — |") || !strings.Contains(got[0], "· this kubelet does not expose") {
 		t.Errorf("the one-pod row at 128 volumes: %q", got)
 	}
-	if got := rows(vol, "| hop 1 → v1.34.4 | old pod dirs gone |"); len(got) != 1 || !strings.Contains(got[0], "**not linear**") || !strings.Contains(got[0], "faster than linearly") {
+	if got := rows(vol, "| hop 1 → v1.34.4 | old pod dirs gone |"); len(got) != 1 || !strings.Contains(got[0], "| not linear |") || !strings.Contains(got[0], "faster than linearly") {
 		t.Errorf("the parabola's fit: %q", got)
 	}
 	if !strings.Contains(sections[3], "- tmpfs pods N=100: run 20261203-1: old pods not cleaned up") {

@@ -40,13 +40,22 @@ type domCell struct {
 	Matrix, From, To, Status, Text, Background, Href string
 }
 
+// domChart is what the page's DOM says about one bench-scale chart.
+type domChart struct {
+	Mode, Shape                string
+	Width, Height              float64
+	Lines, Points, Ticks, Rows int
+}
+
 // TestHTMLInChromium opens the night's signoff.html in headless Chromium,
-// reads the matrix cells and their verdicts from the DOM, checks that the
-// page logs no error and loads nothing but itself, and saves a screenshot.
+// reads the matrix cells and their verdicts from the DOM, and the
+// bench-scale charts drawn beside them, checks that the page logs no
+// error and loads nothing but itself, and saves a screenshot.
 func TestHTMLInChromium(t *testing.T) {
 	browser := findChromium(t)
 	p, dir := nightPage(t)
 	compareWithBaseline(t, p, dir, "")
+	withScale(t, p, dir)
 	paths, err := Write(dir, p)
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +143,16 @@ func TestHTMLInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	chartsJSON, err := chromedp.Run(qctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll("figure.scale-figure")].map(f => {
+		const svg = f.querySelector("svg"), box = svg.getBoundingClientRect();
+		return {Mode: f.dataset.mode, Shape: f.dataset.shape, Width: box.width, Height: box.height,
+			Lines: svg.querySelectorAll("g.series polyline").length, Points: svg.querySelectorAll("g.series circle").length,
+			Ticks: svg.querySelectorAll(".tick-label").length,
+			Rows: f.parentElement.querySelectorAll("table.scale-points tbody tr").length};
+	}))`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	shot, err := chromedp.Run(qctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +218,21 @@ func TestHTMLInChromium(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, strings.SplitN(tc.href, "#", 2)[0])); err != nil {
 			t.Errorf("cell %s links to a report that is not there: %v", tc.key, err)
+		}
+	}
+	var charts []domChart
+	if err := json.Unmarshal([]byte(chartsJSON), &charts); err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) != 2 {
+		t.Fatalf("%d bench-scale charts drawn, want 2: %+v", len(charts), charts)
+	}
+	for i, mode := range []string{"tmpfs", "ebs"} {
+		c := charts[i]
+		// 4 times × 2 hops, at 4 sizes each; both axes ticked; the
+		// section's tables hold both modes' 16 points.
+		if c.Mode != mode || c.Width < 300 || c.Height < 200 || c.Lines != 8 || c.Points != 32 || c.Ticks < 8 || c.Rows != 16 {
+			t.Errorf("chart %d: %+v, want the %s pods chart drawn with 8 lines of 4 points", i, c, mode)
 		}
 	}
 	if len(backgrounds) != 5 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/reports/scale"
 )
 
 //go:embed signoff.html.tmpl
@@ -23,6 +24,10 @@ var htmlTemplate = template.Must(template.New(HTMLFileName).Funcs(template.FuncM
 	"plural":  plural,
 	"inc":     func(i int) int { return i + 1 },
 	"hsym":    htmlHistorySymbol,
+	// svg inlines a bench-scale chart, which reports/scale draws with
+	// every text escaped.
+	"svg":       func(s string) template.HTML { return template.HTML(s) },
+	"scaleRule": func() string { return scale.Rule },
 }).Parse(htmlSource))
 
 // htmlHistorySymbol marks a history cell's outcome with characters common

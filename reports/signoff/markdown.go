@@ -159,6 +159,8 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 		}
 	}
 
+	writeScaleMarkdown(&b, p)
+
 	line("## ⚠️ Expected deviations")
 	line("")
 	if len(p.Deviations) == 0 {

@@ -70,7 +70,9 @@ type Page struct {
 	Counts     map[Status]int
 	Deviations []DeviationRow
 	// History is the kubelet × catalogue entry grid; nil without hops.
-	History  *History
+	History *History
+	// Scale are the bench-scale results found beside the runs (AddScale).
+	Scale    []ScaleResult
 	Binaries []BinaryRow
 	Envs     []EnvTable
 	// Baseline is set when the page compares against an earlier night.

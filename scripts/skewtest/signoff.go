@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"sigs.k8s.io/skewtest/reports/scale"
 	"sigs.k8s.io/skewtest/reports/signoff"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -14,7 +15,7 @@ const signoffUsage = "usage: skewtest signoff DIR [-baseline DIR] [-out DIR]"
 
 // signoffCmd writes the sign-off page (signoff.md, signoff.html) of every
 // run under DIR into -out (default DIR), compared with the runs under
-// -baseline when given. A page that reports failed runs is still a
+// -baseline when given, with every bench-scale result under DIR. A page that reports failed runs is still a
 // success: the page is the product. Bad input (no DIR, no run.json under
 // it, an unreadable run.json) is ErrInvalid, exit 2.
 func signoffCmd(out io.Writer, args []string) error {
@@ -46,6 +47,11 @@ func signoffCmd(out io.Writer, args []string) error {
 		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
 	}
 	page := signoff.Build(srcs, *outDir)
+	found, err := scale.Find(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+	}
+	page.AddScale(found, *outDir)
 	if *baseline != "" {
 		base, err := signoff.Load(*baseline)
 		if err != nil {

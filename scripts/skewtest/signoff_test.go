@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/reports/scale"
 	"sigs.k8s.io/skewtest/reports/signoff"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -99,5 +100,52 @@ func TestSignoffExitCode(t *testing.T) {
 	r := runCLI(t, nil, "signoff", empty)
 	if r.code != 2 || !strings.Contains(r.stderr, "no run.json under "+empty) {
 		t.Errorf("skewtest signoff EMPTYDIR: exit %d, stderr %q; want 2 naming the dir", r.code, r.stderr)
+	}
+}
+
+// A bench-scale result under DIR goes on the page: its table, and its
+// chart linked from the Markdown and drawn in the HTML; one that cannot
+// be read is bad input naming it.
+func TestSignoffCommandWithBenchScale(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := reports.WriteAll(filepath.Join(dir, "20261201-010000-abcd"), failedRun()); err != nil {
+		t.Fatal(err)
+	}
+	r := &scale.Result{Started: time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC), Provider: "local", Plan: []string{"v1.37.2", "v1.34.4"}, Command: "skewtest bench-scale", PollInterval: 250 * time.Millisecond}
+	for _, n := range []int{10, 30, 60} {
+		r.Points = append(r.Points, scale.Point{Mode: "tmpfs", Shape: scale.ShapePods, Volumes: n, Pods: n, VolumesPerPod: 1, Hop: 1, Kubelet: "v1.34.4", RunID: "r",
+			Values: map[string]float64{reports.PhasePodDirsGone: 4 + 0.1*float64(n)}})
+	}
+	r.FitAll()
+	res := filepath.Join(dir, "bench-scale", "20261203-180000")
+	if _, err := scale.Write(res, r); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "page")
+	var stdout bytes.Buffer
+	if err := signoffCmd(&stdout, []string{dir, "-out", out}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, signoff.MarkdownFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, _ := filepath.Rel(out, filepath.Join(res, "pods-tmpfs.svg"))
+	for _, want := range []string{"## Reconstruction at scale", "![tmpfs · N pods, one volume each](" + filepath.ToSlash(chart) + ")", "| 60 | 60 × 1 | hop 1 → v1.34.4 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("signoff.md lacks %q", want)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(out, signoff.HTMLFileName))
+	if err != nil || !strings.Contains(string(html), `<svg xmlns="http://www.w3.org/2000/svg" class="scale-chart"`) {
+		t.Errorf("signoff.html does not draw the chart (%v)", err)
+	}
+
+	if err := os.WriteFile(filepath.Join(res, scale.JSONFileName), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = signoffCmd(&stdout, []string{dir, "-out", out})
+	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), scale.JSONFileName) {
+		t.Errorf("a broken bench-scale result: %v, want bad input naming it", err)
 	}
 }

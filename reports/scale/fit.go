@@ -40,7 +40,7 @@ const (
 
 // Rule is the rule of the verdicts, for the pages that print them.
 var Rule = fmt.Sprintf("least squares of each quantity against the volumes at start, per mode, shape and hop; "+
-	"flat when the line rises over the measured range by less than %d resolution (the poll interval; the kubelet's 2 s housekeeping for the old pod dirs) or %.0f%% of the mean; "+
+	"flat when the line rises over the measured range by less than %d resolution (100 ms for node Ready and pods Running, the poll interval for the old mounts, the kubelet's 2 s housekeeping for the old pod dirs) or %.0f%% of the mean; "+
 	"linear when, with at least %d points, R² ≥ %.1f and no point lies further from the line than %.0f%% of its rise (or one resolution, whichever is larger); "+
 	"else not linear",
 	flatResolutions, 100*flatShare, minFitPoints, minR2, 100*maxResidualShare)

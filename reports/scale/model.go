@@ -140,19 +140,25 @@ const (
 // bytesPerMiB converts peak memory to the unit it is shown in.
 const bytesPerMiB = 1 << 20
 
-// housekeeping is how often the kubelet removes orphaned pod directories:
-// the resolution of the old pod dirs' time, however often it is polled.
-const housekeeping = 2 * time.Second
+// The resolutions of the phases: how soon the harness sees a change in
+// the API (the node's Ready condition is polled every 100 ms, the
+// re-created pods are watched), and how often the kubelet removes orphaned
+// pod directories, which bounds the old pod dirs' time however often the
+// node is polled.
+const (
+	apiResolution = 100 * time.Millisecond
+	housekeeping  = 2 * time.Second
+)
 
 // Quantities are what a point measures, in the order tables show them: the
-// hop's phases from the kubelet's start (resolution: the poll interval,
-// the housekeeping period for the pod directories), then the kubelet's CPU
-// time (the kernel's 10 ms tick) and peak memory (1 MiB).
+// hop's phases from the kubelet's start, then the kubelet's CPU time (the
+// kernel's 10 ms tick) and peak memory (1 MiB). The old mounts are polled
+// on the node: their resolution is the result's poll interval.
 var Quantities = []Quantity{
-	{Name: reports.PhaseNodeReady, Unit: "s", Plotted: true},
+	{Name: reports.PhaseNodeReady, Unit: "s", Resolution: apiResolution.Seconds(), Plotted: true},
 	{Name: reports.PhaseMountsGone, Unit: "s", Plotted: true},
 	{Name: reports.PhasePodDirsGone, Unit: "s", Resolution: housekeeping.Seconds(), Plotted: true},
-	{Name: reports.PhasePodsRunning, Unit: "s", Plotted: true},
+	{Name: reports.PhasePodsRunning, Unit: "s", Resolution: apiResolution.Seconds(), Plotted: true},
 	{Name: KubeletCPU, Unit: "s", Resolution: 0.01},
 	{Name: KubeletPeakRSS, Unit: "MiB", Resolution: 1},
 }

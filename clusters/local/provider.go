@@ -172,6 +172,14 @@ func (p *Provider) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local provider: load %s (is the cluster up?): %w", p.KubeconfigPath(), err)
 	}
+	// The client's key pair in memory, not as files: client-go reloads
+	// certificate files in the background for as long as the process
+	// lives, and logs an error a minute once teardown removed them (a
+	// batch outlives its clusters).
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return nil, fmt.Errorf("local provider: read the key pair %s names: %w", p.KubeconfigPath(), err)
+	}
+	cfg.CertFile, cfg.KeyFile, cfg.CAFile = "", "", ""
 	p.restCfg = cfg
 	return rest.CopyConfig(cfg), nil
 }

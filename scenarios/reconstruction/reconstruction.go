@@ -62,6 +62,11 @@ type Config struct {
 	// TimeoutFactor stretches every wait of the scenario (timeouts.FactorEnv);
 	// 0 counts as 1.
 	TimeoutFactor time.Duration
+	// VolumeGroup, when set, names the scenario's PVs apart from those of
+	// another scenario on the same node: a batch runs several one after
+	// another on a node, and a PV name, or the volume handle made of it,
+	// seen again could meet what the driver kept of the earlier one.
+	VolumeGroup string
 	// FirstHop is the number of the plan's first hop (default 1), for a
 	// plan that continues a longer one, such as a matrix tour's trail.
 	FirstHop int

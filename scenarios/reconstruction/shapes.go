@@ -210,7 +210,7 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 		for i := range s.cfg.Replicas {
 			claims = append(claims, claimNameOf(blockVolume, s.cfg.Name, i))
 		}
-		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: blockVolume, Block: true})
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(blockVolume), Block: true})
 		if err != nil {
 			return fmt.Errorf("provision the block shape's volumes: %w", err)
 		}
@@ -227,7 +227,7 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 				reserved = append(reserved, reservedClaim(s.cfg.Name, i, k))
 			}
 		}
-		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: reserved, Size: s.cfg.Size, Node: s.node.String(), Group: genVolume})
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: reserved, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(genVolume)})
 		if err != nil {
 			return fmt.Errorf("provision the generic ephemeral shape's volumes: %w", err)
 		}

@@ -109,7 +109,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
 	}
 	claims := s.allClaims()
-	req := storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String()}
+	req := storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup("")}
 	if s.cfg.Fault != nil {
 		req.AccessMode = s.cfg.Fault.AccessMode
 	}
@@ -315,4 +315,16 @@ func (s *Scenario) deleteVolumes(ctx context.Context) error {
 		r.Volumes = storage.Volumes{PVs: append(slices.Clone(s.shapes.block.PVs), s.shapes.gen.PVs...)}
 	}
 	return s.setMade(r)
+}
+
+// volumeGroup is the storage.Request group of the scenario's volumes of
+// group g ("" for the StatefulSet's): g within Config.VolumeGroup.
+func (s *Scenario) volumeGroup(g string) string {
+	if s.cfg.VolumeGroup == "" {
+		return g
+	}
+	if g == "" {
+		return s.cfg.VolumeGroup
+	}
+	return s.cfg.VolumeGroup + "-" + g
 }

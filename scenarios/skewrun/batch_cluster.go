@@ -154,7 +154,7 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, run func(*s
 		f := <-done
 		running--
 		s, j := f.slot, f.job
-		if errors.Is(j.result.Err, scenarios.ErrControlPlane) && j.attempts <= controlPlaneRetries && ctx.Err() == nil {
+		if errors.Is(j.result.Err, scenarios.ErrControlPlane) && j.attempts <= ControlPlaneRetries && ctx.Err() == nil {
 			j.log().Warn("the control plane failed the run, not the kubelet: it runs once more", "report", j.result.Result.ArtifactsDir)
 			queue = append([]*batchJob{j}, queue...)
 		}
@@ -172,12 +172,14 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, run func(*s
 	return queue
 }
 
-// controlPlaneRetries is how many more times a job runs after a run the
-// control plane failed (scenarios.ErrControlPlane: it never created or
-// scheduled the re-created pods while the node was Ready), so that such a
-// flake does not hide the kubelet's verdict. Every attempt keeps its own
-// report.
-const controlPlaneRetries = 1
+// ControlPlaneRetries is how many more times a job (and a suite's run)
+// runs after a run the control plane failed (scenarios.ErrControlPlane:
+// it never created or scheduled the re-created pods while the node was
+// Ready), so that such a flake does not hide the kubelet's verdict. A
+// kubelet failure never runs again, nor any other infrastructure failure
+// (running again would only repeat it, on kops at a cost). Every attempt
+// keeps its own report.
+const ControlPlaneRetries = 1
 
 // nodeAfter says why slot s takes no more jobs after j, or "" when it can:
 // the job passed, and the node holds nothing of its pods and volumes.

@@ -25,7 +25,8 @@ func (b *batch) runJob(ctx context.Context, c *Cluster, cluster int, s *slot, j 
 	err := func() (err error) {
 		defer recoverRun(run, &err)
 		return RunScenario(ctx, c, s.node, Scenario{Plan: j.v.Plan, Kubelets: j.kubelets, Fault: j.v.Fault, Shapes: j.v.Shapes,
-			Name: "web", Namespace: namespaceOf(j.index, j.job.Name), Replicas: j.v.Options.Replicas, Kind: j.v.VolumeKind}, run)
+			Name: "web", Namespace: namespaceOf(j.index, j.job.Name), Replicas: j.v.Options.Replicas, Kind: j.v.VolumeKind,
+			VolumeGroup: fmt.Sprintf("b%d", j.index+1)}, run)
 	}()
 	err = interrupted(ctx, err)
 	logsDir, _ := filepath.Rel(run.ArtifactsDir, filepath.Join(b.dir, fmt.Sprintf("cluster-%d", cluster), "logs"))

@@ -180,3 +180,43 @@ func TestValidateBatchRefuses(t *testing.T) {
 		})
 	}
 }
+
+// The catalogue's jobs on a provider are its faults that run there, one
+// each, then its shapes that run there in one job, each with the
+// catalogue's replicas on the default plan.
+func TestCatalogueJobs(t *testing.T) {
+	for _, provider := range []string{"local", "kind"} {
+		jobs := CatalogueJobs(Options{Provider: provider})
+		if len(jobs) < 2 {
+			t.Fatalf("%s: %d catalogue jobs", provider, len(jobs))
+		}
+		seen := map[string]bool{}
+		for _, j := range jobs {
+			if seen[j.Options.Scenario] {
+				t.Errorf("%s: scenario %s twice", provider, j.Options.Scenario)
+			}
+			seen[j.Options.Scenario] = true
+			if j.Options.Replicas != CatalogueReplicas || j.Options.Plan != DefaultPlan || j.Options.Provider != provider {
+				t.Errorf("%s: job %s has replicas %d plan %q provider %q", provider, j.Name, j.Options.Replicas, j.Options.Plan, j.Options.Provider)
+			}
+		}
+		var shapeJobs []string
+		for _, j := range jobs {
+			if strings.HasPrefix(j.Name, "shapes ") {
+				shapeJobs = append(shapeJobs, j.Options.Scenario)
+			}
+		}
+		// The block shape needs the driver's ebs mode: a workload, and a
+		// cluster, of its own; the others share the tmpfs runs' cluster.
+		want := []string{"subpath,emptydir-memory,projected-secret-configmap,generic-ephemeral,csi-inline-ephemeral"}
+		if provider == "local" {
+			want = append(want, reconstruction.ShapeBlock)
+		}
+		if strings.Join(shapeJobs, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: shape jobs %q, want %q", provider, shapeJobs, want)
+		}
+		if !seen["vol-data-deleted"] != (provider == "kind") {
+			t.Errorf("%s: vol-data-deleted runs on local only", provider)
+		}
+	}
+}

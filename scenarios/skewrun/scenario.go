@@ -36,6 +36,9 @@ type Scenario struct {
 	// own).
 	Replicas int
 	Kind     storage.Kind
+	// VolumeGroup names its PVs apart from another scenario's on the same
+	// node (reconstruction.Config.VolumeGroup); empty for none.
+	VolumeGroup string
 }
 
 // replicas and kind are the scenario's own, or the cluster's run's.
@@ -69,7 +72,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	}
 	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
 	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), VolumesPerPod: o.VolumesPerPod, Kind: s.kind(c.v),
-		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, Logger: o.Logger}
+		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
 	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
 		cfg.OnMade = wr.RecordWorkload
 	}

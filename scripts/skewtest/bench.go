@@ -13,9 +13,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
-	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
-	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -56,6 +54,12 @@ type BenchResult struct {
 	// on the provider, and their sum.
 	Catalogue      []PhaseStats `json:"catalogue,omitempty"`
 	CatalogueTotal float64      `json:"catalogueTotal,omitempty"`
+	// TourRatio is the tour on the default nodes over the tour on one
+	// node, medians of this bench (tourRatio).
+	TourRatio float64 `json:"tourRatio,omitempty"`
+	// CatalogueBatch is the same catalogue as one batch, in the same
+	// bench, with its ratio to CatalogueTotal.
+	CatalogueBatch *BatchStats `json:"catalogueBatch,omitempty"`
 }
 
 // MatrixStats is the matrix tour at one node count over its rounds: the
@@ -68,6 +72,15 @@ type MatrixStats struct {
 	Tour     PhaseStats `json:"tour"`
 	WholeRun PhaseStats `json:"wholeRun"`
 	RunIDs   []string   `json:"runIds"`
+}
+
+// tourRatio is the median tour on the most nodes over the median tour on
+// one node, both of this bench; false without both.
+func (r BenchResult) tourRatio() (float64, bool) {
+	if len(r.Matrix) < 2 || r.Matrix[len(r.Matrix)-1].Nodes != 1 || r.Matrix[len(r.Matrix)-1].Tour.Median == 0 {
+		return 0, false
+	}
+	return r.Matrix[0].Tour.Median / r.Matrix[len(r.Matrix)-1].Tour.Median, true
 }
 
 // wholeRunPhase is the run timing of a whole run, bring-up to teardown.
@@ -123,11 +136,15 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 		if res.Matrix, err = benchMatrix(ctx, mo, *matrixRounds); err != nil {
 			return err
 		}
+		res.TourRatio, _ = res.tourRatio()
 	}
 	if *catalogueRounds > 0 {
 		co := o
 		co.Plan = ""
 		if res.Catalogue, res.CatalogueTotal, err = benchCatalogue(ctx, co, *catalogueRounds); err != nil {
+			return err
+		}
+		if res.CatalogueBatch, err = benchCatalogueBatch(ctx, co, res.CatalogueTotal); err != nil {
 			return err
 		}
 	}
@@ -147,6 +164,9 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 			fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", m.Nodes, m.Tour.Min, m.Tour.Median, m.Tour.Max, m.WholeRun.Min, m.WholeRun.Median, m.WholeRun.Max)
 		}
 		tw.Flush()
+		if r, ok := res.tourRatio(); ok {
+			fmt.Fprintf(os.Stdout, "tour on %d nodes / on 1 node, medians of this bench: %.2f\n", res.Matrix[0].Nodes, r)
+		}
 	}
 	if len(res.Catalogue) > 0 {
 		fmt.Fprintf(os.Stdout, "\ncatalogue faults and shapes (one run for all shapes), whole run each (seconds); one round of all: %.1f\n", res.CatalogueTotal)
@@ -156,6 +176,10 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Phase, len(p.Samples), p.Min, p.Median, p.Max)
 		}
 		tw.Flush()
+	}
+	if b := res.CatalogueBatch; b != nil {
+		fmt.Fprintf(os.Stdout, "\ncatalogue as one batch (batch %s): %d runs on %d nodes, %d clusters: %.1f s, against %.1f s one after another in this bench: ratio %.2f (its runs' own times add up to %.1f s)\n",
+			b.BatchID, b.Runs, b.Nodes, b.Clusters, b.Took, b.Sequential, b.Ratio, b.SumOfRuns)
 	}
 	if *out != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
@@ -250,38 +274,21 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixSt
 	return out, nil
 }
 
-// benchCatalogue runs each catalogue fault that runs on o's provider rounds
-// times, and the planted shapes together in one workload, as the suite runs
-// them (CatalogueReplicas, the default plan), and returns each run's
-// whole-run time and the sum of their medians: what the catalogue adds to
-// make test-skew.
+// benchCatalogue runs each catalogue run on o's provider
+// (skewrun.CatalogueJobs: the faults, and the shapes in one workload)
+// rounds times, one after another, each with its own cluster, and returns
+// each run's whole-run time and the sum of their medians: what the
+// catalogue took before it ran as a batch.
 func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]PhaseStats, float64, error) {
 	var out []PhaseStats
 	total := 0.0
-	var scenarios, shapes []string
-	for _, e := range catalogue.All() {
-		if !e.RunsOn(defaultProvider(o.Provider)) {
-			continue
-		}
-		if _, ok := reconstruction.Faults()[e.Name]; ok {
-			scenarios = append(scenarios, e.Name)
-		}
-		if _, ok := reconstruction.Shapes()[e.Name]; ok {
-			shapes = append(shapes, e.Name)
-		}
-	}
-	if len(shapes) > 0 {
-		scenarios = append(scenarios, strings.Join(shapes, ","))
-	}
-	for _, name := range scenarios {
-		fo := o
-		fo.Scenario, fo.Replicas = name, skewrun.CatalogueReplicas
+	for _, j := range skewrun.CatalogueJobs(o) {
 		var whole []float64
 		for i := 1; i <= rounds; i++ {
-			fmt.Fprintf(os.Stderr, "=== bench catalogue %s, round %d/%d\n", name, i, rounds)
-			r, err := skewrun.Run(ctx, fo)
+			fmt.Fprintf(os.Stderr, "=== bench catalogue one after another: %s, round %d/%d\n", j.Name, i, rounds)
+			r, err := skewrun.Run(ctx, j.Options)
 			if err != nil {
-				return nil, 0, fmt.Errorf("bench catalogue %s, round %d: %w", name, i, err)
+				return nil, 0, fmt.Errorf("bench catalogue %s, round %d: %w", j.Name, i, err)
 			}
 			for _, t := range r.Run.Timings {
 				if t.Phase == wholeRunPhase {
@@ -289,11 +296,48 @@ func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]Phase
 				}
 			}
 		}
-		st := stats(name, whole)
+		st := stats(j.Options.Scenario, whole)
 		total += st.Median
 		out = append(out, st)
 	}
 	return out, total, nil
+}
+
+// BatchStats is the catalogue run as one batch (make test-skew's way):
+// its wall time from the first bring-up to the last teardown, the sum of
+// its runs' own times, and its ratio to the same runs one after another,
+// measured in the same bench.
+type BatchStats struct {
+	BatchID string `json:"batchId"`
+	Nodes   int    `json:"nodes"`
+	Runs    int    `json:"runs"`
+	// Clusters the batch brought up (a second when runs need another CSI
+	// driver mode, or no node was left clean for them).
+	Clusters  int     `json:"clusters"`
+	Took      float64 `json:"took"`
+	SumOfRuns float64 `json:"sumOfRuns"`
+	// Sequential is the sum of the catalogue's runs one after another
+	// (CatalogueTotal), and Ratio is Took / Sequential.
+	Sequential float64 `json:"sequential"`
+	Ratio      float64 `json:"ratio"`
+}
+
+// benchCatalogueBatch runs the catalogue as one batch and compares it
+// with sequential seconds of the same runs one after another.
+func benchCatalogueBatch(ctx context.Context, o skewrun.Options, sequential float64) (*BatchStats, error) {
+	jobs := skewrun.CatalogueJobs(o)
+	fmt.Fprintf(os.Stderr, "=== bench catalogue as one batch: %d runs\n", len(jobs))
+	res, err := skewrun.RunBatch(ctx, o, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("bench catalogue as one batch: %w", err)
+	}
+	b := res.Record
+	st := &BatchStats{BatchID: b.ID, Nodes: b.Nodes, Runs: len(b.Jobs), Clusters: len(b.Clusters),
+		Took: b.Took().Seconds(), SumOfRuns: b.SumOfRuns().Seconds(), Sequential: sequential}
+	if sequential > 0 {
+		st.Ratio = st.Took / sequential
+	}
+	return st, nil
 }
 
 func defaultProvider(p string) string {

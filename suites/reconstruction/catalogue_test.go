@@ -2,14 +2,12 @@ package reconstruction
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
@@ -24,7 +22,10 @@ var baselineEntries = map[string]string{"csi": "csi-filesystem", "local": "local
 // -ginkgo.label-filter=catalogue runs every entry; each has its own label
 // (fault-reboot, ...). An entry skewtest does not run yet, or not on this
 // provider, is a skipped spec that says why, never a pass.
-var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), func() {
+// catalogueText is the container text of the catalogue's specs.
+const catalogueText = "reconstruction catalogue"
+
+var _ = Describe(catalogueText, Label(catalogue.CatalogueLabel), func() {
 	provider := providerName()
 	for _, e := range catalogue.All() {
 		if e.Name == baselineEntries["csi"] || e.Name == baselineEntries["local"] {
@@ -34,7 +35,7 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			continue // shapes_test.go runs them in one workload
 		}
 		name := fmt.Sprintf("%s %s: %s", e.Kind, e.Name, e.Plants)
-		needsBinaries(Label(catalogue.CatalogueLabel, e.Label()), func() *skewrun.Options {
+		key := inBatch(catalogueText+" "+name, Label(catalogue.CatalogueLabel, e.Label()), func() *skewrun.Options {
 			if e.Status != catalogue.Runs || !e.RunsOn(provider) {
 				return nil
 			}
@@ -53,24 +54,11 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 			case !e.RunsOn(provider):
 				Skip(fmt.Sprintf("catalogue %s %s runs on %s, not PROVIDER=%s", e.Kind, e.Name, strings.Join(e.Providers, ", "), provider))
 			}
-			o, err := skewrun.OptionsFromEnv(nil)
-			Expect(err).NotTo(HaveOccurred())
-			if os.Getenv("PLAN") == "" {
-				o.Plan = skewrun.DefaultPlan
-			}
-			o.Scenario, o.Replicas = e.Name, skewrun.CatalogueReplicas
-			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
-			o.Out = GinkgoWriter
-			before := takeFootprint(ctx, o)
-
-			res, err := runJudged(ctx, o)
-
-			addRunReport(res)
-			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
+			res := checkBatchRun(batchResult(ctx, key))
 			r := res.Run
 			Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)
 			Expect(r.CatalogueEntry()).To(Equal(e.Name))
-			Expect(r.Hops).To(HaveLen(len(strings.Split(o.Plan, ","))-1), "every hop of the plan ran")
+			Expect(r.Hops).To(HaveLen(len(r.Plan)-1), "every hop of the plan ran")
 			judged := 0
 			for _, s := range r.Steps {
 				if strings.Contains(s.Name, "catalogue "+string(e.Kind)+" "+e.Name) {
@@ -79,9 +67,6 @@ var _ = Describe("reconstruction catalogue", Label(catalogue.CatalogueLabel), fu
 				}
 			}
 			Expect(judged).To(Equal(len(r.Hops)), "each hop judged against the catalogue's expectation")
-			if !o.KeepClusterOnFailure {
-				Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
-			}
 		})
 	}
 })

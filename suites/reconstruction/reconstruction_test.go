@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -112,26 +111,19 @@ func labelsFor(e matrixEntry) Labels {
 	return l
 }
 
-var _ = Describe("kubelet volume reconstruction across versions", func() {
+// signoffText is the container text of the sign-off plans' specs.
+const signoffText = "kubelet volume reconstruction across versions"
+
+var _ = Describe(signoffText, func() {
 	for _, e := range matrix() {
 		name := fmt.Sprintf("cleans up force-deleted pods' %s volumes on plan %s", e.kind, e.plan)
-		needsBinaries(labelsFor(e), func() *skewrun.Options {
+		key := inBatch(signoffText+" "+name, labelsFor(e), func() *skewrun.Options {
 			o := envOptions(e.plan, "")
 			o.VolumeKind = e.kind
 			return o
 		})
 		It(name, labelsFor(e), func(ctx SpecContext) {
-			o, err := skewrun.OptionsFromEnv(nil)
-			Expect(err).NotTo(HaveOccurred())
-			o.Plan, o.VolumeKind = e.plan, e.kind
-			o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
-			o.Out = GinkgoWriter
-			before := takeFootprint(ctx, o)
-
-			res, err := runJudged(ctx, o)
-
-			addRunReport(res)
-			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
+			res := checkBatchRun(batchResult(ctx, key))
 			Expect(res.Run.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), res.Run.Failure)
 			Expect(res.Run.Hops).To(HaveLen(len(strings.Split(e.plan, ","))-1), "every hop of the plan ran")
 			for _, h := range res.Run.Hops {
@@ -139,9 +131,6 @@ var _ = Describe("kubelet volume reconstruction across versions", func() {
 			}
 			if e.kind == "csi" {
 				Expect(unexplainedDeviations(res.Run)).To(BeEmpty(), "CSI volumes allow no deviation but the metrics registration race")
-			}
-			if !o.KeepClusterOnFailure {
-				Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
 			}
 		})
 	}
@@ -167,22 +156,14 @@ func phases(h reports.Hop) []string {
 	return out
 }
 
-// controlPlaneRetries is how many more times a spec runs its plan after a
-// run the control plane failed: it never created or never scheduled the
-// re-created pods while the node was Ready (scenarios.ErrControlPlane,
-// exit code 3), so that such a flake in CI does not hide the kubelet's
-// verdict. A kubelet failure is never run again, nor any other
-// infrastructure failure (a cluster that did not come up, a failed build
-// or teardown: running again would only repeat it, on kops at a cost),
-// nor a kept cluster's run. Each attempt keeps its report and JUnit in its
-// own artifacts directory, and the spec's report names the first.
-const controlPlaneRetries = 1
-
-// runJudged is skewrun.Run with controlPlaneRetries.
+// runJudged is skewrun.Run with skewrun.ControlPlaneRetries, for the runs
+// outside the suite's batch; a kept cluster's run is never run again. Each
+// attempt keeps its report and JUnit in its own artifacts directory, and
+// the spec's report names the first.
 func runJudged(ctx context.Context, o skewrun.Options) (*skewrun.Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := skewrun.Run(ctx, o)
-		if attempt > controlPlaneRetries || o.KeepClusterOnFailure || ctx.Err() != nil || !errors.Is(err, scenarios.ErrControlPlane) {
+		if attempt > skewrun.ControlPlaneRetries || o.KeepClusterOnFailure || ctx.Err() != nil || !errors.Is(err, scenarios.ErrControlPlane) {
 			return res, err
 		}
 		msg := fmt.Sprintf("attempt %d failed because the control plane did not act, not the kubelet (exit %d); running the plan once more. Its report: %s. Its error: %v", attempt, skewrun.ExitCode(err), artifactsOf(res), err)

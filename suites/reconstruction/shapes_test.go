@@ -2,14 +2,12 @@ package reconstruction
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
@@ -43,13 +41,18 @@ func selectedShapes(entries []catalogue.Entry, provider string) (run, elsewhere 
 	return run, elsewhere
 }
 
-// The catalogue's shapes go into one workload on one cluster, to keep the
-// catalogue cheap: one spec carries every shape's label, and runs the
-// shapes the label filter selects (all of them under
-// label-filter=catalogue; only the block shape under
-// label-filter=shape-block). Each shape is still checked and judged on
-// steps of its own after every hop.
-var _ = Describe("reconstruction catalogue shapes", Label(catalogue.CatalogueLabel), func() {
+// The catalogue's shapes go into one spec, to keep the catalogue cheap:
+// it carries every shape's label, and runs the shapes the label filter
+// selects (all of them under label-filter=catalogue; only the block shape
+// under label-filter=shape-block) in one workload per CSI driver mode
+// they need (skewrun.ShapeGroups): the block shape on a cluster of the
+// driver's ebs mode, the others beside the batch's other runs. Each shape
+// is still checked and judged on steps of its own after every hop.
+
+// shapesText is the container text of the shapes' spec.
+const shapesText = "reconstruction catalogue shapes"
+
+var _ = Describe(shapesText, Label(catalogue.CatalogueLabel), func() {
 	provider := providerName()
 	entries := plantedShapes()
 	var labels []string
@@ -58,16 +61,23 @@ var _ = Describe("reconstruction catalogue shapes", Label(catalogue.CatalogueLab
 		labels = append(labels, e.Label())
 		names = append(names, e.Name)
 	}
-	needsBinaries(Label(append([]string{catalogue.CatalogueLabel}, labels...)...), func() *skewrun.Options {
-		run, _ := selectedShapes(entries, provider)
-		if len(run) == 0 {
-			return nil
-		}
-		o := envOptions(orDefault(os.Getenv("PLAN"), skewrun.DefaultPlan), strings.Join(run, ","))
-		o.Replicas = skewrun.CatalogueReplicas
-		return o
-	})
-	It(fmt.Sprintf("shapes %s in one workload, force-deleted while the kubelet is down", strings.Join(names, ", ")), Label(labels...), func(ctx SpecContext) {
+	name := fmt.Sprintf("shapes %s, force-deleted while the kubelet is down", strings.Join(names, ", "))
+	text := shapesText + " " + name
+	// Two runs: the selected shapes without raw block volumes, and those
+	// with (ebs mode).
+	var keys [2]string
+	for g := range keys {
+		keys[g] = inBatchAs(fmt.Sprintf("%s [%s]", text, shapeGroupNames[g]), text, Label(append([]string{catalogue.CatalogueLabel}, labels...)...), func() *skewrun.Options {
+			group := shapeGroup(entries, provider, g)
+			if len(group) == 0 {
+				return nil
+			}
+			o := envOptions(orDefault(os.Getenv("PLAN"), skewrun.DefaultPlan), strings.Join(group, ","))
+			o.Replicas = skewrun.CatalogueReplicas
+			return o
+		})
+	}
+	It(name, Label(labels...), func(ctx SpecContext) {
 		run, elsewhere := selectedShapes(entries, provider)
 		if len(elsewhere) > 0 {
 			AddReportEntry("shapes not run on PROVIDER="+provider, strings.Join(elsewhere, "; "))
@@ -75,36 +85,38 @@ var _ = Describe("reconstruction catalogue shapes", Label(catalogue.CatalogueLab
 		if len(run) == 0 {
 			Skip(fmt.Sprintf("catalogue shapes: none selected runs on PROVIDER=%s (%s); not run, not passed", provider, strings.Join(elsewhere, "; ")))
 		}
-		o, err := skewrun.OptionsFromEnv(nil)
-		Expect(err).NotTo(HaveOccurred())
-		if os.Getenv("PLAN") == "" {
-			o.Plan = skewrun.DefaultPlan
-		}
-		o.Scenario, o.Replicas = strings.Join(run, ","), skewrun.CatalogueReplicas
-		o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
-		o.Out = GinkgoWriter
-		before := takeFootprint(ctx, o)
-
-		res, err := runJudged(ctx, o)
-
-		addRunReport(res)
-		Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
-		r := res.Run
-		Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)
-		Expect(r.CatalogueEntry()).To(Equal(strings.Join(run, ",")))
-		Expect(r.Hops).To(HaveLen(len(strings.Split(o.Plan, ","))-1), "every hop of the plan ran")
-		for _, name := range run {
-			judged := 0
-			for _, s := range r.Steps {
-				if strings.Contains(s.Name, "catalogue shape "+name+" on kubelet") {
-					judged++
-					Expect(s.Verdict).NotTo(Equal(reports.Fail), s.Error)
-				}
+		for g, key := range keys {
+			group := shapeGroup(entries, provider, g)
+			if len(group) == 0 {
+				continue
 			}
-			Expect(judged).To(Equal(len(r.Hops)), "shape %s judged after each hop against the catalogue's expectation", name)
-		}
-		if !o.KeepClusterOnFailure {
-			Expect(footprint.Diff(before, takeFootprint(ctx, o))).To(BeEmpty(), "the run left nothing behind")
+			By(fmt.Sprintf("shapes %s (%s)", strings.Join(group, ", "), shapeGroupNames[g]))
+			res := checkBatchRun(batchResult(ctx, key))
+			r := res.Run
+			Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)
+			Expect(r.CatalogueEntry()).To(Equal(strings.Join(group, ",")))
+			Expect(r.Hops).To(HaveLen(len(r.Plan)-1), "every hop of the plan ran")
+			for _, name := range group {
+				judged := 0
+				for _, s := range r.Steps {
+					if strings.Contains(s.Name, "catalogue shape "+name+" on kubelet") {
+						judged++
+						Expect(s.Verdict).NotTo(Equal(reports.Fail), s.Error)
+					}
+				}
+				Expect(judged).To(Equal(len(r.Hops)), "shape %s judged after each hop against the catalogue's expectation", name)
+			}
 		}
 	})
 })
+
+// shapeGroupNames name the shapes' two runs (skewrun.ShapeGroups).
+var shapeGroupNames = [2]string{"tmpfs mode", "raw block, ebs mode"}
+
+// shapeGroup is the g-th of the selected shapes' runs on provider
+// (skewrun.ShapeGroups): 0 without raw block volumes, 1 with.
+func shapeGroup(entries []catalogue.Entry, provider string, g int) []string {
+	run, _ := selectedShapes(entries, provider)
+	plain, block := skewrun.ShapeGroups(run)
+	return [2][]string{plain, block}[g]
+}

@@ -181,6 +181,10 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, run func(*s
 // keeps its own report.
 const ControlPlaneRetries = 1
 
+// maxRetiredWhy bounds what a retired node's line in the batch's summary
+// quotes of what it was left with.
+const maxRetiredWhy = 160
+
 // nodeAfter says why slot s takes no more jobs after j, or "" when it can:
 // the job passed, and the node holds nothing of its pods and volumes.
 func (b *batch) nodeAfter(ctx context.Context, c *Cluster, s *slot, j *batchJob) string {
@@ -195,10 +199,15 @@ func (b *batch) nodeAfter(ctx context.Context, c *Cluster, s *slot, j *batchJob)
 		return fmt.Sprintf("after run %q, its state could not be read: %v", j.job.Name, err)
 	}
 	if len(left) > 0 {
-		if len(left) > 3 {
-			left = append(left[:3], fmt.Sprintf("and %d more", len(left)-3))
+		// The first says what; the run's report has them all.
+		first := left[0]
+		if r := []rune(first); len(r) > maxRetiredWhy {
+			first = string(r[:maxRetiredWhy]) + "…"
 		}
-		return fmt.Sprintf("run %q left %s", j.job.Name, strings.Join(left, "; "))
+		if len(left) == 1 {
+			return fmt.Sprintf("run %q left %s", j.job.Name, first)
+		}
+		return fmt.Sprintf("run %q left %d things, first %s", j.job.Name, len(left), first)
 	}
 	return ""
 }

@@ -183,9 +183,10 @@ type Hop struct {
 	// kubelet found when it started: what it had to reconstruct, and what
 	// reconstruct_volume_operations_total counts.
 	VolumesAtStart int `json:"volumesAtStart,omitempty"`
-	// Kubelet is what the hop's kubelet used from its start to the
-	// hop's metrics check; nil when the node cannot tell
-	// (nodes.WithKubeletUsage).
+	// Kubelet is what the hop's kubelet used from its start until the
+	// re-created pods ran, the old pods' state gone (until the metrics
+	// check on a hop that did not wait for them); nil when the node
+	// cannot tell (nodes.WithKubeletUsage).
 	Kubelet *KubeletUsage `json:"kubelet,omitempty"`
 	Verdict Verdict       `json:"verdict"`
 }

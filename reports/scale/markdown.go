@@ -112,7 +112,7 @@ func (r *Result) Intro() string {
 	}
 	fmt.Fprintf(&b, "; made again with %s. ", code(r.Command))
 	fmt.Fprintf(&b, "Each row is one hop of one run: the hop's kubelet started over N volumes of pods force-deleted while it was down (the CSI driver takes %d volumes per node, the kubelet %d pods). ", r.VolumeLimit, r.MaxPods)
-	fmt.Fprintf(&b, "Times are from the kubelet's start, the cleanup polled every %s; CPU time and peak RSS are the kubelet's own, from its start to the hop's metrics check. ", r.PollInterval)
+	fmt.Fprintf(&b, "Times are from the kubelet's start, the cleanup polled every %s; CPU time and peak RSS are the kubelet's own, from its start until the re-created pods ran and the old pods' state was gone. ", r.PollInterval)
 	b.WriteString("The counters are `reconstruct_volume_operations_total` (its errors in brackets) against the old pods' volume directories the kubelet found at its start, which they must equal unless the kubelet's metrics registration race took increments, which the run then names.\n\n")
 	fmt.Fprintf(&b, "Growth: %s.", text(Rule))
 	return b.String()

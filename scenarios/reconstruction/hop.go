@@ -303,7 +303,14 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 		running = at
 	}
 	s.timing(reports.PhasePodsRunning, running)
+	// The hop's work is done: what its kubelet used for it, before the
+	// checks below take their time.
+	s.recordKubeletUsage(ctx, sc)
 	snap, err := s.snapshot(ctx, sc.QuietNode)
+	if err != nil {
+		return err
+	}
+	bound, err := s.boundClaims(ctx)
 	if err != nil {
 		return err
 	}
@@ -321,7 +328,7 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 		if n := snap.MountCount(dir); n < 1 {
 			return fmt.Errorf("pod %s (uid %s): its volume %s is not mounted at %s", p.Name, p.UID, pv, snap.Abs(dir))
 		}
-		if err := s.checkExtraVolumes(ctx, p, snap); err != nil {
+		if err := s.checkExtraVolumes(p, bound, snap); err != nil {
 			return err
 		}
 		marker, err := s.readMarker(ctx, sc.Node, snap, p, pv)
@@ -359,10 +366,13 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 
 // checkMetrics scrapes the kubelet through the API server's node proxy and
 // checks the scenario's expectations for the volume kind; a hop without a
-// cleanup wait (the pods kept) reads its reconstruction path here. First
-// it records what the kubelet has used so far (usage.go).
+// cleanup wait (the pods kept) reads its reconstruction path here. A hop
+// whose re-created pods were not checked records what its kubelet used
+// here (usage.go).
 func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) error {
-	s.recordKubeletUsage(ctx, sc)
+	if s.hop.Kubelet == nil {
+		s.recordKubeletUsage(ctx, sc)
+	}
 	perr := s.recordHopPath(ctx, sc)
 	scrape, err := kubeletmetrics.Fetch(ctx, s.cs, s.node.String())
 	if err != nil {

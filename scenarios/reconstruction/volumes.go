@@ -54,15 +54,35 @@ func addVolumes(sts *appsv1.StatefulSet, perPod int) {
 	}
 }
 
+// boundClaims maps each claim of the namespace to the PV it is bound to,
+// in one list: a pod with a hundred volumes is not a hundred requests
+// under the client's rate limit. Nil when every pod has one volume, whose
+// claim checkRecreated reads itself.
+func (s *Scenario) boundClaims(ctx context.Context) (map[string]string, error) {
+	if s.cfg.VolumesPerPod <= 1 {
+		return nil, nil
+	}
+	var list corev1.PersistentVolumeClaimList
+	if err := s.res.WithNamespace(s.cfg.Namespace).List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("list the claims of %s: %w", s.cfg.Namespace, err)
+	}
+	out := map[string]string{}
+	for _, c := range list.Items {
+		out[c.Name] = c.Spec.VolumeName
+	}
+	return out, nil
+}
+
 // checkExtraVolumes checks a re-created pod's extra volumes as its first
-// one is checked, but for the marker: each claim bound to the PV it was
-// bound to before the hop, and mounted in the pod.
-func (s *Scenario) checkExtraVolumes(ctx context.Context, p corev1.Pod, snap *nodestate.Snapshot) error {
+// one is checked, but for the marker: each claim (bound, from
+// boundClaims) bound to the PV it was bound to before the hop, and
+// mounted in the pod.
+func (s *Scenario) checkExtraVolumes(p corev1.Pod, bound map[string]string, snap *nodestate.Snapshot) error {
 	claims := s.podClaims(ordinal(p))[1:]
 	for _, claim := range claims {
-		pv, err := s.boundPV(ctx, claim)
-		if err != nil {
-			return fmt.Errorf("pod %s (uid %s): %w", p.Name, p.UID, err)
+		pv, ok := bound[claim]
+		if !ok || pv == "" {
+			return fmt.Errorf("pod %s (uid %s): claim %s/%s is missing or not bound", p.Name, p.UID, s.cfg.Namespace, claim)
 		}
 		if pv != s.pvOf[claim] {
 			return fmt.Errorf("pod %s (uid %s) claim %s is bound to PV %q; it was %q before the hop", p.Name, p.UID, claim, pv, s.pvOf[claim])

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,8 +151,8 @@ func TestNewLocal(t *testing.T) {
 	}
 }
 
-// Several nodes: local makes one per InitialKubelets entry; kind, which
-// runs one worker so far, refuses before anything is built.
+// Several nodes: local and kind make one per InitialKubelets entry; more
+// than kind makes (kind.MaxWorkers) is refused before anything is built.
 func TestNewSeveralNodes(t *testing.T) {
 	t.Parallel()
 	kubelets := []binaries.Binary{
@@ -161,10 +162,22 @@ func TestNewSeveralNodes(t *testing.T) {
 	}
 	o := clusters.Options{RunID: "run-1", CacheDir: t.TempDir(), RunRoot: t.TempDir(),
 		APIServerVersion: version.MustParseSemantic("v1.37.2"), InitialKubelets: kubelets}
-	err := clusters.CheckOptions("kind", o, nil)
-	assertSays(t, err, []string{"provider kind: 3 nodes asked for, but it makes at most 1; use PROVIDER=local for several nodes"})
-	if p, err := clusters.New("kind", o, nil); err == nil {
-		t.Errorf("New(kind) with 3 nodes returned a %T", p)
+	if err := clusters.CheckOptions("kind", o, nil); err != nil {
+		t.Errorf("CheckOptions(kind) with 3 nodes: %v", err)
+	}
+	if p, err := clusters.New("kind", o, nil); err != nil {
+		t.Errorf("New(kind) with 3 nodes: %v", err)
+	} else if _, err := p.TestNodes(t.Context()); err == nil {
+		t.Errorf("TestNodes of kind before Up returned nodes")
+	}
+	tooMany := o
+	for len(tooMany.InitialKubelets) <= kind.MaxWorkers {
+		tooMany.InitialKubelets = append(tooMany.InitialKubelets, kubelets[0])
+	}
+	err := clusters.CheckOptions("kind", tooMany, nil)
+	assertSays(t, err, []string{fmt.Sprintf("provider kind: %d nodes asked for, but it makes at most %d; use PROVIDER=local for several nodes", kind.MaxWorkers+1, kind.MaxWorkers)})
+	if p, err := clusters.New("kind", tooMany, nil); err == nil {
+		t.Errorf("New(kind) with %d nodes returned a %T", kind.MaxWorkers+1, p)
 	}
 	if err := clusters.CheckOptions("local", o, nil); err != nil {
 		t.Errorf("CheckOptions(local) with 3 nodes: %v", err)

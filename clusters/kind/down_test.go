@@ -20,7 +20,7 @@ import (
 // succeeds removes it.
 func TestDownKeepsTheRunDirWhenTeardownFails(t *testing.T) {
 	p, err := New(Config{RunID: "20000101-000000-tzqx", RunRoot: t.TempDir(), APIServerVersion: version.MustParseGeneric("1.36.0"),
-		Kubelet: binaries.Binary{Component: "kubelet", Version: "v1.36.0", Path: "/nonexistent/kubelet"}})
+		Kubelets: []binaries.Binary{{Component: "kubelet", Version: "v1.36.0", Path: "/nonexistent/kubelet"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

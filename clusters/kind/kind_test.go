@@ -4,9 +4,11 @@ import (
 	"errors"
 	"io"
 	osexec "os/exec"
+	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
 	"sigs.k8s.io/yaml"
@@ -66,11 +68,29 @@ func (e *errCmd) Start() error                     { return nil }
 func (e *errCmd) Wait() error                      { return nil }
 
 func TestClusterConfig(t *testing.T) {
-	v1 := clusterConfig(true)
-	v2 := clusterConfig(false)
+	v1 := clusterConfig(true, 1)
+	v2 := clusterConfig(false, 1)
 	for _, cfg := range []string{v1, v2} {
 		if strings.Count(cfg, "- role: control-plane") != 1 || strings.Count(cfg, "- role: worker") != 1 {
 			t.Errorf("want one control plane and one worker:\n%s", cfg)
+		}
+	}
+	for workers := 1; workers <= MaxWorkers; workers++ {
+		var c struct {
+			Nodes []struct {
+				Role string `json:"role"`
+			} `json:"nodes"`
+		}
+		cfg := clusterConfig(true, workers)
+		if err := yaml.Unmarshal([]byte(cfg), &c); err != nil {
+			t.Fatalf("%d workers: %v\n%s", workers, err, cfg)
+		}
+		roles := map[string]int{}
+		for _, n := range c.Nodes {
+			roles[n.Role]++
+		}
+		if len(c.Nodes) != workers+1 || roles["control-plane"] != 1 || roles["worker"] != workers {
+			t.Errorf("%d workers: nodes %v, want one control plane and %d workers:\n%s", workers, c.Nodes, workers, cfg)
 		}
 	}
 	if !strings.Contains(v1, "failCgroupV1: false") {
@@ -99,11 +119,21 @@ func TestClusterConfig(t *testing.T) {
 }
 
 func TestCSIDaemonSet(t *testing.T) {
-	ds := csiDaemonSet("w1")
+	ds := csiDaemonSet([]string{"w1", "w2"})
 	pod := ds.Spec.Template.Spec
 	c := pod.Containers[0]
-	if pod.NodeSelector["kubernetes.io/hostname"] != "w1" {
-		t.Errorf("not pinned to the worker: %v", pod.NodeSelector)
+	var terms []corev1.NodeSelectorTerm
+	if a := pod.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms = a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 {
+		t.Fatalf("want one required node selector term of one expression, got %+v", terms)
+	}
+	if e := terms[0].MatchExpressions[0]; e.Key != corev1.LabelHostname || e.Operator != corev1.NodeSelectorOpIn || !slices.Equal(e.Values, []string{"w1", "w2"}) {
+		t.Errorf("not pinned to the workers w1 and w2 (and only them): %+v", e)
+	}
+	if pod.NodeSelector != nil {
+		t.Errorf("a node selector besides the affinity: %v", pod.NodeSelector)
 	}
 	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Error("the driver must be privileged to mount")
@@ -146,18 +176,21 @@ func TestChooseCSI(t *testing.T) {
 	for _, tc := range []struct {
 		setting      string
 		offlineImage bool
+		workers      int
 		want         string
 	}{
-		{"", true, CSISkewtest},
-		{"", false, CSIHostpath},
-		{CSIHostpath, true, CSIHostpath},
-		{CSISkewtest, false, CSISkewtest},
+		{"", true, 1, CSISkewtest},
+		{"", false, 1, CSIHostpath},
+		{"", false, 2, CSISkewtest},
+		{"", true, 3, CSISkewtest},
+		{CSIHostpath, true, 1, CSIHostpath},
+		{CSISkewtest, false, 1, CSISkewtest},
 	} {
-		if got := chooseCSI(tc.setting, tc.offlineImage); got != tc.want {
-			t.Errorf("chooseCSI(%q, offline image %v) = %q, want %q", tc.setting, tc.offlineImage, got, tc.want)
+		if got := chooseCSI(tc.setting, tc.offlineImage, tc.workers); got != tc.want {
+			t.Errorf("chooseCSI(%q, offline image %v, %d workers) = %q, want %q", tc.setting, tc.offlineImage, tc.workers, got, tc.want)
 		}
 	}
-	_, err := New(Config{RunID: "r", APIServerVersion: version.MustParseSemantic("v1.37.2"), Kubelet: binaries.Binary{Path: "/k", Version: "v1.37.2"}, CSI: "nfs"})
+	_, err := New(Config{RunID: "r", APIServerVersion: version.MustParseSemantic("v1.37.2"), Kubelets: []binaries.Binary{{Path: "/k", Version: "v1.37.2"}}, CSI: "nfs"})
 	if err == nil || !strings.Contains(err.Error(), `KIND_CSI="nfs"`) || !strings.Contains(err.Error(), "want skewtest") {
 		t.Fatalf("New with KIND_CSI=nfs: %v; want an error naming it and the choices", err)
 	}

@@ -1,6 +1,6 @@
 // Package kind is the provider that runs the scenario on a kind cluster
 // (sigs.k8s.io/kind as a library): one control plane, tainted, and one
-// worker where the StatefulSet's pods land. It works offline: the node
+// worker per initial kubelet (test node) where the StatefulSets' pods land. It works offline: the node
 // image is built locally (internal/nodeimage), skewtest's CSI node plugin
 // runs as a DaemonSet from a locally built image, and on hosts whose
 // capability bounding set lacks CAP_SYS_RESOURCE a private dockerd with a
@@ -25,13 +25,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	kindcluster "sigs.k8s.io/kind/pkg/cluster"
-	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindlog "sigs.k8s.io/kind/pkg/log"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
-	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
@@ -56,8 +54,10 @@ type Config struct {
 	// APIServerVersion is the node image's Kubernetes version: APISERVER,
 	// or the plan's newest.
 	APIServerVersion *version.Version
-	// Kubelet is the worker's first kubelet (the plan's first).
-	Kubelet binaries.Binary
+	// Kubelets are the workers' first kubelets, one worker each, in
+	// order (a sign-off run has one, the plan's first; a matrix tour or a
+	// batch one per node), at most MaxWorkers.
+	Kubelets []binaries.Binary
 	// NodeImage chooses the node image (see chooseNodeImage): empty for
 	// the default, "offline" for the locally built image, "upstream" for
 	// kindest/node at the API server's version, or any image reference.
@@ -100,11 +100,12 @@ type Provider struct {
 	dir    string
 	logger *slog.Logger
 
-	mu       sync.Mutex
-	docker   *dockerd.Daemon
-	oldHost  *string
-	kind     *kindcluster.Provider
-	worker   *Node
+	mu      sync.Mutex
+	docker  *dockerd.Daemon
+	oldHost *string
+	kind    *kindcluster.Provider
+	// workers are the test nodes, in the order of cfg.Kubelets.
+	workers  []*Node
 	created  bool
 	restCfg  *rest.Config
 	binaries []binaries.Binary
@@ -114,10 +115,21 @@ type Provider struct {
 
 // New validates cfg; nothing is created until Up.
 func New(cfg Config) (*Provider, error) {
-	if cfg.RunID == "" || cfg.APIServerVersion == nil || cfg.Kubelet.Path == "" {
-		return nil, fmt.Errorf("kind provider: run ID, API server version and initial kubelet are required")
+	if cfg.RunID == "" || cfg.APIServerVersion == nil || len(cfg.Kubelets) == 0 {
+		return nil, fmt.Errorf("kind provider: run ID, API server version and initial kubelets are required")
+	}
+	for i, k := range cfg.Kubelets {
+		if k.Path == "" {
+			return nil, fmt.Errorf("kind provider: initial kubelet %d of %d has no path", i+1, len(cfg.Kubelets))
+		}
+	}
+	if len(cfg.Kubelets) > MaxWorkers {
+		return nil, fmt.Errorf("kind provider: %d workers asked for, at most %d", len(cfg.Kubelets), MaxWorkers)
 	}
 	if err := CheckCSI(cfg.CSI); err != nil {
+		return nil, err
+	}
+	if err := checkCSIWorkers(cfg.CSI, len(cfg.Kubelets)); err != nil {
 		return nil, err
 	}
 	cfg.RunRoot = registry.HostRunRoot(cfg.RunRoot)
@@ -171,14 +183,19 @@ func (p *Provider) IsUp(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// TestNodes implements clusters.Provider: the worker.
+// TestNodes implements clusters.Provider: the workers, in the order of
+// the initial kubelets.
 func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.worker == nil {
+	if len(p.workers) == 0 {
 		return nil, fmt.Errorf("kind provider: no worker (Up has not completed)")
 	}
-	return []nodes.Node{p.worker}, nil
+	out := make([]nodes.Node, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = w
+	}
+	return out, nil
 }
 
 // Binaries implements the report's list of what the cluster runs.
@@ -212,7 +229,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		return err
 	}
 	p.mu.Lock()
-	p.csi = chooseCSI(p.cfg.CSI, offline)
+	p.csi = chooseCSI(p.cfg.CSI, offline, len(p.cfg.Kubelets))
 	p.mu.Unlock()
 	kp := kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(&slogAdapter{p.logger}))
 	p.mu.Lock()
@@ -230,7 +247,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	p.created = true // from here on, Down deletes it
 	p.mu.Unlock()
 	if err := kp.Create(p.name,
-		kindcluster.CreateWithRawConfig([]byte(clusterConfig(cgroupV1Host()))),
+		kindcluster.CreateWithRawConfig([]byte(clusterConfig(cgroupV1Host(), len(p.cfg.Kubelets)))),
 		kindcluster.CreateWithNodeImage(image),
 		kindcluster.CreateWithWaitForReady(3*time.Minute),
 		kindcluster.CreateWithKubeconfigPath(p.KubeconfigPath()),
@@ -244,28 +261,34 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, n := range all {
-		if role, _ := n.Role(); role == "worker" {
-			p.mu.Lock()
-			p.worker = &Node{kind: n}
-			p.mu.Unlock()
-		}
+	kindWorkers, err := workersOf(p.name, all)
+	if err != nil {
+		return err
 	}
-	if p.worker == nil {
-		return fmt.Errorf("kind provider: cluster %s has no worker node", p.name)
+	if len(kindWorkers) != len(p.cfg.Kubelets) {
+		return fmt.Errorf("kind provider: cluster %s has %d workers, want %d", p.name, len(kindWorkers), len(p.cfg.Kubelets))
 	}
-	if err := p.loadImages(ctx); err != nil {
+	workers := make([]*Node, len(kindWorkers))
+	for i, n := range kindWorkers {
+		workers[i] = &Node{kind: n}
+	}
+	p.mu.Lock()
+	p.workers = workers
+	p.mu.Unlock()
+	tarballs, err := p.imageTarballs(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.loadImages(ctx, tarballs); err != nil {
 		return err
 	}
 	if err := p.deployCSI(ctx); err != nil {
 		return err
 	}
-	if p.cfg.Kubelet.Version != "v"+p.cfg.APIServerVersion.String() {
-		if err := p.initialKubelet(ctx); err != nil {
-			return err
-		}
+	if err := p.initialKubelets(ctx); err != nil {
+		return err
 	}
-	p.logger.Info("kind cluster up", "name", p.name, "worker", p.worker, "took", time.Since(start).Round(100*time.Millisecond))
+	p.logger.Info("kind cluster up", "name", p.name, "workers", len(workers), "took", time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
@@ -378,50 +401,6 @@ func importImage(ctx context.Context, img nodeimage.Image, dir string) error {
 	return nil
 }
 
-// loadImages puts the workload image, and skewtest's CSI driver image when
-// it is the driver, into the worker's containerd, as `kind load
-// image-archive` does.
-func (p *Provider) loadImages(ctx context.Context) error {
-	dir := filepath.Join(p.dir, "images")
-	workload, err := images.Build(ctx, dir)
-	if err != nil {
-		return err
-	}
-	tarballs := []string{workload}
-	if p.csiDriver() == CSISkewtest {
-		csi, err := images.BuildCSIDriver(ctx, dir)
-		if err != nil {
-			return err
-		}
-		tarballs = append(tarballs, csi)
-	}
-	for _, tarball := range tarballs {
-		f, err := os.Open(tarball)
-		if err != nil {
-			return err
-		}
-		err = nodeutils.LoadImageArchive(p.worker.kind, f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("kind provider: load %s into %s: %w", tarball, p.worker, err)
-		}
-	}
-	return nil
-}
-
-// initialKubelet swaps the worker's kubelet to the plan's first version
-// when it differs from the node image's.
-func (p *Provider) initialKubelet(ctx context.Context) error {
-	n := p.worker
-	if err := n.StopKubelet(ctx); err != nil {
-		return err
-	}
-	if err := n.SwapKubelet(ctx, p.cfg.Kubelet); err != nil {
-		return err
-	}
-	return n.StartKubelet(ctx)
-}
-
 // DumpClusterLogs implements clusters.Provider with kind's own log
 // collection.
 func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
@@ -499,11 +478,12 @@ func cgroupV1Host() bool {
 // local provider and kops run their kubelets at 2 too.
 const kubeletVerbosity = 2
 
-// clusterConfig is one tainted control plane and one worker, their
+// clusterConfig is one tainted control plane and workers workers, their
 // kubelets at kubeletVerbosity; on cgroup v1 hosts kubelets from 1.35 need
 // failCgroupV1: false.
-func clusterConfig(cgroupV1 bool) string {
-	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: worker\n"
+func clusterConfig(cgroupV1 bool, workers int) string {
+	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n"
+	cfg += strings.Repeat("- role: "+workerRole+"\n", workers)
 	cfg += fmt.Sprintf("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  logging:\n    verbosity: %d\n", kubeletVerbosity)
 	if cgroupV1 {
 		cfg += "  failCgroupV1: false\n"

@@ -17,7 +17,7 @@ import (
 func TestClusterNameIsNews(t *testing.T) {
 	for _, id := range []string{"20000101-000000-ab12", "abc"} {
 		p, err := New(Config{RunID: id, RunRoot: t.TempDir(), APIServerVersion: version.MustParseGeneric("1.36.0"),
-			Kubelet: binaries.Binary{Component: "kubelet", Version: "v1.36.0", Path: "/nonexistent/kubelet"}})
+			Kubelets: []binaries.Binary{{Component: "kubelet", Version: "v1.36.0", Path: "/nonexistent/kubelet"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

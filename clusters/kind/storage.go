@@ -3,6 +3,7 @@ package kind
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -44,14 +45,26 @@ func CheckCSI(setting string) error {
 	return fmt.Errorf("kind provider: unknown CSI driver KIND_CSI=%q: want %s (skewtest's own node plugin, works offline) or %s (the upstream CSI hostpath driver from registry.k8s.io)", setting, CSISkewtest, CSIHostpath)
 }
 
+// checkCSIWorkers refuses a CSI driver that cannot serve workers
+// workers: the upstream hostpath driver runs as one StatefulSet pinned to
+// one node, and provisions there only.
+func checkCSIWorkers(setting string, workers int) error {
+	if setting == CSIHostpath && workers > 1 {
+		return fmt.Errorf("kind provider: KIND_CSI=%s serves one worker (its driver is a StatefulSet pinned to one node), and %d were asked for: use KIND_CSI=%s, or one node (BATCH_NODES=1, MATRIX_NODES=1)", CSIHostpath, workers, CSISkewtest)
+	}
+	return nil
+}
+
 // chooseCSI picks the CSI driver: by default the upstream hostpath driver
 // where the node image is pulled (the host is online, so its images can be
-// too), and skewtest's own where the node image is built offline.
-func chooseCSI(setting string, offlineImage bool) string {
+// too) and the cluster has one worker, and skewtest's own where the node
+// image is built offline or there are several workers (the hostpath driver
+// serves one: checkCSIWorkers).
+func chooseCSI(setting string, offlineImage bool, workers int) string {
 	if setting != "" {
 		return setting
 	}
-	if offlineImage {
+	if offlineImage || workers > 1 {
 		return CSISkewtest
 	}
 	return CSIHostpath
@@ -74,26 +87,31 @@ func (p *Provider) CSIDriver() string {
 	return ""
 }
 
-// deployCSI deploys the chosen CSI driver on the worker.
+// deployCSI deploys the chosen CSI driver on the workers.
 func (p *Provider) deployCSI(ctx context.Context) error {
+	workers := p.workerNames()
 	if p.csiDriver() != CSIHostpath {
-		return p.deployCSIDriver(ctx)
+		return p.deployCSIDriver(ctx, workers)
+	}
+	if err := checkCSIWorkers(CSIHostpath, len(workers)); err != nil {
+		return err
 	}
 	cfg, err := p.RESTConfig()
 	if err != nil {
 		return err
 	}
 	p.logger.Info("deploying the CSI hostpath driver (images from registry.k8s.io)", "images", hostpath.Images())
-	if _, err := hostpath.Deploy(ctx, cfg, p.worker.String(), 5*time.Minute, p.logger); err != nil {
+	if _, err := hostpath.Deploy(ctx, cfg, workers[0], 5*time.Minute, p.logger); err != nil {
 		return fmt.Errorf("kind provider: %w", err)
 	}
 	return nil
 }
 
-// deployCSIDriver runs skewtest's CSI node plugin on the worker as a
+// deployCSIDriver runs skewtest's CSI node plugin on the workers as a
 // DaemonSet: privileged, with the kubelet root mounted Bidirectional so its
-// mounts reach the node, registering itself through plugins_registry.
-func (p *Provider) deployCSIDriver(ctx context.Context) error {
+// mounts reach the node, registering itself through plugins_registry. It
+// returns once the driver is registered with every worker's kubelet.
+func (p *Provider) deployCSIDriver(ctx context.Context, workers []string) error {
 	cfg, err := p.RESTConfig()
 	if err != nil {
 		return err
@@ -108,7 +126,7 @@ func (p *Provider) deployCSIDriver(ctx context.Context) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: csiNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	ds := csiDaemonSet(p.worker.String())
+	ds := csiDaemonSet(workers)
 	if _, err := cs.AppsV1().DaemonSets(csiNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kind provider: create the CSI driver DaemonSet: %w", err)
 	}
@@ -117,17 +135,21 @@ func (p *Provider) deployCSIDriver(ctx context.Context) error {
 		return err
 	}
 	if err := wait.For(conditions.New(res).DaemonSetReady(ds), wait.WithContext(ctx), wait.WithTimeout(2*time.Minute), wait.WithInterval(250*time.Millisecond)); err != nil {
-		return fmt.Errorf("kind provider: the CSI driver DaemonSet is not ready on %s: %w", p.worker, err)
+		return fmt.Errorf("kind provider: the CSI driver DaemonSet is not ready on %s: %w", strings.Join(workers, ", "), err)
 	}
 	// Ready means running; the kubelet lists the driver in CSINode once it
 	// has registered.
-	if err := wait.For(skewconditions.CSIDriverRegistered(res, p.worker.String(), csidriver.Name), wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
-		return fmt.Errorf("kind provider: CSI driver %s did not register with the kubelet on %s: %w", csidriver.Name, p.worker, err)
+	for _, w := range workers {
+		if err := wait.For(skewconditions.CSIDriverRegistered(res, w, csidriver.Name), wait.WithContext(ctx), wait.WithTimeout(time.Minute), wait.WithInterval(250*time.Millisecond), wait.WithImmediate()); err != nil {
+			return fmt.Errorf("kind provider: CSI driver %s did not register with the kubelet on %s: %w", csidriver.Name, w, err)
+		}
 	}
 	return nil
 }
 
-func csiDaemonSet(node string) *appsv1.DaemonSet {
+// csiDaemonSet runs the driver on workers, and nowhere else (the control
+// plane runs no test pod).
+func csiDaemonSet(workers []string) *appsv1.DaemonSet {
 	labels := map[string]string{"app": "skewtest-csi-driver"}
 	bidi := corev1.MountPropagationBidirectional
 	return &appsv1.DaemonSet{
@@ -137,7 +159,11 @@ func csiDaemonSet(node string) *appsv1.DaemonSet {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
-					NodeSelector: map[string]string{corev1.LabelHostname: node},
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+							{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: workers},
+						}}},
+					}}},
 					Containers: []corev1.Container{{
 						Name:            "driver",
 						Image:           images.CSIDriver,
@@ -155,13 +181,23 @@ func csiDaemonSet(node string) *appsv1.DaemonSet {
 }
 
 // ProvisionVolumes makes pre-bound CSI PVs of skewtest's driver, or local
-// PVs backed by tmpfs mounts inside the worker; with the hostpath driver,
-// CSI volumes are provisioned dynamically through its StorageClass.
+// PVs backed by tmpfs mounts inside the worker req.Node; with the hostpath
+// driver, CSI volumes are provisioned dynamically through its
+// StorageClass. PV names carry the worker's number (pvPrefix), so that
+// every worker has its own.
 func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error) {
 	if req.Kind == storage.CSI && p.csiDriver() == CSIHostpath {
 		// The StorageClass belongs to the driver's deployment, not to the
 		// run; its NodeStageVolume mounts nothing at the global path.
 		return storage.Volumes{StorageClass: hostpath.StorageClassName, NoStagingMount: true}, nil
+	}
+	w, err := p.workerNamed(req.Node)
+	if err != nil {
+		return storage.Volumes{}, err
+	}
+	prefix, err := pvPrefix(p.name, string(req.Kind), req.Node)
+	if err != nil {
+		return storage.Volumes{}, err
 	}
 	cfg, err := p.RESTConfig()
 	if err != nil {
@@ -172,22 +208,51 @@ func (p *Provider) ProvisionVolumes(ctx context.Context, req storage.Request) (s
 		return storage.Volumes{}, err
 	}
 	vols, err := storage.ProvisionPrebound(ctx, cs, req, storage.Prebound{
-		NamePrefix:  fmt.Sprintf("%s-%s", p.name, req.Kind),
+		NamePrefix:  prefix,
 		CSIDriver:   csidriver.Name,
 		CapacityKey: csidriver.VolumeContextCapacity,
 		LocalPath: func(ctx context.Context, pv string, bytes int64) (string, error) {
 			path := "/mnt/skewtest/" + pv
-			_, err := exec.Output(ctx, p.worker, "sh", "-c", fmt.Sprintf(`mkdir -p "$1" && mount -t tmpfs -o size=%d,mode=0777 skewtest-local-volume "$1"`, bytes), "sh", path)
+			_, err := exec.Output(ctx, w, "sh", "-c", fmt.Sprintf(`mkdir -p "$1" && mount -t tmpfs -o size=%d,mode=0777 skewtest-local-volume "$1"`, bytes), "sh", path)
 			return path, err
 		},
 	})
+	// The StorageClass is shared by every worker's volumes: with several
+	// workers one worker's scenario must not delete it under another's; it
+	// goes with the cluster.
+	vols.DeleteStorageClass = vols.DeleteStorageClass && len(p.workerNames()) == 1
 	// kind runs skewtest's driver in its tmpfs mode only (clusters.New).
 	vols.UnstageLosesData = req.Kind == storage.CSI && csidriver.ModeTmpfs.UnstageLosesData()
 	return vols, err
 }
 
+// workerNames are the workers' names, in the order of cfg.Kubelets.
+func (p *Provider) workerNames() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, len(p.workers))
+	for i, w := range p.workers {
+		names[i] = w.String()
+	}
+	return names
+}
+
+// workerNamed is the worker called name, or an error listing the workers.
+func (p *Provider) workerNamed(name string) (*Node, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var names []string
+	for _, w := range p.workers {
+		if w.String() == name {
+			return w, nil
+		}
+		names = append(names, w.String())
+	}
+	return nil, fmt.Errorf("kind provider: no worker %q in cluster %s (workers: %s)", name, p.name, strings.Join(names, ", "))
+}
+
 // Workload implements the scenario's workload source: images loaded into
-// the worker, never pulled.
+// the workers, never pulled.
 func (p *Provider) Workload() storage.Workload {
 	return storage.Workload{Image: images.Workload, PullPolicy: string(corev1.PullNever)}
 }

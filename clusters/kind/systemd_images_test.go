@@ -70,7 +70,7 @@ func TestSystemdDriverOnKindNode(t *testing.T) {
 	}
 	defer os.RemoveAll(runRoot)
 	p, err := New(Config{RunID: "sysd-" + time.Now().Format("150405"), RunRoot: runRoot, CacheDir: binaries.DefaultCacheDir(),
-		APIServerVersion: newest, Kubelet: own, NodeImage: "offline"})
+		APIServerVersion: newest, Kubelets: []binaries.Binary{own}, NodeImage: "offline"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestSystemdDriverOnKindNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(rc)
-	n := p.worker
+	n := p.workers[0]
 	d := n.driver()
 	d.Log = nil
 	readyAt := func(want string) {

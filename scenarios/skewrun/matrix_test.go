@@ -30,7 +30,7 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		{"too many nodes", skewrun.Options{MatrixNodes: 13}, []string{"MATRIX_NODES=13", "want a number from 1 to 12"}},
 		{"unknown provider", skewrun.Options{Provider: "nope"}, []string{"PROVIDER=nope", `unknown provider "nope"`}},
 		{"unknown volume kind", skewrun.Options{VolumeKind: "nfs"}, []string{"VOLUME_KIND", `unknown volume kind "nfs"`}},
-		{"more nodes than kind makes", skewrun.Options{Provider: "kind", MatrixNodes: 2}, []string{"MATRIX_NODES=2 with PROVIDER=kind", "at most 1", "use PROVIDER=local"}},
+		{"more nodes than kind makes", skewrun.Options{Provider: "kind", MatrixNodes: 5}, []string{"MATRIX_NODES=5 with PROVIDER=kind", "at most 4", "use PROVIDER=local"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -88,7 +88,7 @@ func TestValidateMatrix(t *testing.T) {
 
 func TestValidateMatrixDefaultNodesPerProvider(t *testing.T) {
 	t.Parallel()
-	for provider, want := range map[string]int{"local": 3, "kind": 1, "existing": 3} {
+	for provider, want := range map[string]int{"local": 3, "kind": 3, "existing": 3} {
 		m, err := skewrun.ValidateMatrix(skewrun.Options{Provider: provider})
 		if err != nil {
 			t.Fatalf("%s: %v", provider, err)

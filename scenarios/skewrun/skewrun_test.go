@@ -301,6 +301,8 @@ func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
 		{"REPLICAS", "-3", []string{`REPLICAS="-3"`, "want a number from 1 to 50"}},
 		{"REPLICAS", "abc", []string{`REPLICAS="abc"`, "want a number from 1 to 50"}},
 		{"KEEP_CLUSTER_ON_FAILURE", "maybe", []string{`KEEP_CLUSTER_ON_FAILURE="maybe"`, "want true or false"}},
+		{"BATCH_NODES", "0", []string{`BATCH_NODES="0"`, "want a number from 1 to 16"}},
+		{"BATCH_NODES", "17", []string{`BATCH_NODES="17"`, "want a number from 1 to 16"}},
 		{"POLL_INTERVAL", "fast", []string{`POLL_INTERVAL="fast"`, "want a duration such as 250ms or 3m"}},
 		{"POLL_INTERVAL", "0s", []string{`POLL_INTERVAL="0s"`, "want a duration"}},
 		{"POLL_INTERVAL", "250", []string{`POLL_INTERVAL="250"`, "want a duration"}},

@@ -143,7 +143,8 @@ bench-skew: deps
 # pod with N volumes; each hop's times from the kubelet's start, the
 # kubelet's CPU and peak memory, and its reconstruct counters against N,
 # fitted, into $(ARTIFACTS)/bench-scale/<time> (JSON, Markdown, SVG). The
-# sizes and modes are bench-scale's defaults unless set (comma-separated).
+# sizes and modes are bench-scale's defaults unless set (comma-separated;
+# none for no run of that shape).
 SCALE_PODS ?=
 SCALE_VOLUMES ?=
 SCALE_MODES ?=

@@ -70,8 +70,8 @@ func (j benchScaleJob) options(o skewrun.Options) skewrun.Options {
 func benchScale(ctx context.Context, logger *slog.Logger, args []string) error {
 	fs := flag.NewFlagSet("bench-scale", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	pods := fs.String("pods", joinInts(benchScaleDefaults.pods), fmt.Sprintf("pod counts of the pods shape, one volume each (1 to %d, the kubelet's maxPods); empty: none", kubeletMaxPods))
-	volumes := fs.String("volumes", joinInts(benchScaleDefaults.volumes), fmt.Sprintf("volume counts of the one-pod shape (1 to %d, the CSI driver's limit per node); empty: none", clusters.CSIDriverMaxVolumesPerNode))
+	pods := fs.String("pods", joinInts(benchScaleDefaults.pods), fmt.Sprintf("pod counts of the pods shape, one volume each (1 to %d, the kubelet's maxPods); none: no such run", kubeletMaxPods))
+	volumes := fs.String("volumes", joinInts(benchScaleDefaults.volumes), fmt.Sprintf("volume counts of the one-pod shape (1 to %d, the CSI driver's limit per node); none: no such run", clusters.CSIDriverMaxVolumesPerNode))
 	modes := fs.String("modes", "", "the CSI driver's modes to run, comma-separated (default: every mode the provider runs)")
 	out := fs.String("out", "", "where to write the result (default $ARTIFACTS/bench-scale/<time>)")
 	if err := fs.Parse(args); err != nil {
@@ -166,7 +166,7 @@ func benchScaleJobs(provider, pods, volumes, modes string) ([]benchScaleJob, err
 		return nil, err
 	}
 	if len(podCounts)+len(volumeCounts) == 0 {
-		return nil, fmt.Errorf("%w: -pods and -volumes are both empty: nothing to measure; give either, e.g. -pods %s", skewrun.ErrInvalid, joinInts(benchScaleDefaults.pods))
+		return nil, fmt.Errorf("%w: -pods and -volumes are both none: nothing to measure; give either, e.g. -pods %s", skewrun.ErrInvalid, joinInts(benchScaleDefaults.pods))
 	}
 	ms := d.CSIModes
 	if modes != "" {
@@ -190,10 +190,14 @@ func benchScaleJobs(provider, pods, volumes, modes string) ([]benchScaleJob, err
 	return jobs, nil
 }
 
+// noCounts skips a shape: what make passes for SCALE_PODS=none, where an
+// empty variable means the default.
+const noCounts = "none"
+
 // parseCounts reads a flag's comma-separated counts, each from 1 to max;
-// "" is none.
+// "" and noCounts are none.
 func parseCounts(flagName, s string, max int, what string) ([]int, error) {
-	if s == "" {
+	if s == "" || s == noCounts {
 		return nil, nil
 	}
 	var out []int

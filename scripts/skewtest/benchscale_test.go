@@ -38,8 +38,8 @@ func TestBenchScaleJobs(t *testing.T) {
 	if o.CSIMode != "tmpfs" || o.Replicas != 1 || o.VolumesPerPod != 128 || o.Plan != "v1.37.2,v1.34.4,v1.37.2" {
 		t.Errorf("options of %s: %+v", jobs[2], o)
 	}
-	if jobs, err := benchScaleJobs("local", "", "10", "ebs"); err != nil || len(jobs) != 1 || jobs[0].shape != scale.ShapeVolumes {
-		t.Errorf("-pods '' -volumes 10 -modes ebs: %v, %v", jobs, err)
+	if jobs, err := benchScaleJobs("local", "none", "10", "ebs"); err != nil || len(jobs) != 1 || jobs[0].shape != scale.ShapeVolumes {
+		t.Errorf("-pods none -volumes 10 -modes ebs: %v, %v", jobs, err)
 	}
 	for _, bad := range []struct{ provider, pods, volumes, modes, want string }{
 		{"local", "0", "", "", "-pods 0"},
@@ -47,7 +47,7 @@ func TestBenchScaleJobs(t *testing.T) {
 		{"local", "10,x", "", "", `"x" is not a count`},
 		{"local", "10,10", "", "", "10 twice"},
 		{"local", "", "129", "", "1 to 128 (the CSI driver's volumes per node)"},
-		{"local", "", "", "", "both empty"},
+		{"local", "", "none", "", "both none"},
 		{"local", "10", "", "tmpfs,zfs", "fix: -modes tmpfs,ebs"},
 		{"kind", "10", "", "ebs", "provider kind runs skewtest's CSI driver in tmpfs"},
 		{"nope", "10", "", "", "nope"},

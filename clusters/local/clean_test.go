@@ -17,7 +17,10 @@ import (
 // the harness is killed (a loop device over a backing file in the run
 // directory, its device node bind-mounted onto a file as a block volume's
 // target is) is unmounted and detached by Clean, and the run directory
-// removed; a loop device over a file elsewhere is left alone.
+// removed; a loop device over a file elsewhere is left alone. The run
+// directory is a bind of itself, as Up makes it (mountns.go): unmounted
+// first, it would leave the loop device's backing file reading relative
+// to the gone bind, and the device attached.
 func TestCleanDetachesLoopDevices(t *testing.T) {
 	testgate.RequireRoot(t, "makes real loop devices and mounts for Clean to detach")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -38,7 +41,12 @@ func TestCleanDetachesLoopDevices(t *testing.T) {
 		f.Close()
 		return path
 	}
-	ours, err := loopdev.Attach(ctx, mkSparse(filepath.Join(runDir, "csi", "state", "volumes", "vol-1.img")))
+	vol := mkSparse(filepath.Join(runDir, "csi", "state", "volumes", "vol-1.img"))
+	if err := shareRunDir(runDir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(runDir, unix.MNT_DETACH) })
+	ours, err := loopdev.Attach(ctx, vol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,13 +143,19 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := mountinfo.UnmountUnder(runDir); err != nil {
+	if err := mountinfo.UnmountBelow(runDir); err != nil {
 		errs = append(errs, err)
 	}
 	// The CSI driver's EBS mode attaches loop devices over files in the
 	// run directory, and the kubelet attaches its own over block volumes'
-	// files under its root: detach them, now that nothing is mounted.
+	// files under its root: detach them, now that nothing is mounted
+	// below the run directory, and before its own bind (mountns.go) goes:
+	// a loop device's backing file then reads relative to that bind, no
+	// longer under runDir.
 	if err := loopdev.DetachUnder(ctx, runDir, loopDetachTimeout); err != nil {
+		errs = append(errs, err)
+	}
+	if err := mountinfo.UnmountUnder(runDir); err != nil {
 		errs = append(errs, err)
 	}
 	if !rebooted {

@@ -2,6 +2,8 @@ package mountinfo
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -11,7 +13,14 @@ import (
 // process's mount namespace: deepest and latest first, detaching what is
 // busy, repeating for stacked mounts. It returns an error naming what
 // stayed mounted.
-func UnmountUnder(dir string) error {
+func UnmountUnder(dir string) error { return unmount(dir, true) }
+
+// UnmountBelow is UnmountUnder but for dir's own mounts: a directory that
+// is a mount of its own (a bind of itself) stays mounted, so that paths
+// through it still read as they did (a loop device's backing file).
+func UnmountBelow(dir string) error { return unmount(dir, false) }
+
+func unmount(dir string, self bool) error {
 	var under []Mount
 	for range 10 {
 		mounts, err := ParseFile("/proc/self/mountinfo")
@@ -19,6 +28,9 @@ func UnmountUnder(dir string) error {
 			return err
 		}
 		under = Under(mounts, dir)
+		if !self {
+			under = slices.DeleteFunc(under, func(m Mount) bool { return m.MountPoint == path.Clean(dir) })
+		}
 		if len(under) == 0 {
 			return nil
 		}

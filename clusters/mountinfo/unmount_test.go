@@ -62,3 +62,37 @@ func TestUnmountUnder(t *testing.T) {
 		t.Errorf("a second call on a clean dir: %v", err)
 	}
 }
+
+// UnmountBelow leaves dir's own mount (a bind of itself) and takes what
+// is mounted below it.
+func TestUnmountBelow(t *testing.T) {
+	testgate.RequireRoot(t, "binds a directory over itself and mounts tmpfs below it")
+	dir := t.TempDir()
+	below := filepath.Join(dir, "below")
+	if err := os.MkdirAll(below, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	if err := syscall.Mount("tmpfs", below, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := UnmountBelow(dir); err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := ParseFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if CountAt(mounts, below) != 0 {
+		t.Errorf("%s still mounted after UnmountBelow", below)
+	}
+	if CountAt(mounts, dir) != 1 {
+		t.Errorf("%s's own bind: %d mounts after UnmountBelow, want 1", dir, CountAt(mounts, dir))
+	}
+	if err := UnmountUnder(dir); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -25,8 +25,8 @@ import (
 
 // batchSpec is one run of a spec, a job of the suite's batch.
 type batchSpec struct {
-	// key names the run: the spec's text, and which of its runs when it
-	// has several.
+	// key names the run in the batch ("fault reboot"), unique in the
+	// suite.
 	key string
 	// text is the spec's full text (its containers' and its own), which
 	// -ginkgo.focus and -ginkgo.skip match.
@@ -48,15 +48,11 @@ var (
 	batchDir string
 )
 
-// inBatch registers a spec's run as a job of the suite's batch (and its
-// binaries for the suite's prefetch), and returns the key its It reads
-// its result with (batchResult).
-func inBatch(text string, labels Labels, options func() *skewrun.Options) string {
-	return inBatchAs(text, text, labels, options)
-}
-
-// inBatchAs registers one of several runs of a spec, named key.
-func inBatchAs(key, text string, labels Labels, options func() *skewrun.Options) string {
+// inBatch registers a run, named key, of the spec of full text and labels
+// as a job of the suite's batch (and its binaries for the suite's
+// prefetch), and returns the key its It reads its result with
+// (batchResult). A spec may have several runs.
+func inBatch(key, text string, labels Labels, options func() *skewrun.Options) string {
 	batchSpecs = append(batchSpecs, batchSpec{key: key, text: text, labels: labels, options: options})
 	needsBinaries(labels, options)
 	return key

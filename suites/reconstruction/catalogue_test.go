@@ -35,7 +35,7 @@ var _ = Describe(catalogueText, Label(catalogue.CatalogueLabel), func() {
 			continue // shapes_test.go runs them in one workload
 		}
 		name := fmt.Sprintf("%s %s: %s", e.Kind, e.Name, e.Plants)
-		key := inBatch(catalogueText+" "+name, Label(catalogue.CatalogueLabel, e.Label()), func() *skewrun.Options {
+		key := inBatch(string(e.Kind)+" "+e.Name, catalogueText+" "+name, Label(catalogue.CatalogueLabel, e.Label()), func() *skewrun.Options {
 			if e.Status != catalogue.Runs || !e.RunsOn(provider) {
 				return nil
 			}

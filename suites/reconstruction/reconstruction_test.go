@@ -117,7 +117,7 @@ const signoffText = "kubelet volume reconstruction across versions"
 var _ = Describe(signoffText, func() {
 	for _, e := range matrix() {
 		name := fmt.Sprintf("cleans up force-deleted pods' %s volumes on plan %s", e.kind, e.plan)
-		key := inBatch(signoffText+" "+name, labelsFor(e), func() *skewrun.Options {
+		key := inBatch(fmt.Sprintf("plan %s %s", e.plan, e.kind), signoffText+" "+name, labelsFor(e), func() *skewrun.Options {
 			o := envOptions(e.plan, "")
 			o.VolumeKind = e.kind
 			return o

@@ -67,7 +67,7 @@ var _ = Describe(shapesText, Label(catalogue.CatalogueLabel), func() {
 	// with (ebs mode).
 	var keys [2]string
 	for g := range keys {
-		keys[g] = inBatchAs(fmt.Sprintf("%s [%s]", text, shapeGroupNames[g]), text, Label(append([]string{catalogue.CatalogueLabel}, labels...)...), func() *skewrun.Options {
+		keys[g] = inBatch("shapes, "+shapeGroupNames[g], text, Label(append([]string{catalogue.CatalogueLabel}, labels...)...), func() *skewrun.Options {
 			group := shapeGroup(entries, provider, g)
 			if len(group) == 0 {
 				return nil

@@ -222,6 +222,7 @@ const (
 	ganttBar        = 18
 	ganttTop        = 40
 	ganttAxis       = 40
+	ganttLegend     = 24
 )
 
 // WriteBatchSVG draws the schedule: a row per node of each cluster, a bar
@@ -263,7 +264,7 @@ func WriteBatchSVG(w io.Writer, b *Batch) error {
 	}
 	plot := float64(ganttWidth - ganttLabelWidth - 20)
 	x := func(t time.Time) float64 { return ganttLabelWidth + plot*t.Sub(b.Started).Seconds()/total }
-	height := ganttTop + len(rows)*ganttRow + ganttAxis
+	height := ganttTop + len(rows)*ganttRow + ganttAxis + ganttLegend
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", ganttWidth, height, ganttWidth, height)
 	fmt.Fprintf(&s, `<title>skewtest batch %s: %d runs on %d nodes in %.1f s (one after another: %.1f s)</title>`+"\n", html.EscapeString(b.ID), len(b.Jobs), b.Nodes, b.Took().Seconds(), b.SumOfRuns().Seconds())
@@ -290,9 +291,26 @@ func WriteBatchSVG(w io.Writer, b *Batch) error {
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#333333"/><text x="%.1f" y="%d" text-anchor="middle">%g</text>`+"\n", tx, axisY, tx, axisY+4, tx, axisY+16, t)
 	}
 	fmt.Fprintf(&s, `<text x="%.1f" y="%d" text-anchor="middle">seconds from the batch's start</text>`+"\n", ganttLabelWidth+plot/2, axisY+32)
+	lx := float64(10)
+	for _, v := range []Verdict{Pass, PassWithExpectedDeviations, Fail} {
+		fmt.Fprintf(&s, `<rect class="legend" x="%.1f" y="%d" width="12" height="12" fill="%s" stroke="#333333" stroke-width="0.5"/><text x="%.1f" y="%d">%s</text>`+"\n",
+			lx, axisY+42, verdictColour(v), lx+16, axisY+52, html.EscapeString(verdictText(v)))
+		lx += 24 + 7*float64(len(verdictText(v)))
+	}
 	s.WriteString("</svg>\n")
 	_, err := io.WriteString(w, s.String())
 	return err
+}
+
+// verdictText is a verdict in the plot's legend.
+func verdictText(v Verdict) string {
+	switch v {
+	case Pass:
+		return "pass"
+	case PassWithExpectedDeviations:
+		return "pass with expected deviations"
+	}
+	return "fail"
 }
 
 func verdictColour(v Verdict) string {

@@ -68,6 +68,11 @@ type Config struct {
 	// Shim is the path of skewtest-runc-shim, made dockerd's default
 	// runtime; empty runs plain runc (hosts that have CAP_SYS_RESOURCE).
 	Shim string
+	// Seed, when set and there, is a directory SaveSeed wrote: the
+	// daemon's data-root starts as a copy of it (its images' files hard
+	// links), so that images are not imported again. It must be on Dir's
+	// file system; when it cannot be planted the daemon starts empty.
+	Seed string
 	// Logger gets progress and cleanup messages; nil discards them.
 	Logger *slog.Logger
 }
@@ -127,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		}
 	}
 	running.Store(dir, d)
-	if err := d.start(ctx, shim); err != nil {
+	if err := d.start(ctx, shim, cfg.Seed); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 		defer cancel()
 		if cerr := d.Stop(cctx); cerr != nil {
@@ -139,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-func (d *Daemon) start(ctx context.Context, shim string) error {
+func (d *Daemon) start(ctx context.Context, shim, seed string) error {
 	dir := d.dir
 	d.st = &state{Dir: dir, CgroupParent: cgroupParentFor(dir)}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
@@ -166,10 +171,14 @@ func (d *Daemon) start(ctx context.Context, shim string) error {
 	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), append(conf, '\n'), 0o644); err != nil {
 		return fmt.Errorf("dockerd: %w", err)
 	}
+	dataRoot := filepath.Join(dir, "data")
+	if seed != "" {
+		d.plant(ctx, seed, dataRoot)
+	}
 	args := []string{
 		"--config-file", filepath.Join(dir, "daemon.json"),
 		"-H", d.Host(),
-		"--data-root", filepath.Join(dir, "data"),
+		"--data-root", dataRoot,
 		"--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "dockerd.pid"),
 		// Containers' cgroups in a tree of this daemon's, removed by Stop.

@@ -84,6 +84,10 @@ type Config struct {
 	OnMade func(workloads.Record) error
 }
 
+// DefaultPollInterval is how often node state is read while waiting
+// unless Config.PollInterval says otherwise.
+const DefaultPollInterval = 250 * time.Millisecond
+
 // DefaultNamespace holds a scenario's workload unless Config.Namespace
 // names another.
 const DefaultNamespace = "skewtest"
@@ -124,7 +128,7 @@ func (c *Config) defaults() {
 		c.Name = "web"
 	}
 	if c.PollInterval == 0 {
-		c.PollInterval = 250 * time.Millisecond
+		c.PollInterval = DefaultPollInterval
 	}
 	if c.CleanupTimeout == 0 {
 		c.CleanupTimeout = timeouts.Scale(defaultCleanupTimeout, c.TimeoutFactor)

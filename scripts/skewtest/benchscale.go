@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/reports/scale"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -106,7 +107,7 @@ func benchScale(ctx context.Context, logger *slog.Logger, args []string) error {
 	res := &scale.Result{Started: time.Now(), Provider: v.Options.Provider, Plan: strings.Split(v.Plan.String(), ","), Command: benchScaleCommand(args),
 		PollInterval: o.PollInterval, VolumeLimit: clusters.CSIDriverMaxVolumesPerNode, MaxPods: kubeletMaxPods}
 	if res.PollInterval == 0 {
-		res.PollInterval = defaultPollInterval
+		res.PollInterval = reconstruction.DefaultPollInterval
 	}
 	fmt.Fprintf(os.Stderr, "bench-scale: %d runs of plan %s on %s, writing %s\n", len(jobs), v.Plan, res.Provider, *out)
 	var errs []error
@@ -145,10 +146,6 @@ func benchScale(ctx context.Context, logger *slog.Logger, args []string) error {
 	}
 	return errors.Join(append(errs, werr)...)
 }
-
-// defaultPollInterval is the scenario's poll interval when POLL_INTERVAL
-// is unset (reconstruction.Config's default).
-const defaultPollInterval = 250 * time.Millisecond
 
 // benchScaleJobs checks the flags and lists the runs, mode by mode, the
 // pods shape's then the one-pod shape's, smallest first.

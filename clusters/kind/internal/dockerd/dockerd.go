@@ -88,6 +88,8 @@ type Daemon struct {
 	mu      sync.Mutex
 	lock    *os.File
 	stopped bool
+	// keepSeed is where Stop keeps the daemon's images (KeepSeed).
+	keepSeed string
 }
 
 // Start starts dockerd in cfg.Dir and waits until it answers. If Dir holds
@@ -171,7 +173,7 @@ func (d *Daemon) start(ctx context.Context, shim, seed string) error {
 	if err := os.WriteFile(filepath.Join(dir, "daemon.json"), append(conf, '\n'), 0o644); err != nil {
 		return fmt.Errorf("dockerd: %w", err)
 	}
-	dataRoot := filepath.Join(dir, "data")
+	dataRoot := dataRootOf(dir)
 	if seed != "" {
 		d.plant(ctx, seed, dataRoot)
 	}
@@ -235,6 +237,9 @@ func (d *Daemon) start(ctx context.Context, shim, seed string) error {
 	}
 }
 
+// dataRootOf is the data-root of the daemon whose directory is dir.
+func dataRootOf(dir string) string { return filepath.Join(dir, "data") }
+
 // Dir returns the daemon's directory.
 func (d *Daemon) Dir() string { return d.dir }
 
@@ -262,7 +267,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	if st == nil { // failed before anything was recorded
 		st = &state{Dir: d.dir, CgroupParent: cgroupParentFor(d.dir)}
 	}
-	t := &teardown{dir: d.dir, st: st, log: d.log, child: d.cmd, childDone: d.done}
+	t := &teardown{dir: d.dir, st: st, log: d.log, child: d.cmd, childDone: d.done, seed: d.keepSeed}
 	if err := t.run(ctx); err != nil {
 		return err
 	}

@@ -128,6 +128,32 @@ func TestDaemon(t *testing.T) {
 		assertClean(ctx, t, before, dir, true)
 	})
 
+	t.Run("Seed", func(t *testing.T) {
+		// A daemon asked to keep its images leaves a seed when it stops;
+		// the next daemon, planted from it, has the images without a load
+		// and runs a container from them; both leave the host as it was.
+		seed := filepath.Join(t.TempDir(), "seed")
+		dir := newDir(t)
+		d := start(ctx, t, Config{Dir: dir, Shim: shim, Seed: seed, Logger: testLogger(t)})
+		load(ctx, t, d, tarball)
+		d.KeepSeed(seed)
+		stop(ctx, t, d)
+		assertClean(ctx, t, before, dir, true)
+		if _, err := os.Stat(filepath.Join(seed, "image", storageDriver, "repositories.json")); err != nil {
+			t.Fatalf("no seed kept at Stop: %v", err)
+		}
+		dir = newDir(t)
+		d = start(ctx, t, Config{Dir: dir, Shim: shim, Seed: seed, Logger: testLogger(t)})
+		mustDocker(ctx, t, d, "image", "inspect", images.Pause)
+		id := mustDocker(ctx, t, d, "run", "-d", "--privileged", "--network", "none", images.Pause)
+		assertRunning(ctx, t, d, id)
+		stop(ctx, t, d)
+		assertClean(ctx, t, before, dir, true)
+		if _, err := os.Stat(filepath.Join(seed, "image", storageDriver, "repositories.json")); err != nil {
+			t.Errorf("the seed is gone after a daemon planted from it stopped: %v", err)
+		}
+	})
+
 	t.Run("CleanAfterKilledHarness", func(t *testing.T) {
 		dir := newDir(t)
 		d := start(ctx, t, Config{Dir: dir, Shim: shim, Logger: testLogger(t)})

@@ -1,9 +1,8 @@
 package dockerd
 
 // This file keeps a daemon's images for the next daemon: a seed is a
-// data-root holding images only, which SaveSeed writes from a running
-// daemon and Start copies into a new daemon's data-root before dockerd
-// starts, so that an image is imported once, not on every start. The
+// data-root holding images only, which Stop writes when asked (KeepSeed)
+// and Start copies into a new daemon's data-root before dockerd starts, so that an image is imported once, not on every start. The
 // image layers' files (what a 700 MB node image unpacks to) are hard
 // links, not copies: overlayfs only ever reads a lower layer, and the
 // daemon writes its metadata by replacing files, never in place, so
@@ -15,7 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
+	"log/slog"
 	"os"
 	"os/exec" // dockerd --version, before any daemon runs
 	"path/filepath"
@@ -27,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// storageDriver is the only graph driver whose layout SaveSeed knows:
+// storageDriver is the only graph driver whose layout a seed knows:
 // the default on the ext4 and xfs hosts skewtest runs on.
 const storageDriver = "overlay2"
 
@@ -41,33 +40,35 @@ func Version(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// SaveSeed writes into dst a data-root holding the daemon's images and
-// nothing else, for a later daemon's Config.Seed. The daemon must run no
-// container (a container's layers are not an image's). dst is written
-// under another name and renamed into place, so that it exists only
-// whole; a dst that exists already is left as it is. It must be on the
-// file system of the daemon's directory, which the hard links need.
-func (d *Daemon) SaveSeed(ctx context.Context, dst string) error {
+// KeepSeed asks Stop to keep the daemon's images in dst, a seed for a
+// later daemon's Config.Seed, once dockerd has stopped and before the
+// data-root is removed: a running daemon's data-root is a mount of its
+// own, which no hard link crosses. The seed is written under another name
+// and renamed into place, so that it exists only whole; a dst that
+// exists is left as it is. It must be on the file system of the daemon's
+// directory. A seed that cannot be kept is logged, not an error: it is a
+// cache.
+func (d *Daemon) KeepSeed(dst string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.keepSeed = dst
+}
+
+// saveSeed writes into dst a data-root holding the images of the stopped
+// daemon whose data-root is root, and nothing else. Every container must
+// be gone (a container's layers are not an image's).
+func saveSeed(ctx context.Context, root, dst string) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return nil
 	}
-	var info struct {
-		Driver        string
-		DockerRootDir string
-		Containers    int
+	if _, err := os.Stat(filepath.Join(root, "image", storageDriver)); err != nil {
+		return fmt.Errorf("dockerd: seed: no %s image store in %s (seeds are made of %s only): %w", storageDriver, root, storageDriver, err)
 	}
-	if err := apiDo(ctx, d.socket(), http.MethodGet, "/info", 30*time.Second, &info); err != nil {
-		return fmt.Errorf("dockerd: seed: %w", err)
+	if left, err := os.ReadDir(filepath.Join(root, "containers")); err == nil && len(left) > 0 {
+		return fmt.Errorf("dockerd: seed: %s holds %d containers; a seed holds images only", root, len(left))
 	}
-	if info.Driver != storageDriver {
-		return fmt.Errorf("dockerd: seed: the daemon's storage driver is %s; seeds are made of %s only", info.Driver, storageDriver)
-	}
-	if info.Containers != 0 {
-		return fmt.Errorf("dockerd: seed: the daemon has %d containers; a seed holds images only", info.Containers)
-	}
-	root := info.DockerRootDir
 	// Under the dockerd lock nobody else writes seeds: what an earlier,
-	// killed SaveSeed left is nobody's.
+	// killed saveSeed left is nobody's.
 	stale, _ := filepath.Glob(dst + ".tmp-*")
 	for _, s := range stale {
 		_ = os.RemoveAll(s)
@@ -174,6 +175,17 @@ func plantSeed(ctx context.Context, seed, dataRoot string) error {
 		return fmt.Errorf("dockerd: plant seed %s in %s: %w", seed, dataRoot, err)
 	}
 	return nil
+}
+
+// keepSeed writes the seed KeepSeed asked for, from the stopped daemon's
+// data-root, and logs what came of it.
+func keepSeed(ctx context.Context, log *slog.Logger, root, dst string) {
+	t0 := time.Now()
+	if err := saveSeed(ctx, root, dst); err != nil {
+		log.Warn("the daemon's images are not kept for the next daemon", "seed", dst, "err", err)
+		return
+	}
+	log.Info("the daemon's images kept for the next daemon", "seed", dst, "took", time.Since(t0).Round(time.Millisecond))
 }
 
 // plant starts dataRoot from seed if there is one; a seed that cannot be

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -186,5 +187,50 @@ func TestSeedLayersRefusesBadIDs(t *testing.T) {
 	}
 	if _, err := seedLayers(store); err == nil {
 		t.Errorf("seedLayers took a layer ID with a slash")
+	}
+}
+
+// saveSeed keeps a stopped daemon's images only when no container is
+// left, replaces a killed save's leftovers, and leaves a seed that is
+// there as it is.
+func TestSaveSeed(t *testing.T) {
+	ctx := context.Background()
+	root := fakeDataRoot(t)
+	dst := filepath.Join(t.TempDir(), "seed")
+	if err := saveSeed(ctx, root, dst); err == nil || !strings.Contains(err.Error(), "1 containers") {
+		t.Errorf("saveSeed with a container left: %v, want a refusal", err)
+	}
+	if _, err := os.Lstat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused saveSeed left %s (%v)", dst, err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "containers", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	stale := dst + ".tmp-1"
+	if err := os.MkdirAll(filepath.Join(stale, "half"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveSeed(ctx, root, dst); err != nil {
+		t.Fatalf("saveSeed: %v", err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a killed save's %s is left (%v)", stale, err)
+	}
+	left, _ := filepath.Glob(dst + ".tmp-*")
+	if len(left) > 0 {
+		t.Errorf("saveSeed left %v", left)
+	}
+	marker := filepath.Join(dst, "image", "overlay2", "repositories.json")
+	if err := os.WriteFile(marker, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := saveSeed(ctx, root, dst); err != nil {
+		t.Fatalf("saveSeed over an existing seed: %v", err)
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "kept" {
+		t.Errorf("saveSeed rewrote an existing seed")
+	}
+	if err := saveSeed(ctx, t.TempDir(), filepath.Join(t.TempDir(), "s")); err == nil {
+		t.Errorf("saveSeed of a data-root with no overlay2 image store: no error")
 	}
 }

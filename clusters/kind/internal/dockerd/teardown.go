@@ -85,6 +85,9 @@ type teardown struct {
 	sockets   []string      // shim sockets in /run/containerd of killed shims
 	// keep keeps dir whatever happens: its state could not be read.
 	keep bool
+	// seed, when set, is where to keep the daemon's images once it has
+	// stopped (Daemon.KeepSeed).
+	seed string
 }
 
 func (t *teardown) run(ctx context.Context) error {
@@ -106,6 +109,11 @@ func (t *teardown) run(ctx context.Context) error {
 	mountsLeft := mountinfo.UnmountUnder(t.dir)
 	if mountsLeft != nil {
 		errs = append(errs, mountsLeft)
+	}
+	if t.seed != "" && len(errs) == 0 {
+		// dockerd has stopped and its data-root is no mount of its own
+		// any more: its images' files can be hard-linked from it.
+		keepSeed(ctx, t.log, dataRootOf(t.dir), t.seed)
 	}
 	rebooted := t.st.rebooted()
 	if rebooted {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
 	kindexec "sigs.k8s.io/kind/pkg/exec"
-	"sigs.k8s.io/yaml"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -66,57 +65,6 @@ func (e *errCmd) SetStdout(io.Writer) kindexec.Cmd { return e }
 func (e *errCmd) SetStderr(io.Writer) kindexec.Cmd { return e }
 func (e *errCmd) Start() error                     { return nil }
 func (e *errCmd) Wait() error                      { return nil }
-
-func TestClusterConfig(t *testing.T) {
-	v1 := clusterConfig(true, 1)
-	v2 := clusterConfig(false, 1)
-	for _, cfg := range []string{v1, v2} {
-		if strings.Count(cfg, "- role: control-plane") != 1 || strings.Count(cfg, "- role: worker") != 1 {
-			t.Errorf("want one control plane and one worker:\n%s", cfg)
-		}
-	}
-	for workers := 1; workers <= MaxWorkers; workers++ {
-		var c struct {
-			Nodes []struct {
-				Role string `json:"role"`
-			} `json:"nodes"`
-		}
-		cfg := clusterConfig(true, workers)
-		if err := yaml.Unmarshal([]byte(cfg), &c); err != nil {
-			t.Fatalf("%d workers: %v\n%s", workers, err, cfg)
-		}
-		roles := map[string]int{}
-		for _, n := range c.Nodes {
-			roles[n.Role]++
-		}
-		if len(c.Nodes) != workers+1 || roles["control-plane"] != 1 || roles["worker"] != workers {
-			t.Errorf("%d workers: nodes %v, want one control plane and %d workers:\n%s", workers, c.Nodes, workers, cfg)
-		}
-	}
-	if !strings.Contains(v1, "failCgroupV1: false") {
-		t.Errorf("cgroup v1 hosts need failCgroupV1: false:\n%s", v1)
-	}
-	if strings.Contains(v2, "failCgroupV1") {
-		t.Errorf("cgroup v2 hosts need no failCgroupV1:\n%s", v2)
-	}
-	for _, cfg := range []string{v1, v2} {
-		var c struct {
-			Patches []string `json:"kubeadmConfigPatches"`
-		}
-		if err := yaml.Unmarshal([]byte(cfg), &c); err != nil || len(c.Patches) != 1 {
-			t.Fatalf("want one kubeadm patch (%v):\n%s", err, cfg)
-		}
-		var kc struct {
-			Kind    string `json:"kind"`
-			Logging struct {
-				Verbosity int `json:"verbosity"`
-			} `json:"logging"`
-		}
-		if err := yaml.Unmarshal([]byte(c.Patches[0]), &kc); err != nil || kc.Kind != "KubeletConfiguration" || kc.Logging.Verbosity != 2 {
-			t.Errorf("the kubelets must log at level 2, where they name each volume they reconstruct: %+v (%v)\n%s", kc, err, cfg)
-		}
-	}
-}
 
 func TestCSIDaemonSet(t *testing.T) {
 	ds := csiDaemonSet([]string{"w1", "w2"})

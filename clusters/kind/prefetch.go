@@ -3,7 +3,6 @@ package kind
 import (
 	"context"
 	"fmt"
-	"os/exec" // docker info on this host, before there is any node
 
 	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
@@ -14,11 +13,10 @@ import (
 // use it, as Up chooses it (a private dockerd, or KIND_NODE_IMAGE=offline),
 // and the runtime shim a private dockerd on this host needs.
 func (p *Provider) Prefetch(ctx context.Context) error {
-	need, err := capshim.NeedsShim()
+	private, need, err := dockerChoice(ctx)
 	if err != nil {
 		return err
 	}
-	private := need || exec.CommandContext(ctx, "docker", "info").Run() != nil
 	if need {
 		if _, err := capshim.Build(ctx, p.cfg.CacheDir); err != nil {
 			return fmt.Errorf("kind provider: build the runtime shim: %w", err)

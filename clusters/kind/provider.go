@@ -1,11 +1,12 @@
 // Package kind is the provider that runs the scenario on a kind cluster
 // (sigs.k8s.io/kind as a library): one control plane, tainted, and one
-// worker per initial kubelet (test node) where the StatefulSets' pods land. It works offline: the node
-// image is built locally (internal/nodeimage), skewtest's CSI node plugin
-// runs as a DaemonSet from a locally built image, and on hosts whose
-// capability bounding set lacks CAP_SYS_RESOURCE a private dockerd with a
-// runtime shim (internal/capshim, internal/dockerd) lets kind's privileged
-// node containers start.
+// worker per initial kubelet (test node), where the StatefulSets' pods
+// land. It works offline: the node image is built locally
+// (internal/nodeimage), skewtest's CSI node plugin runs as a DaemonSet
+// from a locally built image, and on hosts whose capability bounding set
+// lacks CAP_SYS_RESOURCE a private dockerd with a runtime shim
+// (internal/capshim, internal/dockerd) lets kind's privileged node
+// containers start.
 package kind
 
 import (
@@ -15,9 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec" // the host's docker CLI, before and beside the kind nodes
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +29,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
-	"sigs.k8s.io/skewtest/clusters/kind/internal/capshim"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/dockerd"
 	"sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage"
 	"sigs.k8s.io/skewtest/clusters/nodes"
@@ -207,34 +205,67 @@ func (p *Provider) Binaries() []binaries.Binary {
 
 // Up implements clusters.Provider.
 func (p *Provider) Up(ctx context.Context) (err error) {
+	// The images loaded beside the cluster's creation (preloadImages): a
+	// failed bring-up stops and waits for them before Down removes the
+	// run's directory and the cluster.
+	var pending <-chan error
+	preloadCtx, cancelPreload := context.WithCancel(ctx)
+	defer cancelPreload()
 	defer func() {
+		if pending != nil {
+			cancelPreload()
+			<-pending
+		}
 		if err != nil {
 			// Bounded, as Finish's teardown is: nothing waits forever.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(timeouts.Teardown, timeouts.FromEnv()))
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scaled(timeouts.Teardown))
 			defer cancel()
 			if derr := p.Down(dctx); derr != nil {
 				err = errors.Join(err, fmt.Errorf("teardown after failed bring-up: %w", derr))
 			}
 		}
 	}()
-	start := time.Now()
+	ph := newPhases()
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return err
 	}
-	if err := p.startDocker(ctx); err != nil {
-		return err
-	}
-	image, offline, err := p.nodeImage(ctx)
+	private, needShim, err := dockerChoice(ctx)
 	if err != nil {
 		return err
 	}
+	image, img, err := p.chooseImage(ctx, private)
+	if err != nil {
+		return err
+	}
+	ph.done("nodeImage")
+	seed := ""
+	if img != nil && private {
+		if seed, err = seedDir(ctx, *img); err != nil {
+			return err
+		}
+	}
+	if private {
+		if err := p.startDocker(ctx, needShim, seed); err != nil {
+			return err
+		}
+	} else {
+		p.logger.Info("using the host's Docker")
+	}
+	ph.done("docker")
+	if img != nil {
+		if err := p.importImage(ctx, *img, seed); err != nil {
+			return err
+		}
+		ph.done("importImage")
+	}
 	p.mu.Lock()
-	p.csi = chooseCSI(p.cfg.CSI, offline, len(p.cfg.Kubelets))
+	p.csi = chooseCSI(p.cfg.CSI, img != nil, len(p.cfg.Kubelets))
 	p.mu.Unlock()
 	kp := kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(&slogAdapter{p.logger}))
 	p.mu.Lock()
 	p.kind = kp
 	p.mu.Unlock()
+	pending = p.preloadImages(preloadCtx, kp)
 	p.mu.Lock()
 	hostDocker := p.docker == nil
 	p.mu.Unlock()
@@ -242,164 +273,58 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := writeState(p.dir, State{RunID: p.cfg.RunID, Cluster: p.name, HostDocker: hostDocker}); err != nil {
 		return err
 	}
+	j, err := writeJoin(filepath.Join(p.dir, "join"), p.name)
+	if err != nil {
+		return err
+	}
 	p.logger.Info("creating kind cluster", "name", p.name, "image", image)
 	p.mu.Lock()
 	p.created = true // from here on, Down deletes it
 	p.mu.Unlock()
 	if err := kp.Create(p.name,
-		kindcluster.CreateWithRawConfig([]byte(clusterConfig(cgroupV1Host(), len(p.cfg.Kubelets)))),
+		kindcluster.CreateWithV1Alpha4Config(clusterConfig(clusterSpec{cgroupV1: cgroupV1Host(), workers: len(p.cfg.Kubelets), version: p.cfg.APIServerVersion, join: &j})),
 		kindcluster.CreateWithNodeImage(image),
-		kindcluster.CreateWithWaitForReady(3*time.Minute),
+		// kind's own wait runs kubectl in the control plane node
+		// without a pause between tries, taking CPU from the nodes it
+		// waits for; Up waits through the API server instead
+		// (nodesReady).
+		kindcluster.CreateWithWaitForReady(0),
 		kindcluster.CreateWithKubeconfigPath(p.KubeconfigPath()),
 		kindcluster.CreateWithDisplayUsage(false),
 		kindcluster.CreateWithDisplaySalutation(false),
 	); err != nil {
 		return fmt.Errorf("kind provider: create cluster %s: %w", p.name, err)
 	}
-	p.logger.Info("kind cluster created", "name", p.name, "elapsed", time.Since(start).Round(100*time.Millisecond))
-	all, err := kp.ListNodes(p.name)
+	ph.done("create")
+	if err := p.findWorkers(kp); err != nil {
+		return err
+	}
+	err = <-pending
+	pending = nil
 	if err != nil {
 		return err
 	}
-	kindWorkers, err := workersOf(p.name, all)
-	if err != nil {
-		return err
-	}
-	if len(kindWorkers) != len(p.cfg.Kubelets) {
-		return fmt.Errorf("kind provider: cluster %s has %d workers, want %d", p.name, len(kindWorkers), len(p.cfg.Kubelets))
-	}
-	workers := make([]*Node, len(kindWorkers))
-	for i, n := range kindWorkers {
-		workers[i] = &Node{kind: n}
-	}
-	p.mu.Lock()
-	p.workers = workers
-	p.mu.Unlock()
-	tarballs, err := p.imageTarballs(ctx)
-	if err != nil {
-		return err
-	}
-	if err := p.loadImages(ctx, tarballs); err != nil {
-		return err
-	}
-	if err := p.deployCSI(ctx); err != nil {
-		return err
-	}
+	ph.done("loadImages")
+	// Before the CSI driver, so that it registers with the kubelets the
+	// runs start with.
 	if err := p.initialKubelets(ctx); err != nil {
 		return err
 	}
-	p.logger.Info("kind cluster up", "name", p.name, "workers", len(workers), "took", time.Since(start).Round(100*time.Millisecond))
+	ph.done("initialKubelets")
+	if err := p.deployCSI(ctx); err != nil {
+		return err
+	}
+	ph.done("csi")
+	if err := p.nodesReady(ctx); err != nil {
+		return err
+	}
+	ph.done("nodesReady")
+	ph.log(p.logger, "kind cluster up", "name", p.name, "workers", len(p.cfg.Kubelets))
 	return nil
 }
 
-// startDocker starts a private dockerd with the capability shim when this
-// host needs it; otherwise the host's Docker is used as it is.
-func (p *Provider) startDocker(ctx context.Context) error {
-	need, err := capshim.NeedsShim()
-	if err != nil {
-		return err
-	}
-	if !need {
-		if err := exec.CommandContext(ctx, "docker", "info").Run(); err == nil {
-			p.logger.Info("using the host's Docker")
-			return nil
-		}
-	}
-	shim := ""
-	if need {
-		if shim, err = capshim.Build(ctx, p.cfg.CacheDir); err != nil {
-			return fmt.Errorf("kind provider: build the runtime shim: %w", err)
-		}
-	}
-	d, err := dockerd.Start(ctx, dockerd.Config{Dir: filepath.Join(p.dir, "docker"), Shim: shim, Logger: p.logger})
-	if err != nil {
-		return fmt.Errorf("kind provider: start a private dockerd: %w", err)
-	}
-	// kind runs the docker CLI with this process's environment.
-	old, had := os.LookupEnv("DOCKER_HOST")
-	p.mu.Lock()
-	p.docker = d
-	if had {
-		p.oldHost = &old
-	} else {
-		empty := ""
-		p.oldHost = &empty
-	}
-	p.mu.Unlock()
-	return os.Setenv("DOCKER_HOST", d.Host())
-}
-
-// nodeImage returns the node image to use, building and importing the
-// offline image unless one was given.
-func (p *Provider) nodeImage(ctx context.Context) (ref string, offline bool, err error) {
-	p.mu.Lock()
-	private := p.docker != nil
-	p.mu.Unlock()
-	if ref, offline := chooseNodeImage(p.cfg.NodeImage, private, p.cfg.APIServerVersion); !offline {
-		p.logger.Info("using a node image Docker pulls (KIND_NODE_IMAGE=offline builds one locally instead)", "image", ref)
-		return ref, false, nil
-	}
-	img, err := nodeimage.Build(ctx, nodeimage.Config{Version: p.cfg.APIServerVersion, CacheDir: p.cfg.CacheDir, Logger: p.logger})
-	if err != nil {
-		return "", true, fmt.Errorf("kind provider: build the node image: %w", err)
-	}
-	if err := importImage(ctx, img, filepath.Join(p.dir, "image-build")); err != nil {
-		return "", true, err
-	}
-	sum, err := rootfsSHA256(img.RootfsTar)
-	if err != nil {
-		return "", true, err
-	}
-	p.mu.Lock()
-	p.binaries = append(p.binaries, binaries.Binary{Component: "kind node image", Version: img.Version,
-		Source: fmt.Sprintf("offline build %s (%d images in its containerd)", img.Name, len(img.Images)), Path: img.RootfsTar, SHA256: sum})
-	p.mu.Unlock()
-	return img.Name, true, nil
-}
-
-// rootfsSHA256 hashes the node image's rootfs once per build and keeps
-// the sum beside it (hashing 700 MB each run would slow every bring-up).
-func rootfsSHA256(tar string) (string, error) {
-	if b, err := os.ReadFile(tar + ".sha256"); err == nil {
-		if fi, serr := os.Stat(tar + ".sha256"); serr == nil {
-			if ti, terr := os.Stat(tar); terr == nil && !ti.ModTime().After(fi.ModTime()) {
-				return strings.TrimSpace(string(b)), nil
-			}
-		}
-	}
-	sum, err := binaries.FileSHA256(tar)
-	if err != nil {
-		return "", err
-	}
-	return sum, os.WriteFile(tar+".sha256", []byte(sum+"\n"), 0o644)
-}
-
-// importImage docker-imports the rootfs and adds, with a one-line build,
-// the STOPSIGNAL that docker import cannot set.
-func importImage(ctx context.Context, img nodeimage.Image, dir string) error {
-	if exec.CommandContext(ctx, "docker", "image", "inspect", img.Name).Run() == nil {
-		return nil
-	}
-	args := []string{"import"}
-	for _, c := range img.ImportChanges() {
-		args = append(args, "--change", c)
-	}
-	args = append(args, img.RootfsTar, img.Name+"-base")
-	if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("kind provider: docker import %s: %w\n%s", img.RootfsTar, err, out)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	dockerfile := fmt.Sprintf("FROM %s-base\nSTOPSIGNAL %s\n", img.Name, img.StopSignal)
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-		return err
-	}
-	if out, err := exec.CommandContext(ctx, "docker", "build", "-t", img.Name, dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("kind provider: docker build %s: %w\n%s", img.Name, err, out)
-	}
-	return nil
-}
+// scaled is d scaled by SKEWTEST_TIMEOUT_FACTOR.
+func scaled(d time.Duration) time.Duration { return timeouts.Scale(d, timeouts.FromEnv()) }
 
 // DumpClusterLogs implements clusters.Provider with kind's own log
 // collection.
@@ -419,6 +344,7 @@ func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
 // error names it, for a second Down or `skewtest clean`.
 func (p *Provider) Down(ctx context.Context) error {
 	var errs []error
+	ph := newPhases()
 	p.mu.Lock()
 	kp, created, d, oldHost := p.kind, p.created, p.docker, p.oldHost
 	p.created, p.docker, p.oldHost = false, nil, nil
@@ -430,6 +356,7 @@ func (p *Provider) Down(ctx context.Context) error {
 			p.created = true
 			p.mu.Unlock()
 		}
+		ph.done("deleteCluster")
 	}
 	if d != nil {
 		if err := stopDocker(ctx, d); err != nil {
@@ -439,6 +366,7 @@ func (p *Provider) Down(ctx context.Context) error {
 			p.docker = d
 			p.mu.Unlock()
 		}
+		ph.done("stopDocker")
 	}
 	if oldHost != nil {
 		if *oldHost == "" {
@@ -457,38 +385,16 @@ func (p *Provider) Down(ctx context.Context) error {
 	if err := os.RemoveAll(p.dir); err != nil {
 		return err
 	}
+	ph.done("removeRunDir")
+	ph.log(p.logger, "kind cluster down", "name", p.name)
 	return nil
 }
-
-// stopDocker stops the private dockerd; a variable so that tests can make
-// it fail.
-var stopDocker = func(ctx context.Context, d *dockerd.Daemon) error { return d.Stop(ctx) }
 
 // cgroupV1Host says whether this host's cgroups are not unified v2
 // (hybrid or legacy), where kind's nodes need the v1 settings.
 func cgroupV1Host() bool {
 	m, err := cgroups.DetectMode()
 	return err != nil || m != cgroups.Unified
-}
-
-// kubeletVerbosity is the kubelets' log level: the kubelet logs each
-// volume it reconstructs at start at level 2 ("Volume is marked as
-// uncertain ..."), the lines that tell the metrics registration race from
-// a kubelet that reconstructed nothing. kind's default, 0, hides them; the
-// local provider and kops run their kubelets at 2 too.
-const kubeletVerbosity = 2
-
-// clusterConfig is one tainted control plane and workers workers, their
-// kubelets at kubeletVerbosity; on cgroup v1 hosts kubelets from 1.35 need
-// failCgroupV1: false.
-func clusterConfig(cgroupV1 bool, workers int) string {
-	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n"
-	cfg += strings.Repeat("- role: "+workerRole+"\n", workers)
-	cfg += fmt.Sprintf("kubeadmConfigPatches:\n- |\n  kind: KubeletConfiguration\n  logging:\n    verbosity: %d\n", kubeletVerbosity)
-	if cgroupV1 {
-		cfg += "  failCgroupV1: false\n"
-	}
-	return cfg
 }
 
 // slogAdapter gives kind's logger interface a slog.Logger.

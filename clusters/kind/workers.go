@@ -10,11 +10,10 @@ import (
 )
 
 // MaxWorkers is how many workers (test nodes) a kind cluster has at most:
-// one per initial kubelet. Four kept every run's hops at the kubelet's
-// own pace on a 2-core machine, where each worker more is another
-// systemd, containerd, kubelet and driver that start together at
-// bring-up and share the 2 cores (measurements.md, "kind with several
-// workers").
+// one per initial kubelet. On a 2-core machine the catalogue's batch was
+// no faster on six workers than on four: from four its longest run bounds
+// it, and each worker more adds to the bring-up and the teardown and
+// slows the runs beside it (measurements.md, "kind with several workers").
 const MaxWorkers = 4
 
 // workerRole is kind's role of the nodes that are not control planes.

@@ -1,0 +1,93 @@
+package kind
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+)
+
+// kubeletVerbosity is the kubelets' log level: the kubelet logs each
+// volume it reconstructs at start at level 2 ("Volume is marked as
+// uncertain ..."), the lines that tell the metrics registration race from
+// a kubelet that reconstructed nothing. kind's default, 0, hides them; the
+// local provider and kops run their kubelets at 2 too.
+const kubeletVerbosity = 2
+
+// ecdsaFrom is the first Kubernetes version whose nodes kind configures
+// with kubeadm's v1beta4 API, which has ClusterConfiguration's
+// encryptionAlgorithm.
+var ecdsaFrom = version.MustParseSemantic("v1.36.0")
+
+// clusterSpec is what a cluster's kind config depends on.
+type clusterSpec struct {
+	// cgroupV1: the host's cgroups are not unified v2, where kubelets
+	// from 1.35 need failCgroupV1: false.
+	cgroupV1 bool
+	workers  int
+	// version is the node image's Kubernetes version.
+	version *version.Version
+	// join is how the workers join (join.go); nil for kind's own
+	// discovery by token.
+	join *join
+}
+
+// initSkipPhases are the phases kubeadm init skips: kind's own
+// (preflight, which would pull images), and the CoreDNS addon: nothing a
+// run does resolves a name (the workload and CSI driver pods do not, and
+// kind's network reaches the API server by the service's IP), and its
+// pods starting on the workers would take CPU from their bring-up.
+var initSkipPhases = []string{"preflight", "addon/coredns"}
+
+// clusterConfig is one tainted control plane and spec.workers workers,
+// their kubelets at kubeletVerbosity, the workers joining by spec.join,
+// without CoreDNS (initSkipPhases). From ecdsaFrom, kubeadm makes the
+// cluster's keys ECDSA P-256: it makes about fifteen at init, and an
+// RSA-2048 key takes a 2-core machine a good part of a second to find, a
+// P-256 key no time.
+func clusterConfig(spec clusterSpec) *v1alpha4.Cluster {
+	kubelet := fmt.Sprintf("kind: KubeletConfiguration\nlogging:\n  verbosity: %d\n", kubeletVerbosity)
+	if spec.cgroupV1 {
+		kubelet += "failCgroupV1: false\n"
+	}
+	cfg := &v1alpha4.Cluster{
+		TypeMeta:             v1alpha4.TypeMeta{Kind: "Cluster", APIVersion: "kind.x-k8s.io/v1alpha4"},
+		KubeadmConfigPatches: []string{kubelet},
+	}
+	if spec.version != nil && spec.version.AtLeast(ecdsaFrom) {
+		cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, "kind: ClusterConfiguration\nencryptionAlgorithm: ECDSA-P256\n")
+	}
+	// A merge patch (RFC 7386) replaces a list whole: kind's skipPhases
+	// are in initSkipPhases.
+	initConfig := "kind: InitConfiguration\nskipPhases:\n"
+	for _, phase := range initSkipPhases {
+		initConfig += fmt.Sprintf("- %q\n", phase)
+	}
+	controlPlane := v1alpha4.Node{Role: v1alpha4.ControlPlaneRole}
+	if j := spec.join; j != nil {
+		initConfig += fmt.Sprintf("bootstrapTokens:\n- token: %q\n", j.token)
+		controlPlane.ExtraMounts = []v1alpha4.Mount{
+			{HostPath: j.caCert, ContainerPath: caCertInNode, Readonly: true},
+			{HostPath: j.caKey, ContainerPath: caKeyInNode, Readonly: true},
+		}
+	}
+	cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, initConfig)
+	cfg.Nodes = append(cfg.Nodes, controlPlane)
+	for range spec.workers {
+		cfg.Nodes = append(cfg.Nodes, workerNode(spec.join))
+	}
+	return cfg
+}
+
+// workerNode is a worker of clusterConfig, joining by j when set.
+func workerNode(j *join) v1alpha4.Node {
+	n := v1alpha4.Node{Role: v1alpha4.WorkerRole}
+	if j == nil {
+		return n
+	}
+	n.ExtraMounts = []v1alpha4.Mount{{HostPath: j.discovery, ContainerPath: discoveryInNode, Readonly: true}}
+	// A merge patch (RFC 7386): null removes kind's discovery by token.
+	n.KubeadmConfigPatches = []string{fmt.Sprintf(
+		"kind: JoinConfiguration\ndiscovery:\n  bootstrapToken: null\n  file:\n    kubeConfigPath: %s\n  tlsBootstrapToken: %q\n", discoveryInNode, j.token)}
+	return n
+}

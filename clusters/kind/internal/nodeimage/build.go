@@ -142,8 +142,10 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 			if err != nil {
 				return err
 			}
-			imported, err = importImages(ctx, b.log, rootfs, ctrd, tarball, names)
-			return err
+			if imported, err = importImages(ctx, b.log, rootfs, ctrd, tarball, names); err != nil {
+				return err
+			}
+			return moveContentOutOfVar(rootfs)
 		}},
 		{"write rootfs tar", func() error {
 			if err := os.MkdirAll(out, 0o755); err != nil {

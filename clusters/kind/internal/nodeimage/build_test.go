@@ -181,6 +181,20 @@ func TestBuild(t *testing.T) {
 	if missing := missingImages(have, want); len(missing) > 0 {
 		t.Errorf("node containerd store lacks %v; has %v", missing, have)
 	}
+	// The blobs are outside /var, which kind copies into every node.
+	if fi, err := os.Lstat(filepath.Join(dir, contentInVar)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("%s is not a symlink out of /var: %v", contentInVar, err)
+	}
+	var varBytes int64
+	_ = filepath.Walk(filepath.Join(dir, "var"), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			varBytes += fi.Size()
+		}
+		return nil
+	})
+	if varBytes > 16<<20 {
+		t.Errorf("the node image's /var holds %d MiB, which kind copies into every node", varBytes>>20)
+	}
 	ls, err := c.Ctr(ctx, "images", "ls")
 	if err != nil {
 		t.Fatal(err)

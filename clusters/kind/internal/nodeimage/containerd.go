@@ -213,6 +213,38 @@ func importImages(ctx context.Context, log *slog.Logger, rootfs string, ctrd map
 	return named, nil
 }
 
+// The node's containerd content store (the images' blobs) lives outside
+// /var, where a symlink from its usual place leads. kind mounts a fresh
+// volume at /var on every node, so that containerd's snapshots are not on
+// overlayfs, and Docker copies the image's /var into it when the node
+// starts and deletes it with the node: the blobs, 170 MB of the
+// control-plane images, were copied and deleted on every node of every
+// bring-up. They are only read, and the runs' own few images added, both
+// of which work on the image's layer, which every node shares.
+const (
+	contentInVar = "/var/lib/containerd/io.containerd.content.v1.content"
+	contentHome  = "/kind/containerd-content"
+)
+
+// moveContentOutOfVar moves rootfs's containerd content store from
+// contentInVar to contentHome and leaves a symlink in its place, relative
+// so that it leads there in the rootfs unpacked anywhere, as in the node.
+func moveContentOutOfVar(rootfs string) error {
+	from := filepath.Join(rootfs, contentInVar)
+	to := filepath.Join(rootfs, contentHome)
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("move the containerd content store out of /var: %w", err)
+	}
+	rel, err := filepath.Rel(filepath.Dir(contentInVar), contentHome)
+	if err != nil {
+		return err
+	}
+	return os.Symlink(rel, from)
+}
+
 // missingImages returns the names of want that are not in have.
 func missingImages(have, want []string) []string {
 	set := map[string]bool{}

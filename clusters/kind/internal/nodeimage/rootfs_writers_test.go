@@ -56,3 +56,30 @@ func TestRootfsWriters(t *testing.T) {
 		t.Fatalf("usr/bin/tool -> %q, %v", target, err)
 	}
 }
+
+// The containerd content store moves out of /var and is reached by its
+// old path, through a symlink that stays inside the rootfs wherever the
+// rootfs is unpacked.
+func TestMoveContentOutOfVar(t *testing.T) {
+	root := t.TempDir()
+	blob := filepath.Join(contentInVar, "blobs", "sha256", "abc")
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(blob)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, blob), []byte("layer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := moveContentOutOfVar(root); err != nil {
+		t.Fatal(err)
+	}
+	link, err := os.Readlink(filepath.Join(root, contentInVar))
+	if err != nil || filepath.IsAbs(link) {
+		t.Fatalf("%s: link %q (%v); want a relative symlink", contentInVar, link, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, blob)); err != nil || string(b) != "layer" {
+		t.Errorf("the blob by its old path: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, contentHome, "blobs", "sha256", "abc")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the blob is not under %s: %v", contentHome, err)
+	}
+}

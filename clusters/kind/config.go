@@ -27,9 +27,6 @@ type clusterSpec struct {
 	workers  int
 	// version is the node image's Kubernetes version.
 	version *version.Version
-	// join is how the workers join (join.go); nil for kind's own
-	// discovery by token.
-	join *join
 }
 
 // initSkipPhases are the phases kubeadm init skips: kind's own
@@ -40,8 +37,7 @@ type clusterSpec struct {
 var initSkipPhases = []string{"preflight", "addon/coredns"}
 
 // clusterConfig is one tainted control plane and spec.workers workers,
-// their kubelets at kubeletVerbosity, the workers joining by spec.join,
-// without CoreDNS (initSkipPhases). From ecdsaFrom, kubeadm makes the
+// their kubelets at kubeletVerbosity, without CoreDNS (initSkipPhases). From ecdsaFrom, kubeadm makes the
 // cluster's keys ECDSA P-256: it makes about fifteen at init, and an
 // RSA-2048 key takes a 2-core machine a good part of a second to find, a
 // P-256 key no time.
@@ -63,31 +59,10 @@ func clusterConfig(spec clusterSpec) *v1alpha4.Cluster {
 	for _, phase := range initSkipPhases {
 		initConfig += fmt.Sprintf("- %q\n", phase)
 	}
-	controlPlane := v1alpha4.Node{Role: v1alpha4.ControlPlaneRole}
-	if j := spec.join; j != nil {
-		initConfig += fmt.Sprintf("bootstrapTokens:\n- token: %q\n", j.token)
-		controlPlane.ExtraMounts = []v1alpha4.Mount{
-			{HostPath: j.caCert, ContainerPath: caCertInNode, Readonly: true},
-			{HostPath: j.caKey, ContainerPath: caKeyInNode, Readonly: true},
-		}
-	}
 	cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, initConfig)
-	cfg.Nodes = append(cfg.Nodes, controlPlane)
+	cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.ControlPlaneRole})
 	for range spec.workers {
-		cfg.Nodes = append(cfg.Nodes, workerNode(spec.join))
+		cfg.Nodes = append(cfg.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole})
 	}
 	return cfg
-}
-
-// workerNode is a worker of clusterConfig, joining by j when set.
-func workerNode(j *join) v1alpha4.Node {
-	n := v1alpha4.Node{Role: v1alpha4.WorkerRole}
-	if j == nil {
-		return n
-	}
-	n.ExtraMounts = []v1alpha4.Mount{{HostPath: j.discovery, ContainerPath: discoveryInNode, Readonly: true}}
-	// A merge patch (RFC 7386): null removes kind's discovery by token.
-	n.KubeadmConfigPatches = []string{fmt.Sprintf(
-		"kind: JoinConfiguration\ndiscovery:\n  bootstrapToken: null\n  file:\n    kubeConfigPath: %s\n  tlsBootstrapToken: %q\n", discoveryInNode, j.token)}
-	return n
 }

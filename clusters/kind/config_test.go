@@ -1,15 +1,10 @@
 package kind
 
 import (
-	"crypto/x509"
-	"encoding/pem"
-	"os"
-	"regexp"
 	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
 )
@@ -83,102 +78,11 @@ func TestClusterConfigKeys(t *testing.T) {
 	}
 }
 
-// The workers join by a discovery file naming the control plane and
-// holding the CA that the control plane is given, with the run's own
-// token, which kubeadm init creates; kind's discovery by token is removed
-// from the workers' JoinConfiguration.
-func TestJoin(t *testing.T) {
-	const cluster = "skewtest-ab12"
-	j, err := writeJoin(t.TempDir(), cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`).MatchString(j.token) {
-		t.Errorf("bootstrap token %q is not [a-z0-9]{6}.[a-z0-9]{16}", j.token)
-	}
-	if other, _ := writeJoin(t.TempDir(), cluster); other.token == j.token {
-		t.Errorf("two runs got the same bootstrap token %q", j.token)
-	}
-	caPEM, err := os.ReadFile(j.caCert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(caPEM)
-	ca, err := x509.ParseCertificate(block.Bytes)
-	if err != nil || !ca.IsCA {
-		t.Fatalf("%s is not a CA certificate: %v", j.caCert, err)
-	}
-	if fi, err := os.Stat(j.caKey); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("CA key %s: %v, mode %v; want 0600", j.caKey, err, fi.Mode().Perm())
-	}
-	disc, err := clientcmd.LoadFromFile(j.discovery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(disc.Clusters) != 1 || len(disc.AuthInfos) != 0 {
-		t.Fatalf("discovery file: clusters %v, users %v; want one cluster and no credentials", disc.Clusters, disc.AuthInfos)
-	}
-	for _, c := range disc.Clusters {
-		if c.Server != "https://"+cluster+"-control-plane:6443" || string(c.CertificateAuthorityData) != string(caPEM) {
-			t.Errorf("discovery file names %s with CA %q; want the control plane and the cluster's CA", c.Server, c.CertificateAuthorityData)
-		}
-	}
-
-	cfg := clusterConfig(clusterSpec{workers: 2, join: &j})
-	cp := cfg.Nodes[0]
-	if !slices.Equal(cp.ExtraMounts, []v1alpha4.Mount{
-		{HostPath: j.caCert, ContainerPath: "/etc/kubernetes/pki/ca.crt", Readonly: true},
-		{HostPath: j.caKey, ContainerPath: "/etc/kubernetes/pki/ca.key", Readonly: true},
-	}) {
-		t.Errorf("the control plane's mounts: %+v; want the CA, read-only, where kubeadm init looks for one", cp.ExtraMounts)
-	}
-	if len(cp.KubeadmConfigPatches) != 0 {
-		t.Errorf("the control plane has patches of its own: %v", cp.KubeadmConfigPatches)
-	}
-	initPatches := patchesOf(t, cfg.KubeadmConfigPatches, "InitConfiguration")
-	if len(initPatches) != 1 || len(initPatches[0]["bootstrapTokens"].([]any)) != 1 || initPatches[0]["bootstrapTokens"].([]any)[0].(map[string]any)["token"] != j.token {
-		t.Errorf("InitConfiguration patches %v; want kubeadm init to create the run's token %s", initPatches, j.token)
-	}
-	for _, w := range cfg.Nodes[1:] {
-		if !slices.Equal(w.ExtraMounts, []v1alpha4.Mount{{HostPath: j.discovery, ContainerPath: discoveryInNode, Readonly: true}}) {
-			t.Errorf("a worker's mounts: %+v; want the discovery file, read-only", w.ExtraMounts)
-		}
-		jc := patchesOf(t, w.KubeadmConfigPatches, "JoinConfiguration")
-		if len(jc) != 1 {
-			t.Fatalf("a worker's patches: %v; want one JoinConfiguration", w.KubeadmConfigPatches)
-		}
-		d := jc[0]["discovery"].(map[string]any)
-		if bt, set := d["bootstrapToken"]; !set || bt != nil {
-			t.Errorf("discovery.bootstrapToken %v (set %v); want null, which removes kind's", bt, set)
-		}
-		if d["file"].(map[string]any)["kubeConfigPath"] != discoveryInNode || d["tlsBootstrapToken"] != j.token {
-			t.Errorf("discovery %v; want the file at %s and the run's token", d, discoveryInNode)
-		}
-	}
-	if len(cfg.Nodes[1].ExtraMounts) > 0 && &cfg.Nodes[1].ExtraMounts[0] == &cfg.Nodes[2].ExtraMounts[0] {
-		t.Errorf("the workers share one mount list")
-	}
-
-	plain := clusterConfig(clusterSpec{workers: 1})
-	if len(plain.Nodes[0].ExtraMounts)+len(plain.Nodes[1].ExtraMounts)+len(plain.Nodes[1].KubeadmConfigPatches) != 0 {
-		t.Errorf("without a join, kind's own discovery is left as it is: %+v", plain)
-	}
-	for _, p := range patchesOf(t, plain.KubeadmConfigPatches, "InitConfiguration") {
-		if _, set := p["bootstrapTokens"]; set {
-			t.Errorf("without a join, kind's own bootstrap token is left as it is: %v", p)
-		}
-	}
-}
-
 // kubeadm init skips kind's preflight, as kind has it, and the CoreDNS
-// addon; one InitConfiguration patch says so, whether the workers join by
-// file or not (a merge patch replaces the list whole).
+// addon, in one InitConfiguration patch (a merge patch replaces the list
+// whole).
 func TestClusterConfigSkipPhases(t *testing.T) {
-	j, err := writeJoin(t.TempDir(), "skewtest-ab12")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, spec := range []clusterSpec{{workers: 1}, {workers: 3, join: &j}} {
+	for _, spec := range []clusterSpec{{workers: 1}, {workers: 3, version: version.MustParseSemantic("v1.37.2")}} {
 		inits := patchesOf(t, clusterConfig(spec).KubeadmConfigPatches, "InitConfiguration")
 		if len(inits) != 1 {
 			t.Fatalf("%d InitConfiguration patches, want one: %v", len(inits), inits)

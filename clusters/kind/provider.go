@@ -273,16 +273,12 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err := writeState(p.dir, State{RunID: p.cfg.RunID, Cluster: p.name, HostDocker: hostDocker}); err != nil {
 		return err
 	}
-	j, err := writeJoin(filepath.Join(p.dir, "join"), p.name)
-	if err != nil {
-		return err
-	}
 	p.logger.Info("creating kind cluster", "name", p.name, "image", image)
 	p.mu.Lock()
 	p.created = true // from here on, Down deletes it
 	p.mu.Unlock()
 	if err := kp.Create(p.name,
-		kindcluster.CreateWithV1Alpha4Config(clusterConfig(clusterSpec{cgroupV1: cgroupV1Host(), workers: len(p.cfg.Kubelets), version: p.cfg.APIServerVersion, join: &j})),
+		kindcluster.CreateWithV1Alpha4Config(clusterConfig(clusterSpec{cgroupV1: cgroupV1Host(), workers: len(p.cfg.Kubelets), version: p.cfg.APIServerVersion})),
 		kindcluster.CreateWithNodeImage(image),
 		// kind's own wait runs kubectl in the control plane node
 		// without a pause between tries, taking CPU from the nodes it

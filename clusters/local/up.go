@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
-	"sigs.k8s.io/skewtest/clusters/internal/pki"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
+	"sigs.k8s.io/skewtest/clusters/local/internal/pki"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 

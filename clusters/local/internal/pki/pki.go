@@ -1,4 +1,4 @@
-// Package pki makes the certificates and keys of a throwaway cluster:
+// Package pki makes the certificates and keys of a throwaway local cluster:
 // one CA, the API server's serving certificate, a client certificate per
 // component, and the service-account signing key.
 package pki

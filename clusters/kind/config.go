@@ -2,6 +2,7 @@ package kind
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
@@ -27,17 +28,28 @@ type clusterSpec struct {
 	workers  int
 	// version is the node image's Kubernetes version.
 	version *version.Version
+	// kubeProxy: some pod reaches the API server by its Service, as the
+	// upstream CSI hostpath driver's sidecars do. Without it the cluster
+	// runs no kube-proxy: skewtest's CSI driver and workload never talk to
+	// the API server, and kind's network (cmd/kindcni) reaches it by the
+	// control plane's address, which kind gives it.
+	kubeProxy bool
 }
 
 // initSkipPhases are the phases kubeadm init skips: kind's own
 // (preflight, which would pull images), and the CoreDNS addon: nothing a
-// run does resolves a name (the workload and CSI driver pods do not, and
-// kind's network reaches the API server by the service's IP), and its
-// pods starting on the workers would take CPU from their bring-up.
+// run does resolves a name (the workload and CSI driver pods do not), and
+// its pods starting on the workers would take CPU from their bring-up.
 var initSkipPhases = []string{"preflight", "addon/coredns"}
 
+// kubeProxyPhase is kubeadm init's kube-proxy addon, skipped where no pod
+// needs a Service (clusterSpec.kubeProxy).
+const kubeProxyPhase = "addon/kube-proxy"
+
 // clusterConfig is one tainted control plane and spec.workers workers,
-// their kubelets at kubeletVerbosity, without CoreDNS (initSkipPhases). From ecdsaFrom, kubeadm makes the
+// their kubelets at kubeletVerbosity, without CoreDNS (initSkipPhases),
+// and without kube-proxy unless spec.kubeProxy: on every node it started,
+// unpacked its image and wrote its rules while the nodes came up. From ecdsaFrom, kubeadm makes the
 // cluster's keys ECDSA P-256: it makes about fifteen at init, and an
 // RSA-2048 key takes a 2-core machine a good part of a second to find, a
 // P-256 key no time.
@@ -55,8 +67,12 @@ func clusterConfig(spec clusterSpec) *v1alpha4.Cluster {
 	}
 	// A merge patch (RFC 7386) replaces a list whole: kind's skipPhases
 	// are in initSkipPhases.
+	skip := initSkipPhases
+	if !spec.kubeProxy {
+		skip = append(slices.Clone(skip), kubeProxyPhase)
+	}
 	initConfig := "kind: InitConfiguration\nskipPhases:\n"
-	for _, phase := range initSkipPhases {
+	for _, phase := range skip {
 		initConfig += fmt.Sprintf("- %q\n", phase)
 	}
 	cfg.KubeadmConfigPatches = append(cfg.KubeadmConfigPatches, initConfig)

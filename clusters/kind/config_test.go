@@ -80,17 +80,28 @@ func TestClusterConfigKeys(t *testing.T) {
 
 // kubeadm init skips kind's preflight, as kind has it, and the CoreDNS
 // addon, in one InitConfiguration patch (a merge patch replaces the list
-// whole).
+// whole); the kube-proxy addon too, unless a pod needs Services (the
+// hostpath driver's sidecars).
 func TestClusterConfigSkipPhases(t *testing.T) {
-	for _, spec := range []clusterSpec{{workers: 1}, {workers: 3, version: version.MustParseSemantic("v1.37.2")}} {
-		inits := patchesOf(t, clusterConfig(spec).KubeadmConfigPatches, "InitConfiguration")
+	for _, tc := range []struct {
+		spec clusterSpec
+		want []any
+	}{
+		{clusterSpec{workers: 1}, []any{"preflight", "addon/coredns", "addon/kube-proxy"}},
+		{clusterSpec{workers: 3, version: version.MustParseSemantic("v1.37.2")}, []any{"preflight", "addon/coredns", "addon/kube-proxy"}},
+		{clusterSpec{workers: 1, kubeProxy: true}, []any{"preflight", "addon/coredns"}},
+	} {
+		cfg := clusterConfig(tc.spec)
+		inits := patchesOf(t, cfg.KubeadmConfigPatches, "InitConfiguration")
 		if len(inits) != 1 {
 			t.Fatalf("%d InitConfiguration patches, want one: %v", len(inits), inits)
 		}
-		var phases []any
-		phases, _ = inits[0]["skipPhases"].([]any)
-		if !slices.Equal(phases, []any{"preflight", "addon/coredns"}) {
-			t.Errorf("skipPhases %v, want kind's preflight and the CoreDNS addon", phases)
+		phases, _ := inits[0]["skipPhases"].([]any)
+		if !slices.Equal(phases, tc.want) {
+			t.Errorf("kube-proxy %v: skipPhases %v, want %v", tc.spec.kubeProxy, phases, tc.want)
 		}
+	}
+	if initSkipPhases[len(initSkipPhases)-1] == kubeProxyPhase {
+		t.Errorf("a config without kube-proxy changed the shared list: %v", initSkipPhases)
 	}
 }

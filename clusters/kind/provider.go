@@ -278,7 +278,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	p.created = true // from here on, Down deletes it
 	p.mu.Unlock()
 	if err := kp.Create(p.name,
-		kindcluster.CreateWithV1Alpha4Config(clusterConfig(clusterSpec{cgroupV1: cgroupV1Host(), workers: len(p.cfg.Kubelets), version: p.cfg.APIServerVersion})),
+		kindcluster.CreateWithV1Alpha4Config(clusterConfig(clusterSpec{cgroupV1: cgroupV1Host(), workers: len(p.cfg.Kubelets), version: p.cfg.APIServerVersion, kubeProxy: p.csiDriver() == CSIHostpath})),
 		kindcluster.CreateWithNodeImage(image),
 		// kind's own wait runs kubectl in the control plane node
 		// without a pause between tries, taking CPU from the nodes it

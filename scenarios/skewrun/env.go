@@ -25,7 +25,7 @@ var Settings = []clusters.Setting{
 	{Name: "APISERVER", Default: "the plan's newest", Help: "the kube-apiserver, controller-manager and scheduler version of a cluster the provider creates; at least the plan's newest minor, and within the skew policy of every entry (n-3 from 1.28, n-2 before)"},
 	{Name: "MATRIX", Default: matrix.Default, Help: "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{Name: "MATRIX_NODES", Default: fmt.Sprint(matrix.DefaultNodes), Help: "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
-	{Name: "BATCH_NODES", Default: fmt.Sprint(DefaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: kind 1)"},
+	{Name: "BATCH_NODES", Default: fmt.Sprint(DefaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: kind 4)"},
 	{Name: "SCENARIO", Help: "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
 	{Name: "REPLICAS", Default: "3", Help: "StatefulSet replicas, one PVC each, all on the test node"},
 	{Name: "VOLUME_KIND", Default: "csi", Help: "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},

@@ -51,6 +51,10 @@ var (
 	_ capabilities.WithPrefetch  = &Provider{}
 )
 
+// harnessQPS is the request rate the harness's clients of the run's API
+// server may sustain (RESTConfig).
+const harnessQPS = 100
+
 // DefaultRunRoot holds one directory per run.
 const DefaultRunRoot = registry.DefaultRunRoot
 
@@ -180,6 +184,11 @@ func (p *Provider) RESTConfig() (*rest.Config, error) {
 		return nil, fmt.Errorf("local provider: read the key pair %s names: %w", p.KubeconfigPath(), err)
 	}
 	cfg.CertFile, cfg.KeyFile, cfg.CAFile = "", "", ""
+	// client-go's default limit (5 requests a second, bursts of 10) is
+	// shared by every wait on one client: sixteen nodes' readiness waits
+	// at bring-up starved one another past their deadline. The API server
+	// is the run's own, on loopback, serving the harness alone.
+	cfg.QPS, cfg.Burst = harnessQPS, 2*harnessQPS
 	p.restCfg = cfg
 	return rest.CopyConfig(cfg), nil
 }

@@ -3,7 +3,6 @@ package skewrun
 import (
 	"context"
 	"fmt"
-	"path"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,8 +22,10 @@ const nodeCheckTimeout = 30 * time.Second
 
 // nodeLeftovers lists what node holds that no pod explains, once a run's
 // workload is gone: the directories, mounts and plugin entries of pods
-// the API no longer has on it, and any CSI global (staging) mount or
-// block volume entry while no pod on it uses a volume. A node not Ready
+// the API no longer has on it, and any mount under the CSI plugin's
+// directory (a global mount, a block volume's staging or publish bind)
+// while no pod on it uses a volume. The directories the kubelet keeps
+// there (volumeDevices/staging, publish) are its own, not a run's. A node not Ready
 // at kubeletVersion has that as its leftover. Empty: the node is clean
 // for the next run.
 func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVersion string) ([]string, error) {
@@ -73,15 +74,10 @@ func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVer
 		for _, m := range mountinfo.Under(snap.Mounts(), snap.Abs(csiPluginDir)) {
 			out = append(out, "mount "+m.MountPoint+" with no pod on the node using a volume")
 		}
-		for _, e := range snap.Entries {
-			if dir, _ := path.Split(e.Path); path.Clean(dir) == path.Join(csiPluginDir, "volumeDevices") {
-				out = append(out, fmt.Sprintf("block volume entry %s with no pod on the node using a volume", e.Path))
-			}
-		}
 	}
 	return out, nil
 }
 
 // csiPluginDir is the CSI plugin's directory under the kubelet root:
-// global mounts and block volumes' staging and publish entries.
+// global mounts and block volumes' staging and publish binds.
 const csiPluginDir = "plugins/kubernetes.io/csi"

@@ -4,19 +4,15 @@ package kind
 
 import (
 	"context"
-	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	apimachinerywait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -36,30 +32,8 @@ import (
 // sees it Ready at its own version again.
 func TestSystemdDriverOnKindNode(t *testing.T) {
 	testgate.RequireRoot(t, "a private dockerd and kind nodes; make test-images runs it")
-	newest, older := version.MustParseSemantic("v1.37.2"), version.MustParseSemantic("v1.36.3")
-	// A test binary dies of SIGINT without running its defers; this one
-	// has a private dockerd and kind nodes to remove, so an interrupt
-	// (Ctrl-C on make test-images, CI cancelling) cancels ctx instead and
-	// Down below runs.
-	sigCtx, stop := signal.NotifyContext(t.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// What the test runs is built first, bounded by go test's -timeout
-	// alone: a cold build of two kubelets and the node image takes tens
-	// of minutes on a busy 2-core machine, and is not what this test
-	// tests. The deadline below bounds the test itself.
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
-	build := func(v *version.Version) binaries.Binary {
-		bins, err := b.Build(sigCtx, v, "kubelet")
-		if err != nil {
-			t.Fatalf("kubelet %s: %v", v, err)
-		}
-		return bins["kubelet"]
-	}
-	own, old := build(newest), build(older)
-	if _, err := BuildNodeImage(sigCtx, newest, binaries.DefaultCacheDir(), logger); err != nil {
-		t.Fatalf("node image %s: %v", newest, err)
-	}
+	sigCtx, _, own, old := imagesTestSetup(t)
+	newest := imagesTestNewest
 	ctx, cancel := context.WithTimeout(sigCtx, 30*time.Minute)
 	defer cancel()
 

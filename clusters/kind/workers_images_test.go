@@ -4,18 +4,14 @@ package kind
 
 import (
 	"context"
-	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -37,22 +33,8 @@ import (
 // mounted in that worker alone. Then Down leaves the host as it was.
 func TestSeveralWorkers(t *testing.T) {
 	testgate.RequireRoot(t, "a private dockerd and kind nodes; make test-images runs it")
-	newest, older := version.MustParseSemantic("v1.37.2"), version.MustParseSemantic("v1.36.3")
-	sigCtx, stop := signal.NotifyContext(t.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	b := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
-	build := func(v *version.Version) binaries.Binary {
-		bins, err := b.Build(sigCtx, v, "kubelet")
-		if err != nil {
-			t.Fatalf("kubelet %s: %v", v, err)
-		}
-		return bins["kubelet"]
-	}
-	own, old := build(newest), build(older)
-	if _, err := BuildNodeImage(sigCtx, newest, binaries.DefaultCacheDir(), logger); err != nil {
-		t.Fatalf("node image %s: %v", newest, err)
-	}
+	sigCtx, logger, own, old := imagesTestSetup(t)
+	newest := imagesTestNewest
 	ctx, cancel := context.WithTimeout(sigCtx, 20*time.Minute)
 	defer cancel()
 	// No run, and no other test that changes the host, overlaps this one:

@@ -142,6 +142,11 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if p.devicePluginHolder, err = p.prepareKubeletNamespaces(); err != nil {
 		return err
 	}
+	if note, err := ensureInotifyInstances(len(names)); err != nil {
+		return err
+	} else if note != "" {
+		p.logger.Info(note)
+	}
 	if p.daemonCgroup, err = p.makeCgroups(ctx, st); err != nil {
 		return err
 	}

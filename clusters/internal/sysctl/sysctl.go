@@ -24,6 +24,8 @@ import (
 //   - dockerd: bridge netfilter, when it loads br_netfilter.
 //   - kube-proxy (in a kind node, privileged): conntrack limits and
 //     route_localnet.
+//   - the local provider, for clusters of many nodes: the inotify
+//     instances root may hold.
 var Keys = []string{
 	"kernel.panic",
 	"kernel.panic_on_oops",
@@ -39,6 +41,7 @@ var Keys = []string{
 	"net.netfilter.nf_conntrack_max",
 	"net.netfilter.nf_conntrack_tcp_timeout_established",
 	"net.netfilter.nf_conntrack_tcp_timeout_close_wait",
+	"fs.inotify.max_user_instances",
 }
 
 // RunValues are the values the run's components set, where they are fixed:
@@ -64,6 +67,7 @@ var RunValues = map[string]string{
 	"net.bridge.bridge-nf-call-ip6tables":                "1",
 	"net.netfilter.nf_conntrack_tcp_timeout_established": "86400",
 	"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "3600",
+	"fs.inotify.max_user_instances":                      "1024",
 }
 
 // procSys is where the kernel shows its settings; tests point it elsewhere.

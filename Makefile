@@ -4,7 +4,8 @@ SHELL := /bin/bash
 # Settings read by the suite and `skewtest run` (go run ./scripts/skewtest settings).
 PROVIDER ?= local
 PLAN ?=
-REPLICAS ?= 3
+# Empty: each command's own (3 for a plan, 1 for a matrix tour's trails).
+REPLICAS ?=
 ARTIFACTS ?= $(CURDIR)/_artifacts
 ROUNDS ?= 5
 VERSION ?= v1.37.2

@@ -26,8 +26,11 @@ import (
 const Default = "v1.34.4,v1.35.4,v1.36.3,v1.37.2"
 
 // DefaultNodes is how many trails (nodes) a tour runs at once unless told
-// otherwise; chosen by measurement with make bench-skew (docs/measurements.md).
-const DefaultNodes = 3
+// otherwise; chosen by measurement with make bench-skew
+// (docs/measurements.md): with one pod per trail on 2 cores, 6 trails of
+// two hops took 21 s, 12 trails of one hop 28 s (twelve kubelets' and
+// containerds' own upkeep), one trail 64 s.
+const DefaultNodes = 6
 
 // Versions are a matrix's distinct kubelet versions, newest first.
 type Versions []*version.Version

@@ -27,7 +27,7 @@ var Settings = []clusters.Setting{
 	{Name: "MATRIX_NODES", Default: fmt.Sprint(matrix.DefaultNodes), Help: "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
 	{Name: "BATCH_NODES", Default: fmt.Sprint(DefaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: kind 4)"},
 	{Name: "SCENARIO", Help: "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
-	{Name: "REPLICAS", Default: "3", Help: "StatefulSet replicas, one PVC each, all on the test node"},
+	{Name: "REPLICAS", Default: "3", Help: "StatefulSet replicas, one PVC each, all on the test node (a matrix tour's trails: 1 unless set; catalogue faults: 1)"},
 	{Name: "VOLUME_KIND", Default: "csi", Help: "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
 	{Name: "KUBELET_SOURCE", Default: "module", Help: "module (build from the k8s.io/kubernetes Go module), release (download from dl.k8s.io, sha256-checked) or kindest (extract /usr/bin/kubelet from the kindest/node:<version> image on Docker Hub)"},
 	{Name: "KUBELETS", Help: "one binary spec per plan entry, overriding KUBELET_SOURCE: vX.Y.Z, release:vX.Y.Z, module:vX.Y.Z, file:/path, checkout:/path, image:<ref>, latest-X.Y, ci/latest-X.Y"},

@@ -55,6 +55,9 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	if o.MatrixNodes < 0 || o.MatrixNodes > maxMatrixNodes {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d: want a number from 1 to %d", ErrInvalid, o.MatrixNodes, maxMatrixNodes)
 	}
+	if o.Replicas == 0 {
+		o.Replicas = MatrixReplicas
+	}
 	circuit := matrix.Circuit(vs)
 	trails := matrix.Split(circuit, matrixNodes(o))
 	o.Plan = strings.Join(circuit.Raw, ",")

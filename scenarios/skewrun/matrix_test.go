@@ -65,7 +65,7 @@ func TestValidateMatrix(t *testing.T) {
 	for _, tc := range []struct {
 		nodes  int
 		starts string
-	}{{0, "0,4,8"}, {1, "0"}, {4, "0,3,6,9"}, {5, "0,3,6,8,10"}} {
+	}{{0, "0,2,4,6,8,10"}, {1, "0"}, {3, "0,4,8"}, {4, "0,3,6,9"}, {5, "0,3,6,8,10"}} {
 		m, err := skewrun.ValidateMatrix(skewrun.Options{MatrixNodes: tc.nodes, Matrix: "1.36.3,1.34.4,v1.37.2,v1.35.4"})
 		if err != nil {
 			t.Fatalf("nodes %d: %v", tc.nodes, err)
@@ -88,7 +88,7 @@ func TestValidateMatrix(t *testing.T) {
 
 func TestValidateMatrixDefaultNodesPerProvider(t *testing.T) {
 	t.Parallel()
-	for provider, want := range map[string]int{"local": 3, "kind": 3, "existing": 3} {
+	for provider, want := range map[string]int{"local": 6, "kind": 4, "existing": 6} {
 		m, err := skewrun.ValidateMatrix(skewrun.Options{Provider: provider})
 		if err != nil {
 			t.Fatalf("%s: %v", provider, err)

@@ -46,6 +46,13 @@ const DefaultPlan = "v1.37.2,v1.36.3,v1.37.2"
 // pod proves the fault, and keeps the whole catalogue within minutes.
 const CatalogueReplicas = 1
 
+// MatrixReplicas is the workload size of a matrix tour's trails unless
+// REPLICAS says otherwise: one pod proves each (from, to) pair, as one
+// proves a fault, and three per trail doubled a tour on 2 cores (40 s
+// against 21 s on 6 nodes: every hop re-creates every pod), while the
+// sign-off plans keep three.
+const MatrixReplicas = 1
+
 // Options is one run.
 type Options struct {
 	Provider string

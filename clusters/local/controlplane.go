@@ -9,6 +9,9 @@ import (
 	"os"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 )
@@ -179,3 +182,26 @@ func httpOK(url string, client *http.Client, timeout time.Duration) func(context
 		return nil
 	}
 }
+
+// waitControllers returns once the controller manager's controllers run,
+// seen by the default ServiceAccount of namespace default, which one of
+// them makes. Its /healthz answers seconds before: it builds its
+// controllers one after another (5 s on 2 cores during a bring-up), and a
+// StatefulSet made in between waited that long for its first pod.
+func (p *Provider) waitControllers(ctx context.Context) error {
+	cs, err := p.client()
+	if err != nil {
+		return err
+	}
+	err = wait.For(func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}, wait.WithContext(ctx), wait.WithTimeout(p.timeout(controllersTimeout)), wait.WithInterval(100*time.Millisecond), wait.WithImmediate())
+	if err != nil {
+		return fmt.Errorf("local provider: the controller manager's controllers did not start (no ServiceAccount default/default) within %s: %w; log: %s", p.timeout(controllersTimeout), err, p.path("logs", "kube-controller-manager.log"))
+	}
+	return nil
+}
+
+// controllersTimeout bounds waitControllers, before the timeout factor.
+const controllersTimeout = 2 * time.Minute

@@ -192,9 +192,9 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	var csiController []func(context.Context) error
+	shared := []func(context.Context) error{p.waitControllers}
 	if p.csiMode == csidriver.ModeEBS {
-		csiController = append(csiController, func(ctx context.Context) error { return p.startCSIController(ctx, bins[csiAttacherBinary]) })
+		shared = append(shared, func(ctx context.Context) error { return p.startCSIController(ctx, bins[csiAttacherBinary]) })
 	}
 	err = p.parallel(ctx, func(ctx context.Context, n *Node) error {
 		if err := n.StartCSIDriver(ctx); err != nil {
@@ -211,7 +211,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		}
 		p.logger.Info("node ready", "node", n.String(), "kubelet", n.initial.Version, "elapsed", time.Since(start).Round(100*time.Millisecond))
 		return nil
-	}, csiController...)
+	}, shared...)
 	if err != nil {
 		return err
 	}

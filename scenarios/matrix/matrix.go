@@ -28,8 +28,8 @@ const Default = "v1.34.4,v1.35.4,v1.36.3,v1.37.2"
 // DefaultNodes is how many trails (nodes) a tour runs at once unless told
 // otherwise; chosen by measurement with make bench-skew
 // (docs/measurements.md): with one pod per trail on 2 cores, 6 trails of
-// two hops took 21 s, 12 trails of one hop 28 s (twelve kubelets' and
-// containerds' own upkeep), one trail 64 s.
+// two hops took 18-19 s, 8 trails 22 s and 12 trails of one hop 27 s
+// (more kubelets' and containerds' own upkeep), one trail 60 s.
 const DefaultNodes = 6
 
 // Versions are a matrix's distinct kubelet versions, newest first.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -197,6 +198,9 @@ func TestRefusalNamesAnInheritedHolder(t *testing.T) {
 	pgid := flock.Process.Pid
 	t.Cleanup(func() { killGroupAndWaitForTheLock(t, pgid, path) })
 	waitHeld(t, path)
+	// flock forks, and its child holds the lock as flock before it execs
+	// sleep: the refusal would quote flock's command line.
+	waitExeced(t, pgid, "sleep")
 	_ = flock.Process.Kill()
 	_ = flock.Wait()
 
@@ -401,4 +405,24 @@ func TestExclusiveIsNotSharedWithinTheProcess(t *testing.T) {
 		}
 		t.Fatalf("Exclusive in a world-writable directory: %v, want ErrUnsafeDir", err)
 	}
+}
+
+// waitExeced waits until a process of group pgid runs comm.
+func waitExeced(t *testing.T, pgid int, comm string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
+				continue
+			}
+			if b, err := os.ReadFile(filepath.Join(d, "comm")); err == nil && strings.TrimSpace(string(b)) == comm {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no process of group %d runs %s after 10 s", pgid, comm)
 }

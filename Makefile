@@ -61,7 +61,7 @@ help:
 	@echo "make test-hosts  the local provider in a Debian 12 qemu guest: cgroup v2, systemd as PID 1 (root; tens of minutes under TCG)"
 	@echo "make test-chaos  runs interrupted at every phase by SIGINT, SIGTERM, SIGHUP or SIGKILL+clean, each checked to leave nothing (root; CHAOS_SEED, CHAOS_RUNS)"
 	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
-	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; then the matrix tour on the default nodes and on one"
+	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; the matrix tour on the default nodes and on one; the catalogue one run after another and as one batch"
 	@echo "make bench-scale what reconstruction costs on a busy node: N pods, and one pod with N volumes, per CSI driver mode; each hop's times, kubelet CPU and memory against N (PLAN, SCALE_PODS, SCALE_VOLUMES, SCALE_MODES)"
 	@echo "make kind-node-image VERSION=$(VERSION)  build the offline kind node image"
 	@echo "make signoff     the sign-off page of the runs under DIR=$(ARTIFACTS) (BASELINE=an earlier night's dir)"

@@ -88,8 +88,8 @@ func (p *Provider) prepareKubeletNamespaces() (string, error) {
 	return mountHolding(hostDevicePluginDir)
 }
 
-// shareRunDir makes dir a shared mount of its own, a bind of itself,
-// unless it already is one (a repeated call).
+// shareRunDir makes dir a shared mount of its own, a bind of itself in a
+// peer group of its own, unless it already is one (a repeated call).
 func shareRunDir(dir string) error {
 	mounts, err := mountinfo.ParseFile("/proc/self/mountinfo")
 	if err != nil {
@@ -103,8 +103,17 @@ func shareRunDir(dir string) error {
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("local provider: bind the run directory %s over itself, to share it with the kubelets' mount namespaces: %w", dir, err)
 	}
-	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
-		return errors.Join(fmt.Errorf("local provider: make the run directory %s a shared mount: %w", dir, err), unix.Unmount(dir, unix.MNT_DETACH))
+	// A bind made under a shared mount (/ under systemd) joins that
+	// mount's peer group: every mount under the run directory would then
+	// propagate to / too, at the same path beneath the bind, and show
+	// twice in mountinfo (a CSI staging mount "mounted 2 times"). Made
+	// private first, it leaves that group; made shared then, it is a peer
+	// group of its own, which the kubelets' namespaces and the CSI
+	// driver's bidirectional mounts join.
+	for _, flag := range []uintptr{unix.MS_PRIVATE, unix.MS_SHARED} {
+		if err := unix.Mount("", dir, "", flag, ""); err != nil {
+			return errors.Join(fmt.Errorf("local provider: make the run directory %s a shared mount of its own peer group: %w", dir, err), unix.Unmount(dir, unix.MNT_DETACH))
+		}
 	}
 	return nil
 }

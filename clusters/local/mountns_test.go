@@ -15,16 +15,20 @@ import (
 )
 
 // A kubelet's mount namespace, as ownMountNamespace makes it, on a host
-// whose mount holding the device plugin directory is shared (as / is
-// under systemd): what the process writes there lands in the node's own
-// directory, the bind never shows on the host, and mounts cross between
-// the host and the namespace under the shared run directory both ways.
+// whose mount holding both the device plugin directory and the run
+// directory is shared (as / is under systemd): what the process writes
+// there lands in the node's own directory, the bind never shows on the
+// host, mounts cross between the host and the namespace under the shared
+// run directory both ways, and each shows once on the host (not again
+// beneath the run directory's bind, in the shared mount holding it).
 func TestOwnMountNamespace(t *testing.T) {
 	testgate.RequireRoot(t, "mount namespaces and bind mounts")
 	testgate.RequireTools(t, unshareProgram, "mount", "mountpoint")
 	tmp := t.TempDir()
-	run, host := filepath.Join(tmp, "run"), filepath.Join(tmp, "host")
-	target, own := filepath.Join(host, "device-plugins"), filepath.Join(run, "device-plugins2")
+	// host stands for /, run for /var/lib/skewtest/<run> below it.
+	host := filepath.Join(tmp, "host")
+	run := filepath.Join(host, "var", "lib", "skewtest", "run")
+	target, own := filepath.Join(host, "var", "lib", "kubelet", "device-plugins"), filepath.Join(run, "device-plugins2")
 	for _, d := range []string{target, own, filepath.Join(run, "from-host"), filepath.Join(run, "from-ns")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -97,8 +101,16 @@ i=0; until [ -e "$2/done" ]; do i=$((i+1)); [ $i -lt 200 ] || exit 4; sleep 0.05
 	if got := mountinfo.Under(mounts, target); len(got) > 0 {
 		t.Errorf("the namespace's bind over %s propagated to the host: %v", target, got[0].MountPoint)
 	}
-	if got := mountinfo.Under(mounts, filepath.Join(run, "from-ns")); len(got) == 0 {
-		t.Errorf("a mount made in the namespace under the shared run directory is not seen by the host")
+	for _, d := range []string{"from-ns", "from-host"} {
+		n := 0
+		for _, m := range mounts {
+			if m.MountPoint == filepath.Join(run, d) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the host sees the mount at %s %d times, want once (a second one propagated to the shared mount beneath the run directory?)", filepath.Join(run, d), n)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(run, "done"), nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
@@ -412,13 +412,8 @@ func waitExeced(t *testing.T, pgid int, comm string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		dirs, _ := filepath.Glob("/proc/[0-9]*")
-		for _, d := range dirs {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			if g, err := syscall.Getpgid(pid); err != nil || g != pgid {
-				continue
-			}
-			if b, err := os.ReadFile(filepath.Join(d, "comm")); err == nil && strings.TrimSpace(string(b)) == comm {
+		for _, pid := range procfs.OtherPIDs() {
+			if st, err := procfs.ReadStat(pid); err == nil && st.PGID == pgid && st.Comm == comm {
 				return
 			}
 		}

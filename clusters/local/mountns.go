@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -95,10 +94,8 @@ func shareRunDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range mounts {
-		if m.MountPoint == filepath.Clean(dir) {
-			return nil
-		}
+	if mountinfo.IsMountPoint(mounts, dir) {
+		return nil
 	}
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("local provider: bind the run directory %s over itself, to share it with the kubelets' mount namespaces: %w", dir, err)

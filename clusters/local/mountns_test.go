@@ -102,13 +102,7 @@ i=0; until [ -e "$2/done" ]; do i=$((i+1)); [ $i -lt 200 ] || exit 4; sleep 0.05
 		t.Errorf("the namespace's bind over %s propagated to the host: %v", target, got[0].MountPoint)
 	}
 	for _, d := range []string{"from-ns", "from-host"} {
-		n := 0
-		for _, m := range mounts {
-			if m.MountPoint == filepath.Join(run, d) {
-				n++
-			}
-		}
-		if n != 1 {
+		if n := mountinfo.CountAt(mounts, filepath.Join(run, d)); n != 1 {
 			t.Errorf("the host sees the mount at %s %d times, want once (a second one propagated to the shared mount beneath the run directory?)", filepath.Join(run, d), n)
 		}
 	}

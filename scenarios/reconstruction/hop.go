@@ -71,10 +71,13 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		s.faultSeen, s.faultDetail = nil, ""
 		s.stopPodsUp()
 		start := time.Now()
+		s.unstagedInStop = nil
 		if f := s.cfg.Fault; f != nil && f.Stop != nil {
+			mark := s.unstageLogMark(ctx)
 			if err := f.Stop(ctx, s, sc); err != nil {
 				return err
 			}
+			s.recordUnstagedInStop(ctx, mark)
 		} else if err := s.node.StopKubelet(ctx); err != nil {
 			return err
 		}

@@ -92,28 +92,80 @@ func snapshotFailure(sc *scenarios.StepContext, err error) string {
 }
 
 // unstagedLine is, when the volumes' driver keeps no data across an
-// unstage (storage.Volumes.UnstageLosesData), the kubelet's log line of
-// this start saying it unstaged PV pv; "" otherwise, or when the node
-// cannot show its kubelet's log.
+// unstage (storage.Volumes.UnstageLosesData), the kubelet's log line
+// saying it unstaged PV pv during this hop: while a fault's Stop ran with
+// the old kubelet up (recordUnstagedInStop), or since the new kubelet's
+// start. "" otherwise, or when the node cannot show its kubelet's log.
 func (s *Scenario) unstagedLine(ctx context.Context, pv string) string {
-	if !s.volumes.UnstageLosesData {
-		return ""
+	if line := s.unstagedInStop[pv]; line != "" {
+		return line
 	}
-	ln, ok := s.node.(nodes.WithKubeletLog)
+	log, ok := s.kubeletLogForUnstage(ctx)
 	if !ok {
-		return ""
-	}
-	log, err := ln.KubeletLog(ctx)
-	if err != nil {
 		return ""
 	}
 	return findUnmountDevice(log, pv)
 }
 
+// unstageLogMark is how much of the running kubelet's log there is before
+// a fault's Stop, so that recordUnstagedInStop reads only what the kubelet
+// logged during it; -1 when no unstage can lose data or the log cannot be
+// read.
+func (s *Scenario) unstageLogMark(ctx context.Context) int {
+	log, ok := s.kubeletLogForUnstage(ctx)
+	if !ok {
+		return -1
+	}
+	return len(log)
+}
+
+// recordUnstagedInStop keeps the lines the stopped kubelet logged after
+// mark (unstageLogMark) saying it unstaged one of the run's PVs. A fault
+// that force-deletes pods with the kubelet up (kill-during-publish) can
+// see the old pod's volume unstaged before its replacement reaches the
+// kubelet; with a driver that keeps no data across an unstage the marker
+// is then gone before the hop's new kubelet starts, and only the old
+// kubelet's log says why.
+func (s *Scenario) recordUnstagedInStop(ctx context.Context, mark int) {
+	if mark < 0 {
+		return
+	}
+	log, ok := s.kubeletLogForUnstage(ctx)
+	if !ok || len(log) < mark {
+		return
+	}
+	for _, pv := range s.volumes.PVs {
+		if line := findUnmountDevice(log[mark:], pv.Name); line != "" {
+			if s.unstagedInStop == nil {
+				s.unstagedInStop = map[string]string{}
+			}
+			s.unstagedInStop[pv.Name] = line
+		}
+	}
+}
+
+// kubeletLogForUnstage is the node's kubelet's log since that kubelet last
+// started, when the volumes' driver keeps no data across an unstage and
+// the node can show the log.
+func (s *Scenario) kubeletLogForUnstage(ctx context.Context) (string, bool) {
+	if !s.volumes.UnstageLosesData {
+		return "", false
+	}
+	ln, ok := s.node.(nodes.WithKubeletLog)
+	if !ok {
+		return "", false
+	}
+	log, err := ln.KubeletLog(ctx)
+	if err != nil {
+		return "", false
+	}
+	return log, true
+}
+
 // restaged says why a volume's data is gone although reconstruction did
 // its job, quoting the kubelet's unstage line.
 func restaged(line string) string {
-	return "the kubelet unstaged the volume after the old pod's cleanup (the new pod reached this kubelet only then) and staged it again for the new pod; this driver's volumes keep no data across an unstage, where a disk keeps it, so the marker is read again (" + line + ")"
+	return "the kubelet unstaged the volume after the old pod's cleanup, before the new pod reached it, and staged it again for the new pod; this driver's volumes keep no data across an unstage, where a disk keeps it, so the marker is read again (" + line + ")"
 }
 
 // findUnmountDevice is the line of log where the kubelet's operation

@@ -1,8 +1,11 @@
 package reconstruction
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
 func TestLastKubeletError(t *testing.T) {
@@ -54,5 +57,44 @@ func TestLastKubeletErrorPrefersKlogErrors(t *testing.T) {
 time="2026-12-02T04:59:23Z" level=warning msg="Failed to remove cgroup (will retry)" error="rmdir /sys/fs/cgroup/cpuacct/pod` + uid + `/x: device or resource busy"`
 	if got := lastKubeletError(log, uid); !strings.Contains(got, "not a directory") {
 		t.Errorf("lastKubeletError = %q, want the kubelet's own error line", got)
+	}
+}
+
+// A fault's Stop that deletes pods with the kubelet up can see their
+// volume unstaged by the old kubelet (kill-during-publish: the replacement
+// pod reached the kubelet only after the old pod's cleanup). With a driver
+// whose volumes lose their data then, the hop's marker check must find
+// that line in the stopped kubelet's log, and only in what it logged
+// during the Stop: an older unstage was judged by an earlier hop.
+func TestUnstagedInStop(t *testing.T) {
+	const (
+		pv    = "skewtest-csi-57ee9-b5-0"
+		other = "skewtest-csi-57ee9-b5-1"
+	)
+	unstaged := func(name, at string) string {
+		return `I1204 ` + at + `    24840 operation_generator.go:904] UnmountDevice succeeded for volume "` + name + `" (UniqueName: "kubernetes.io/csi/csi.skewtest.k8s.io^vol-` + name + `") on node "skewtest-worker9"` + "\n"
+	}
+	node := &gatedNode{log: unstaged(other, "04:18:20.000000")}
+	s := &Scenario{node: node, volumes: storage.Volumes{UnstageLosesData: true, PVs: []storage.PV{{Name: pv}, {Name: other}}}}
+	ctx := context.Background()
+
+	mark := s.unstageLogMark(ctx)
+	node.log += unstaged(pv, "04:18:38.687000") // during the Stop
+	s.recordUnstagedInStop(ctx, mark)
+	node.log = "" // the new kubelet's log says nothing of it
+
+	if got := s.unstagedLine(ctx, pv); !strings.Contains(got, "04:18:38.687000") {
+		t.Errorf("unstagedLine(%s) = %q, want the line the old kubelet logged during the Stop", pv, got)
+	}
+	if got := s.unstagedLine(ctx, other); got != "" {
+		t.Errorf("unstagedLine(%s) = %q, want none: that unstage was logged before the Stop", other, got)
+	}
+
+	// A driver that keeps its data across an unstage (a disk) excuses
+	// nothing, whatever the log says.
+	disk := &Scenario{node: &gatedNode{log: unstaged(pv, "04:18:38.687000")}, volumes: storage.Volumes{PVs: []storage.PV{{Name: pv}}}}
+	disk.recordUnstagedInStop(ctx, disk.unstageLogMark(ctx))
+	if got := disk.unstagedLine(ctx, pv); got != "" {
+		t.Errorf("unstagedLine with a disk-backed driver = %q, want none", got)
 	}
 }

@@ -160,12 +160,16 @@ type Scenario struct {
 	pods        map[string]corev1.Pod
 	initial     *nodestate.Snapshot
 	// per hop
-	oldUIDs     []string
-	down        *nodestate.Snapshot
-	kubeletUp   time.Time
-	podsUp      *podsUp
-	hop         *reports.Hop
-	volsAtStart int
+	oldUIDs []string
+	// unstagedInStop: PV -> the stopping kubelet's log line saying it
+	// unstaged the PV while a fault's Stop ran with the kubelet up
+	// (kubeletlog.go), for a driver whose volumes lose their data then.
+	unstagedInStop map[string]string
+	down           *nodestate.Snapshot
+	kubeletUp      time.Time
+	podsUp         *podsUp
+	hop            *reports.Hop
+	volsAtStart    int
 	// what a fault's observation reads
 	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
 	faultDetail string

@@ -47,9 +47,20 @@ func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVer
 	if err != nil {
 		return nil, err
 	}
+	snap, err := (&nodestate.Reader{Node: node, KubeletRoot: node.KubeletRootDir()}).Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, leftoversIn(pods.Items, snap)...), nil
+}
+
+// leftoversIn is what snap holds that pods, the API's pods on its node,
+// do not explain: the state of pods the API no longer has, and mounts
+// under the CSI plugin's directory while no pod uses a volume.
+func leftoversIn(pods []corev1.Pod, snap *nodestate.Snapshot) []string {
 	live := map[string]bool{}
 	usesVolumes := false
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		live[string(p.UID)] = true
 		for _, v := range p.Spec.Volumes {
 			if v.PersistentVolumeClaim != nil || v.CSI != nil || v.Ephemeral != nil {
@@ -57,16 +68,13 @@ func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVer
 			}
 		}
 	}
-	snap, err := (&nodestate.Reader{Node: node, KubeletRoot: node.KubeletRootDir()}).Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var gone []string
 	for _, uid := range snap.PodUIDs() {
 		if !live[uid] {
 			gone = append(gone, uid)
 		}
 	}
+	var out []string
 	for _, l := range snap.Leftovers(gone) {
 		out = append(out, l.String())
 	}
@@ -75,7 +83,7 @@ func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVer
 			out = append(out, "mount "+m.MountPoint+" with no pod on the node using a volume")
 		}
 	}
-	return out, nil
+	return out
 }
 
 // csiPluginDir is the CSI plugin's directory under the kubelet root:

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -161,9 +162,19 @@ func (r *Resolver) ResolveSpec(ctx context.Context, component string, s Spec) (B
 		return Binary{}, err
 	}
 	b.Component = component
-	r.logger().Info("resolved", "component", component, "version", b.Version, "source", b.Source, "path", b.Path, "sha256", b.SHA256)
+	level := slog.LevelInfo
+	if _, seen := announced.LoadOrStore(component+"\x00"+b.Source+"\x00"+b.SHA256, true); seen {
+		level = slog.LevelDebug
+	}
+	r.logger().Log(ctx, level, "resolved", "component", component, "version", b.Version, "source", b.Source, "path", b.Path, "sha256", b.SHA256)
 	return b, nil
 }
+
+// announced holds the binaries this process has logged as resolved: a
+// batch or a suite resolves the same few kubelets for every run it plans,
+// and says so once (later ones at debug level); each run's report still
+// lists its binaries.
+var announced sync.Map
 
 func (r *Resolver) logger() *slog.Logger {
 	if r.Logger != nil {

@@ -688,3 +688,27 @@ func TestResolveDefaults(t *testing.T) {
 		}
 	}
 }
+
+// A batch resolves the same kubelet for each of its runs, each with a
+// logger of its own: the process says "resolved" once per binary.
+func TestResolvedIsLoggedOncePerBinary(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs /bin/sh")
+	}
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "kubelet-a"), filepath.Join(dir, "kubelet-b")
+	writeScript(t, a, `[ "$1" = --version ] && echo "Kubernetes v1.36.3"`+"\n", 0o755)
+	writeScript(t, b, `[ "$1" = --version ] && echo "Kubernetes v1.37.2"`+"\n", 0o755)
+	var out strings.Builder
+	for _, spec := range []string{a, a, b, a, b} {
+		r := &Resolver{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&out, nil))}
+		if _, err := r.Resolve(context.Background(), "kubelet", "file:"+spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{a, b} {
+		if n := strings.Count(out.String(), "source=file:"+p+" "); n != 1 {
+			t.Errorf("%s logged as resolved %d times, want once:\n%s", p, n, out.String())
+		}
+	}
+}

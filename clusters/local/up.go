@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/internal/cgroups"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/hostports"
 	"sigs.k8s.io/skewtest/clusters/internal/images"
 	"sigs.k8s.io/skewtest/clusters/internal/iptables"
 	"sigs.k8s.io/skewtest/clusters/internal/sysctl"
@@ -340,16 +341,13 @@ func debianVersion(ctx context.Context, pkg string) string {
 }
 
 // allocatePorts picks free ports for the control plane and for each of n
-// nodes' kubelets.
+// nodes' kubelets, outside the kernel's ephemeral range (hostports): a
+// kubelet whose healthz port an outbound connection took in the meantime
+// never becomes healthy.
 func (p *Provider) allocatePorts(n int) ([]nodePorts, error) {
-	var got []int
-	for range 5 + 2*n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("allocate a port: %w", err)
-		}
-		defer l.Close()
-		got = append(got, l.Addr().(*net.TCPAddr).Port)
+	got, err := hostports.Free(5 + 2*n)
+	if err != nil {
+		return nil, fmt.Errorf("local provider: %w", err)
 	}
 	p.ports = ports{etcdClient: got[0], etcdPeer: got[1], apiserver: got[2], controllerManager: got[3], scheduler: got[4]}
 	out := make([]nodePorts, n)

@@ -20,6 +20,7 @@ import (
 	"unicode"
 
 	"sigs.k8s.io/skewtest/clusters/internal/debian"
+	"sigs.k8s.io/skewtest/clusters/internal/hostports"
 )
 
 // Config says which guest to boot and what it shares with the host.
@@ -141,17 +142,14 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	if err := inst.save(); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := hostports.Free(1 + len(cfg.Forwards))
 	if err != nil {
 		return nil, err
 	}
-	inst.SSHAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	inst.SSHAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	forwards := map[int]int{}
-	for _, guestPort := range cfg.Forwards {
-		hostPort, err := freePort()
-		if err != nil {
-			return nil, err
-		}
+	for i, guestPort := range cfg.Forwards {
+		hostPort := ports[1+i]
 		forwards[hostPort] = guestPort
 		if inst.Forwards == nil {
 			inst.Forwards = map[int]string{}
@@ -186,7 +184,7 @@ func Up(ctx context.Context, cfg Config) (*Instance, error) {
 	args := qemuArgs(qemuParams{
 		name: cfg.Name, accel: accel, memoryMiB: cfg.MemoryMiB, cpus: cfg.CPUs,
 		kernel: cfg.Image.Kernel, initrd: cfg.Image.Initrd, overlay: inst.Overlay,
-		serialLog: cfg.SerialLog, sshPort: port, forwards: forwards, bootDir: filepath.Join(dir, bootDir), shares: cfg.Shares,
+		serialLog: cfg.SerialLog, sshPort: ports[0], forwards: forwards, bootDir: filepath.Join(dir, bootDir), shares: cfg.Shares,
 		pidFile: filepath.Join(dir, "qemu.pid"),
 	})
 	qlog, err := os.Create(filepath.Join(dir, qemuLogFile))
@@ -394,16 +392,6 @@ func KernelCmdline() string {
 // cached disk, which the guest then never writes to.
 func overlayArgs(disk, overlay string) []string {
 	return []string{"create", "-q", "-f", "qcow2", "-b", disk, "-F", "raw", overlay}
-}
-
-// freePort returns a TCP port free on loopback now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // chooseAccel returns KVM when /dev/kvm exists and a probe boot of the

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 	"golang.org/x/sys/unix"
 
+	"sigs.k8s.io/skewtest/clusters/internal/hostports"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
@@ -317,12 +318,11 @@ func WriteKey(path string) (ssh.PublicKey, ssh.Signer, error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := hostports.Free(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // ClosedPort returns a 127.0.0.1 port nothing listens on (racy, as any).

@@ -152,24 +152,34 @@ func (p *Process) removePIDFile() {
 }
 
 // WaitReady polls ready every interval until it returns nil, the process
-// exits (an error with the tail of its log), or ctx ends.
+// exits, or ctx ends; either error carries the tail of the process's log,
+// which says why far more often than the last check does.
 func (p *Process) WaitReady(ctx context.Context, interval time.Duration, ready func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var last error
 	for {
-		if last = ready(ctx); last == nil {
+		err := ready(ctx)
+		if err == nil {
 			return nil
+		}
+		// A check cut short by ctx's own end says nothing of the
+		// process; the one before it does.
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready (%v); last log lines from %s:\n%s", p.Name, p.err, p.LogFile, TailFile(p.LogFile, 15))
+			return fmt.Errorf("%s exited before it was ready (%v); last log lines from %s:\n%s", p.Name, p.err, p.LogFile, TailFile(p.LogFile, tailLines))
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready: %w (last check: %v); log: %s", p.Name, ctx.Err(), last, p.LogFile)
+			return fmt.Errorf("%s not ready: %w (last check: %v); last log lines from %s:\n%s", p.Name, ctx.Err(), last, p.LogFile, TailFile(p.LogFile, tailLines))
 		case <-t.C:
 		}
 	}
 }
+
+// tailLines is how much of a process's log an error quotes.
+const tailLines = 15
 
 // TailFile returns the last n lines of a file, for error messages,
 // without the "==== skewtest:" lines Start writes (the command line is in

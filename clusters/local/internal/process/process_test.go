@@ -330,11 +330,19 @@ func TestWaitReady(t *testing.T) {
 			notErr: []string{"noise 15\n"},
 		},
 		{
-			name:    "never ready",
-			script:  exitsOnTerm,
-			ready:   func(int) error { return errors.New("connection refused") },
+			name:   "never ready",
+			script: `echo "E1204 Failed to start healthz server: listen tcp 127.0.0.1:37069: bind: address already in use"; ` + exitsOnTerm,
+			// The last check runs out of time with ctx: the one before
+			// it is quoted.
+			ready: func(calls int) error {
+				if calls < 5 {
+					return errors.New("connection refused")
+				}
+				time.Sleep(time.Second)
+				return context.DeadlineExceeded
+			},
 			timeout: 300 * time.Millisecond,
-			wantErr: []string{"not ready: context deadline exceeded", "last check: connection refused", "log: "},
+			wantErr: []string{"not ready: context deadline exceeded", "last check: connection refused", "last log lines from ", "Failed to start healthz server"},
 			wantIs:  context.DeadlineExceeded,
 		},
 	}

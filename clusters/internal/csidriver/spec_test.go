@@ -297,9 +297,7 @@ func TestEBSFilesystemLifecycle(t *testing.T) {
 			_, err = ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: "vol-ebs", NodeId: "node-1"})
 			mustOK(t, "ControllerUnpublishVolume", err)
 		}
-		if loopdev.BackingFile(dev) != "" {
-			t.Fatalf("round %d: %s still attached after ControllerUnpublishVolume", round, dev)
-		}
+		wantDetached(t, fmt.Sprintf("round %d", round), dev, file)
 	}
 	_, err = ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "vol-ebs"})
 	mustOK(t, "DeleteVolume", err)
@@ -312,6 +310,26 @@ func TestEBSFilesystemLifecycle(t *testing.T) {
 // says: NodeStageVolume mounts nothing; NodePublishVolume creates the
 // target file and bind-mounts the device node onto it; data written through
 // it is on the backing file.
+// detachWait bounds the wait for a detached loop device to let go of its
+// file: a device still open when it is detached is cleared at its last
+// close, as losetup -d does.
+const detachWait = 10 * time.Second
+
+// wantDetached fails t unless dev lets go of backing within detachWait. It
+// asks whether dev is still attached to backing, not whether it is
+// attached at all: other packages' tests attach loop devices at the same
+// time, and losetup --find hands one of them the device just freed.
+func wantDetached(t *testing.T, what, dev, backing string) {
+	t.Helper()
+	deadline := time.Now().Add(detachWait)
+	for loopdev.BackingFile(dev) == backing {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s still attached to %s %s after ControllerUnpublishVolume", what, dev, backing, detachWait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestEBSBlockVolume(t *testing.T) {
 	requireEBSTools(t)
 	root := newRoot(t)
@@ -371,9 +389,7 @@ func TestEBSBlockVolume(t *testing.T) {
 	mustOK(t, "NodeUnstageVolume", err)
 	_, err = ctrl.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: "blk", NodeId: "node-1"})
 	mustOK(t, "ControllerUnpublishVolume", err)
-	if loopdev.BackingFile(dev) != "" {
-		t.Errorf("%s still attached", dev)
-	}
+	wantDetached(t, "block volume", dev, d.backingFile("blk"))
 }
 
 // TestEBSStageAnotherDevice: staging a volume where another volume's device

@@ -27,12 +27,14 @@ import (
 // Footprint is one look at the host. Every list is sorted.
 type Footprint struct {
 	// Processes are live daemons of the kinds runs start, "name(pid)"
-	// (kubelet, containerd, dockerd, ...), one entry per process.
+	// (kubelet, containerd, dockerd, ...), one entry per process, except
+	// those of another Go test binary that still runs (ofAnotherGoTest).
 	Processes []string `json:"processes"`
 	// Mounts are the mount points of this mount namespace, "path (type)",
 	// one entry per mount, except those of Go tests' temporary directories.
 	Mounts []string `json:"mounts"`
-	// LoopDevices are attached loop devices, "loop3 /backing/file".
+	// LoopDevices are attached loop devices, "loop3 /backing/file",
+	// except those over a file in a Go test's temporary directory.
 	LoopDevices []string `json:"loopDevices"`
 	// Cgroups are skewtest's cgroups in any hierarchy, v1 or v2.
 	Cgroups []string `json:"cgroups"`
@@ -84,11 +86,36 @@ var Daemons = []string{
 const CgroupPrefix = "skewtest-"
 
 // goTestTemp matches the temporary directories of Go tests (t.TempDir:
-// $TMPDIR/TestName123/001): whatever a test mounts there is its own, and
-// skewtest's runs never mount there.
+// $TMPDIR/TestName123/001): whatever a test mounts or attaches there is
+// its own, and skewtest's runs never put anything there.
 func goTestTemp(path string) bool {
 	rel, err := filepath.Rel(os.TempDir(), path)
 	return err == nil && strings.HasPrefix(rel, "Test")
+}
+
+// ofAnotherGoTest tells whether process pid descends from a Go test binary
+// (an executable named *.test) other than this process, which meets such
+// a binary first when pid is its own. go test runs packages side by side:
+// one package's daemons (a podbin, a runc shim) are not a leak of the test
+// that compares footprints in another. A process a test binary leaves is
+// reparented when the binary exits, and counted again.
+func ofAnotherGoTest(pid int) bool {
+	self := os.Getpid()
+	// The bound only stops a walk that meets a cycle of reused pids.
+	for range 64 {
+		if pid <= 1 || pid == self {
+			return false
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil && strings.HasSuffix(exe, ".test") {
+			return true
+		}
+		st, err := procfs.ReadStat(pid)
+		if err != nil {
+			return false
+		}
+		pid = st.PPID
+	}
+	return false
 }
 
 // Take looks at the host. What it cannot read (no iptables, no loop
@@ -112,6 +139,9 @@ func Take(ctx context.Context) Footprint {
 		// Zombies are dead: their parent has yet to reap them.
 		if pid, err := strconv.Atoi(p.Name()); err == nil {
 			if st, err := procfs.ReadStat(pid); err == nil && st.Dead() {
+				continue
+			}
+			if ofAnotherGoTest(pid) {
 				continue
 			}
 		}
@@ -183,6 +213,9 @@ func loopDevices(sysBlock string) []string {
 	out := make([]string, 0, len(devs))
 	for _, d := range devs {
 		f := d.BackingFile
+		if goTestTemp(f) {
+			continue
+		}
 		if d.Deleted {
 			f += " (deleted)"
 		}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,7 +263,76 @@ func TestLoopDevices(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sys, "loop0/loop/backing_file"), []byte("/srv/disk.img\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A Go test's own loop device, over a file in its temporary directory.
+	if err := os.MkdirAll(filepath.Join(sys, "loop2/loop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testFile := filepath.Join(os.TempDir(), "TestSomething123", "001", "vol.img")
+	if err := os.WriteFile(filepath.Join(sys, "loop2/loop/backing_file"), []byte(testFile+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if got, want := loopDevices(sys), []string{"loop0 /srv/disk.img"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("loopDevices = %q, want %q (a detached loop1 has no backing file)", got, want)
+		t.Errorf("loopDevices = %q, want %q (a detached loop1 has no backing file; loop2 is over a Go test's file)", got, want)
+	}
+}
+
+// TestOtherGoTestsDaemonsAreNotCounted: a daemon-named process under
+// another running Go test binary (a stand-in: a shell named other.test) is
+// that test's, not in the footprint; the same daemon started by this test
+// is.
+func TestOtherGoTestsDaemonsAreNotCounted(t *testing.T) {
+	dir := t.TempDir()
+	for src, dst := range map[string]string{"/bin/sh": "other.test", "/bin/sleep": "podbin"} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podbin := filepath.Join(dir, "podbin")
+	start := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	other := start(filepath.Join(dir, "other.test"), "-c", podbin+" 60 & echo $! > "+filepath.Join(dir, "pid")+"; wait")
+	mine := start(podbin, "60")
+	var theirs int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+		if _, err := fmt.Sscan(string(b), &theirs); err == nil && theirs > 0 {
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", theirs)); strings.TrimSpace(string(comm)) == "podbin" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other test's podbin never started (pid file %q)", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !ofAnotherGoTest(theirs) {
+		t.Errorf("podbin(%d) under %s (pid %d) is not counted as another Go test's", theirs, "other.test", other.Process.Pid)
+	}
+	if ofAnotherGoTest(mine.Process.Pid) {
+		t.Errorf("podbin(%d), started by this test, is counted as another Go test's", mine.Process.Pid)
+	}
+	for time.Now().Before(deadline) {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", mine.Process.Pid)); strings.TrimSpace(string(comm)) == "podbin" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := Take(context.Background()).Processes
+	if want := fmt.Sprintf("podbin(%d)", mine.Process.Pid); !slices.Contains(got, want) {
+		t.Errorf("Take's processes %q lack this test's %s", got, want)
+	}
+	if unwanted := fmt.Sprintf("podbin(%d)", theirs); slices.Contains(got, unwanted) {
+		t.Errorf("Take's processes %q hold another Go test's %s", got, unwanted)
 	}
 }

@@ -145,7 +145,9 @@ func TestRealCgroup2(t *testing.T) {
 	if !ok {
 		t.Fatalf("no cgroup2 hierarchy mounted at %s or %s/unified; every host skewtest supports has one", Mount, Mount)
 	}
-	rel := fmt.Sprintf("/skewtest-test-%d", os.Getpid())
+	// Not named skewtest-*: the host footprint another package's test may
+	// compare meanwhile counts those cgroups as a run's.
+	rel := fmt.Sprintf("/gotest-kill-%d", os.Getpid())
 	if err := tree.Mkdir(rel + "/daemons"); err != nil {
 		t.Fatal(err)
 	}

@@ -333,18 +333,18 @@ const CommandPackage = "sigs.k8s.io/skewtest/clusters/kind/internal/capshim/cmd/
 // BinaryName is the file name of the built shim.
 const BinaryName = "skewtest-runc-shim"
 
-// Build compiles the shim into <cacheDir>/kind/skewtest-runc-shim unless
-// that file exists already, and returns its path. It needs the skewtest
-// module source: the working directory must be inside it, as it is for
-// tests and suites.
+// Build compiles the shim into <cacheDir>/kind/skewtest-runc-shim and
+// returns its path. It compiles every time, which Go's build cache makes
+// cheap, and replaces the cached file only when the new build differs: a
+// shim cached by older source is never used, and one that matches is left
+// alone (its modification time says when it last changed). It needs the
+// skewtest module source: the working directory must be inside it, as it
+// is for tests and suites.
 func Build(ctx context.Context, cacheDir string) (string, error) {
 	dir := filepath.Join(cacheDir, "kind")
 	out, err := filepath.Abs(filepath.Join(dir, BinaryName))
 	if err != nil {
 		return "", err
-	}
-	if fi, err := os.Stat(out); err == nil && fi.Mode().IsRegular() {
-		return out, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -362,6 +362,9 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", CommandPackage, err, b)
 	}
+	if sameFile(tmp.Name(), out) {
+		return out, nil
+	}
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
 		return "", err
 	}
@@ -369,4 +372,18 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 		return "", err
 	}
 	return out, nil
+}
+
+// sameFile tells whether a and b are regular files with the same bytes.
+func sameFile(a, b string) bool {
+	fb, err := os.Stat(b)
+	if err != nil || !fb.Mode().IsRegular() {
+		return false
+	}
+	ba, err := os.ReadFile(a)
+	if err != nil || int64(len(ba)) != fb.Size() {
+		return false
+	}
+	bb, err := os.ReadFile(b)
+	return err == nil && bytes.Equal(ba, bb)
 }

@@ -1,6 +1,7 @@
 package capshim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -432,12 +433,22 @@ func TestShimCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A second Build does not rebuild.
+	// A second Build of the same source leaves the cached shim alone.
 	if again, err := Build(ctx, cache); err != nil || again != shim {
 		t.Fatalf("second Build = %s, %v", again, err)
 	}
 	if fi2, _ := os.Stat(shim); !fi2.ModTime().Equal(fi.ModTime()) {
-		t.Errorf("second Build rebuilt the shim")
+		t.Errorf("second Build replaced a shim built from the same source")
+	}
+	// A shim cached by other source (here, other bytes) is replaced.
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\necho stale shim\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(ctx, cache); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(shim); bytes.Contains(b, []byte("stale shim")) || len(b) < 1<<20 {
+		t.Errorf("Build kept a stale cached shim (%d bytes)", len(b))
 	}
 
 	dir := t.TempDir()

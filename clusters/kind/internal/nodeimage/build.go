@@ -37,6 +37,10 @@ type builder struct {
 	kindDir  string
 	log      *slog.Logger
 	mb       *binaries.ModuleBuilder
+	// own are our own programs (buildOwnPrograms), built before the cache
+	// was looked at, and ownSum their digest.
+	own    map[string]string
+	ownSum string
 }
 
 // step runs fn and logs how long it took.
@@ -58,7 +62,6 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 		crictl   map[string]binaries.Binary
 		etcd     string
 		coredns  string
-		own      map[string]string
 		kindSrc  string
 		k8sSrc   string
 		required []string
@@ -93,10 +96,6 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 				return err
 			}
 			coredns, err = b.buildMain(ctx, corednsMain(ki.CoreDNS.Tag))
-			return
-		}},
-		{"kindcni and pause programs", func() (err error) {
-			own, err = buildOwnPrograms(ctx, filepath.Join(b.kindDir, "own"))
 			return
 		}},
 	}
@@ -137,7 +136,7 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 		{"control-plane images into the node's containerd", func() error {
 			tarball := filepath.Join(work, "images.tar")
 			names, err := writeImages(tarball, rootfs, required, imageBinaries{
-				kube: kube, etcd: etcd, coredns: coredns, pause: own["podbin"], kindcni: own["kindcni"],
+				kube: kube, etcd: etcd, coredns: coredns, pause: b.own["podbin"], kindcni: b.own["kindcni"],
 			})
 			if err != nil {
 				return err
@@ -174,6 +173,7 @@ func (b *builder) build(ctx context.Context, final string) (Image, error) {
 		Images:     imported,
 		Size:       st.Size(),
 		Recipe:     recipe,
+		Own:        b.ownSum,
 	}
 	meta, err := json.MarshalIndent(img, "", "  ")
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -81,6 +82,10 @@ type Image struct {
 	Size int64 `json:"size"`
 	// Recipe identifies the code that built it.
 	Recipe int `json:"recipe"`
+	// Own is the digest of skewtest's own programs baked into it (the CNI
+	// plugin and the pause program, ownDigest): a change to their source
+	// makes the cached image stale without a change of Recipe.
+	Own string `json:"own"`
 }
 
 // ImportChanges returns the `docker import --change` values that carry
@@ -138,9 +143,24 @@ func Build(ctx context.Context, cfg Config) (Image, error) {
 		return Image{}, err
 	}
 	defer unlock()
-	if img, err := readCached(final, cfg.Version); err == nil {
+	// Our own programs are built first, every time (Go's build cache makes
+	// that about a second): a cached image holding other builds of them is
+	// stale.
+	own, err := buildOwnPrograms(ctx, filepath.Join(kindDir, "own"))
+	if err != nil {
+		return Image{}, fmt.Errorf("kind node image %s: %w", kv, err)
+	}
+	digest, err := ownDigest(own)
+	if err != nil {
+		return Image{}, fmt.Errorf("kind node image %s: %w", kv, err)
+	}
+	img, err := readCached(final, cfg.Version, digest)
+	if err == nil {
 		logger.Info("kind node image cached", "image", img.Name, "tar", img.RootfsTar, "size", humanBytes(img.Size))
 		return img, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		logger.Info("kind node image cached but not usable: building it again", "why", err)
 	}
 	// Under the lock, leftovers of a build of this version that was killed
 	// are nobody's: remove them.
@@ -154,8 +174,10 @@ func Build(ctx context.Context, cfg Config) (Image, error) {
 		kindDir:  kindDir,
 		log:      logger,
 		mb:       &binaries.ModuleBuilder{CacheDir: cfg.CacheDir, Logger: logger},
+		own:      own,
+		ownSum:   digest,
 	}
-	img, err := b.build(ctx, final)
+	img, err = b.build(ctx, final)
 	if err != nil {
 		return Image{}, fmt.Errorf("kind node image %s: %w", kv, err)
 	}
@@ -165,8 +187,8 @@ func Build(ctx context.Context, cfg Config) (Image, error) {
 }
 
 // readCached returns the image recorded in dir if it is complete and was
-// made by this recipe.
-func readCached(dir string, v *version.Version) (Image, error) {
+// made by this recipe, with our own programs of digest own.
+func readCached(dir string, v *version.Version, own string) (Image, error) {
 	b, err := os.ReadFile(filepath.Join(dir, imageJSON))
 	if err != nil {
 		return Image{}, err
@@ -177,6 +199,9 @@ func readCached(dir string, v *version.Version) (Image, error) {
 	}
 	if img.Recipe != recipe || img.Version != "v"+v.String() {
 		return Image{}, fmt.Errorf("cached image %s is from another recipe or version", dir)
+	}
+	if img.Own != own {
+		return Image{}, fmt.Errorf("cached image %s holds other builds of kindcni and podbin (digest %q, now %q)", dir, img.Own, own)
 	}
 	img.RootfsTar = filepath.Join(dir, rootfsTar)
 	st, err := os.Stat(img.RootfsTar)

@@ -2,6 +2,7 @@ package nodeimage
 
 import (
 	"archive/tar"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -566,32 +568,87 @@ func TestStoreContainerdConfig(t *testing.T) {
 
 func TestReadCachedRejectsIncomplete(t *testing.T) {
 	v := version.MustParseSemantic("v1.37.2")
+	const own = "0123abcd"
 	dir := t.TempDir()
-	if _, err := readCached(dir, v); err == nil {
+	if _, err := readCached(dir, v, own); err == nil {
 		t.Error("empty dir accepted")
 	}
-	img := Image{Version: "v1.37.2", Recipe: recipe, Size: 3}
+	img := Image{Version: "v1.37.2", Recipe: recipe, Size: 3, Own: own}
 	b, _ := json.Marshal(img)
 	if err := os.WriteFile(filepath.Join(dir, imageJSON), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readCached(dir, v); err == nil {
+	if _, err := readCached(dir, v, own); err == nil {
 		t.Error("missing tar accepted")
 	}
 	if err := os.WriteFile(filepath.Join(dir, rootfsTar), []byte("abc"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readCached(dir, v)
+	got, err := readCached(dir, v, own)
 	if err != nil || got.RootfsTar != filepath.Join(dir, rootfsTar) {
 		t.Errorf("%+v %v", got, err)
 	}
-	if _, err := readCached(dir, version.MustParseSemantic("v1.36.3")); err == nil {
+	if _, err := readCached(dir, version.MustParseSemantic("v1.36.3"), own); err == nil {
 		t.Error("other version accepted")
+	}
+	if _, err := readCached(dir, v, "4567ef"); err == nil || !strings.Contains(err.Error(), "other builds of kindcni and podbin") {
+		t.Errorf("an image with other builds of our own programs: %v, want it refused", err)
 	}
 	img.Recipe = recipe - 1
 	b, _ = json.Marshal(img)
 	_ = os.WriteFile(filepath.Join(dir, imageJSON), b, 0o644)
-	if _, err := readCached(dir, v); err == nil {
+	if _, err := readCached(dir, v, own); err == nil {
 		t.Error("old recipe accepted")
+	}
+}
+
+// TestOwnDigest: our own programs' digest follows their bytes and names,
+// and a rebuild of the same source gives the same one (no commit stamped
+// in), so a new commit alone does not make the cached node image stale.
+func TestOwnDigest(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	a, err := ownDigest(map[string]string{"kindcni": write("a", "cni"), "podbin": write("b", "pause")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, _ := ownDigest(map[string]string{"podbin": write("c", "pause"), "kindcni": write("d", "cni")})
+	other, _ := ownDigest(map[string]string{"kindcni": write("e", "cni"), "podbin": write("f", "pause2")})
+	swapped, _ := ownDigest(map[string]string{"kindcni": write("g", "pause"), "podbin": write("h", "cni")})
+	if a != same {
+		t.Errorf("the same programs give digests %s and %s", a, same)
+	}
+	if a == other || a == swapped {
+		t.Errorf("other programs give the same digest %s", a)
+	}
+	if _, err := ownDigest(map[string]string{"kindcni": filepath.Join(dir, "missing")}); err == nil {
+		t.Error("a missing program has a digest")
+	}
+	if testing.Short() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	own := filepath.Join(t.TempDir(), "own")
+	var sums []string
+	for range 2 {
+		built, err := buildOwnPrograms(ctx, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := ownDigest(built)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, sum)
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("two builds of the same source give digests %s and %s", sums[0], sums[1])
 	}
 }

@@ -2,12 +2,15 @@ package nodeimage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec" // the Go toolchain on this host, building the node image's programs
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -125,7 +128,9 @@ func buildOwnPrograms(ctx context.Context, dir string) (map[string]string, error
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", tmp+"/", kindcniPackage, podbinPackage)
+	// -buildvcs=false: the commit would be stamped into the binaries, and
+	// every commit would then make the cached node image stale (ownDigest).
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", tmp+"/", kindcniPackage, podbinPackage)
 	cmd.Dir = sourceDir()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -140,6 +145,25 @@ func buildOwnPrograms(ctx context.Context, dir string) (map[string]string, error
 		out[name] = final
 	}
 	return out, nil
+}
+
+// ownDigest is the sha256 of our own programs, by name and bytes.
+func ownDigest(own map[string]string) (string, error) {
+	names := make([]string, 0, len(own))
+	for name := range own {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, name := range names {
+		b, err := os.ReadFile(own[name])
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // sourceDir is where to run `go build` of this module's packages: this

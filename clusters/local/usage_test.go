@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 )
 
@@ -24,13 +24,14 @@ const (
 	helperTouched = 64 << 20
 )
 
-// cpuTime is the CPU time this process has used, user and system.
+// cpuTime is the CPU time this process has used, user and system, as the
+// capability under test reads it.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	st, err := procfs.ReadStat(os.Getpid())
+	if err != nil {
 		panic(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return st.CPUTime()
 }
 
 func TestKubeletUsageHelper(t *testing.T) {

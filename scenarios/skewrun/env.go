@@ -40,6 +40,7 @@ var Settings = []clusters.Setting{
 	{Name: "SKEWTEST_TIMEOUT_FACTOR", Default: "1", Help: "multiplies the local provider's start timeouts and the scenario's waits (1 to 100), for emulated guests such as make test-hosts under TCG"},
 	{Name: "STORAGE_CLASS", Help: "existing: a StorageClass that provisions volumes on the test node"},
 	{Name: "IMAGE", Default: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", Help: "existing, kops: the workload image (needs sh, sleep, date, mv)"},
+	{Name: "MUTANTS", Help: "make test-mutants, skewtest mutants: the mutants of the kubelet to run, comma-separated names of scenarios/mutation/mutants (default: all of them)"},
 	{Name: "DRY_RUN", Default: "true", Help: "make janitor-aws: list expired skewtest resources; DRY_RUN=false deletes them"},
 }
 

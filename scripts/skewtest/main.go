@@ -7,6 +7,9 @@
 //	                             as make test-matrix runs it
 //	skewtest catalogue           every catalogue entry that runs on PROVIDER,
 //	                             as one batch on BATCH_NODES nodes at once
+//	skewtest mutants             the mutation score: the catalogue run on
+//	                             the project's mutants of the kubelet and
+//	                             an unmutated control, as one batch
 //	skewtest bench [-rounds N]   N runs, phase timings min/median/max, JSON
 //	skewtest bench-scale         what reconstruction costs on a busy node: runs
 //	                             of N pods and of one pod with N volumes per
@@ -65,7 +68,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | catalogue | bench [-rounds N] [-out FILE] | bench-scale [-pods N,...] [-volumes N,...] [-modes M,...] [-out DIR] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
+const usage = "usage: skewtest run | matrix | catalogue | mutants | bench [-rounds N] [-out FILE] | bench-scale [-pods N,...] [-volumes N,...] [-modes M,...] [-out DIR] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -87,6 +90,8 @@ func run(ctx context.Context, args []string) error {
 		return err
 	case "catalogue":
 		return catalogueCmd(ctx, logger)
+	case "mutants":
+		return mutantsCmd(ctx, logger)
 	case "bench":
 		return bench(ctx, logger, args[1:])
 	case "bench-scale":

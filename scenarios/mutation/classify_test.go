@@ -39,7 +39,8 @@ func TestPlacements(t *testing.T) {
 // the control's runs have no group.
 func TestJobs(t *testing.T) {
 	m := Mutant{Name: "m", Killers: []string{"subpath"}}
-	entries := []Entry{{Name: "csi-filesystem"}, {Name: "reboot"}, {Name: "block"}, {Name: "subpath,emptydir-memory"}}
+	entries := []Entry{{Name: "csi-filesystem", Covers: []string{"csi-filesystem"}}, {Name: "reboot", Covers: []string{"reboot"}},
+		{Name: "block", Covers: []string{"block"}}, {Name: "shapes", Covers: []string{"subpath", "emptydir-memory"}}}
 	jobs := Jobs("v1.37.2", "v1.36.3", []Kubelet{{Name: ControlName, Spec: "patch:c@v1.37.2"}, {Name: "m", Spec: "patch:m@v1.37.2", Mutant: &m}}, entries)
 	if len(jobs) != 2*len(Placements)*len(entries) {
 		t.Fatalf("%d jobs, want %d", len(jobs), 2*len(Placements)*len(entries))
@@ -50,7 +51,7 @@ func TestJobs(t *testing.T) {
 			t.Errorf("job %q has group %q; want none for the control's, one per placement for a mutant's", j.Name, j.Group)
 		}
 		wantRank := 1
-		if control || strings.HasSuffix(j.Name, "subpath,emptydir-memory") {
+		if control || strings.HasSuffix(j.Name, " shapes") {
 			wantRank = 0
 		}
 		if j.Rank != wantRank {
@@ -171,5 +172,29 @@ func TestVerdict(t *testing.T) {
 	}
 	if err := verdict(m(reports.MutantKilled, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitInfrastructure {
 		t.Errorf("undecided: %v, want exit 3", err)
+	}
+}
+
+// The runs of each kubelet in each placement: the sign-off's baseline,
+// then every catalogue job of the provider, the shapes as one.
+func TestEntries(t *testing.T) {
+	entries := Entries(skewrun.Options{Provider: "local"})
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[e.Name] = true
+		if len(e.Covers) == 0 {
+			t.Errorf("entry %s covers no catalogue entry", e.Name)
+		}
+	}
+	if entries[0].Name != "csi-filesystem" || entries[0].Job.Options.Scenario != "" {
+		t.Errorf("first entry %+v, want the baseline force-delete", entries[0])
+	}
+	for _, want := range []string{"reboot", "pvc-terminating", "vol-data-deleted", "shapes", "block"} {
+		if !names[want] {
+			t.Errorf("no entry %s among %v", want, names)
+		}
+	}
+	if len(entries) != len(skewrun.CatalogueJobs(skewrun.Options{Provider: "local"}))+1 {
+		t.Errorf("%d entries, want the catalogue's jobs and the baseline", len(entries))
 	}
 }

@@ -82,9 +82,12 @@ const ControlName = "control"
 // Entry is one run of the catalogue in each placement: a catalogue job
 // (skewrun.CatalogueJobs) or the sign-off's baseline force-delete.
 type Entry struct {
-	// Name is the entry's, or the shapes' joined with commas.
+	// Name is the entry's, or "shapes" for the shapes planted in one
+	// workload.
 	Name string
-	Job  skewrun.Job
+	// Covers are the catalogue entries the run plants.
+	Covers []string
+	Job    skewrun.Job
 }
 
 // Entries are the runs each kubelet under test gets in each placement:
@@ -93,9 +96,14 @@ type Entry struct {
 func Entries(o skewrun.Options) []Entry {
 	base := o
 	base.Scenario, base.Replicas, base.VolumeKind = "", skewrun.CatalogueReplicas, "csi"
-	out := []Entry{{Name: "csi-filesystem", Job: skewrun.Job{Name: "shape csi-filesystem", Options: base}}}
+	out := []Entry{{Name: "csi-filesystem", Covers: []string{"csi-filesystem"}, Job: skewrun.Job{Name: "shape csi-filesystem", Options: base}}}
 	for _, j := range skewrun.CatalogueJobs(o) {
-		out = append(out, Entry{Name: j.Options.Scenario, Job: j})
+		covers := strings.Split(j.Options.Scenario, ",")
+		name := j.Options.Scenario
+		if len(covers) > 1 {
+			name = "shapes"
+		}
+		out = append(out, Entry{Name: name, Covers: covers, Job: j})
 	}
 	return out
 }
@@ -115,7 +123,7 @@ func Jobs(base, partner string, kubelets []Kubelet, entries []Entry) []skewrun.J
 				j.Name = JobName(k.Name, p.Name, e.Name)
 				if k.Mutant != nil {
 					j.Group = k.Name + " " + p.Name
-					j.Rank = rank(*k.Mutant, e.Name)
+					j.Rank = rank(*k.Mutant, e)
 				}
 				jobs = append(jobs, j)
 			}
@@ -129,11 +137,11 @@ func JobName(kubelet, placement, entry string) string {
 	return kubelet + " " + placement + " " + entry
 }
 
-// rank puts the entries a mutant names as its killers first (0), then
-// the others (1).
-func rank(m Mutant, entry string) int {
-	for _, e := range strings.Split(entry, ",") {
-		if slices.Contains(m.Killers, e) {
+// rank puts the runs of the entries a mutant names as its killers first
+// (0), then the others (1).
+func rank(m Mutant, e Entry) int {
+	for _, c := range e.Covers {
+		if slices.Contains(m.Killers, c) {
 			return 0
 		}
 	}

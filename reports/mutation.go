@@ -1,6 +1,8 @@
 package reports
 
 import (
+	"fmt"
+	"path/filepath"
 	"time"
 )
 
@@ -136,4 +138,24 @@ func (m *Mutation) Score() (killed, scored int) {
 		}
 	}
 	return killed, scored
+}
+
+// ScoreText is the score in words: "16 of 18 mutants killed in every
+// placement".
+func (m *Mutation) ScoreText() string {
+	killed, scored := m.Score()
+	noun := "mutants"
+	if scored == 1 {
+		noun = "mutant"
+	}
+	return fmt.Sprintf("%d of %d %s killed in every placement", killed, scored, noun)
+}
+
+// RunDir is the directory of a cell's run (its Report, relative to the
+// artifacts root the measurement's own Dir is in).
+func (m *Mutation) RunDir(report string) string {
+	if report == "" || filepath.IsAbs(report) {
+		return report
+	}
+	return filepath.Join(filepath.Dir(m.Dir), report)
 }

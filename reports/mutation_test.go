@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,6 +52,8 @@ func TestWriteMutation(t *testing.T) {
 		"Equivalent: it renames a local variable",
 		"| `revert-130335` | [·](../20261205-1/run-same/report.md) | [💀](../20261205-1/run-killed/report.md) |",
 		"| `control` | [✅](../20261205-1/run-same/report.md)",
+		// Where no run killed it, its runs like the control's survived.
+		"| `quiet` | [🧟](../20261205-1/run-same/report.md) | [🧟](../20261205-1/run-same/report.md) |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("mutation.md lacks %q:\n%s", want, md)
@@ -65,7 +68,51 @@ func TestWriteMutation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if back.Dir != dir || back.RunDir("20261205-1/run-killed") != filepath.Join(filepath.Dir(dir), "20261205-1", "run-killed") {
+		t.Errorf("read back with Dir %q, RunDir %q; want %s and the run beside it", back.Dir, back.RunDir("20261205-1/run-killed"), dir)
+	}
 	if back.Mutants[0].Placements[0].KilledBy != m.Mutants[0].Placements[0].KilledBy || back.SumOfRuns != m.SumOfRuns {
 		t.Errorf("mutation.json did not round-trip: %+v", back)
+	}
+}
+
+// FindMutations reads every measurement under a dir, oldest first, once
+// per ID, not through the latest symlink; one that cannot be read is an
+// error naming it and the fix.
+func TestFindMutations(t *testing.T) {
+	root := t.TempDir()
+	older, newer := fakeMutation(), fakeMutation()
+	newer.ID, newer.Started = "m2", older.Started.Add(time.Hour)
+	for dir, m := range map[string]*Mutation{"a/mutation-m2": newer, "b/mutation-m1": older, "c/copy-of-m1": older} {
+		if _, err := WriteMutation(filepath.Join(root, dir), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "a"), filepath.Join(root, "latest")); err != nil {
+		t.Fatal(err)
+	}
+	found, err := FindMutations(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range found {
+		got = append(got, m.ID+" "+strings.TrimPrefix(m.Dir, root))
+	}
+	if want := []string{"m1 /b/mutation-m1", "m2 /a/mutation-m2"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("FindMutations = %v, want %v", got, want)
+	}
+	if found, err := FindMutations(t.TempDir()); err != nil || len(found) != 0 {
+		t.Errorf("FindMutations(empty dir) = %v, %v; want none", found, err)
+	}
+	bad := filepath.Join(root, "d", MutationJSONFileName)
+	if err := os.MkdirAll(filepath.Dir(bad), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FindMutations(root); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "make test-mutants") {
+		t.Errorf("FindMutations with a broken file = %v, want an error naming %s and the fix", err, bad)
 	}
 }

@@ -69,7 +69,8 @@ func (s *Scenario) explainRace(ctx context.Context, sc *scenarios.StepContext, r
 }
 
 // noWitness says why the hop cannot take a witness start, "" when it can:
-// the start needs the hop's pods running, whose volumes it reconstructs.
+// the start needs pods of the hop running, not being deleted, whose
+// volumes it reconstructs.
 // What the old pods left may stay: the catalogue judges what the hop's
 // cleanup wait recorded, and the same kubelet meets it again.
 func (s *Scenario) noWitness(ctx context.Context) string {
@@ -85,7 +86,7 @@ func (s *Scenario) noWitness(ctx context.Context) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("no pod of the workload runs on node %s, so a restart would find no volume of theirs to reconstruct", s.node)
+	return fmt.Sprintf("no pod of the workload runs on node %s but pods being deleted, so a restart would find no volume of a running pod to reconstruct, or restart the kubelet in the middle of a graceful deletion", s.node)
 }
 
 // witnessStart restarts the hop's kubelet (the same binary and

@@ -105,6 +105,7 @@ func Faults() map[string]Fault {
 		out[name] = f
 	}
 	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
+	add(Fault{KeepPods: true, Shapes: allShapes(), Observe: observeUntouched}, "shapes-restart")
 	add(Fault{Plant: plantReboot, DataLost: true, MayStick: true, Observe: observeStuckOrLeftovers}, "reboot")
 	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-deleted")
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")

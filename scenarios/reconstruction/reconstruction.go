@@ -174,10 +174,13 @@ type Scenario struct {
 	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
 	faultDetail string
 	podFaultState
-	running  []running
-	changes  []string
-	left     []nodestate.Leftover
-	leftEver []nodestate.Leftover
+	running []running
+	changes []string
+	// logUnread says why the untouched watch could not read the kubelet's
+	// log for unmounts ("" when it read it).
+	logUnread string
+	left      []nodestate.Leftover
+	leftEver  []nodestate.Leftover
 	// stuck says why the re-created pods did not run, on a hop whose
 	// fault may keep them from it (Fault.MayStick); "" when they ran.
 	stuck         string

@@ -457,6 +457,16 @@ func TestValidateShapes(t *testing.T) {
 	if err != nil || len(v.Shapes) != 1 || v.Options.CSIMode != "" {
 		t.Errorf("one shape without block: %+v, %v; want the driver's default mode", v, err)
 	}
+	// A fault on the shapes' workload picks the mode its block shape needs,
+	// and refuses another.
+	v, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if err != nil || v.Fault == nil || v.Shapes != nil || v.Options.CSIMode != "ebs" {
+		t.Errorf("shapes-restart: %+v, %v; want the fault in the driver's ebs mode", v, err)
+	}
+	_, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), "CSI_MODE=ebs") {
+		t.Errorf("shapes-restart with CSI_MODE=tmpfs: %v; want it refused naming CSI_MODE=ebs", err)
+	}
 }
 
 // A poll interval or cleanup bound below its floor is refused as bad input

@@ -187,15 +187,25 @@ func probeWritable(dir string) error {
 
 // validateShapes resolves SCENARIO when it names catalogue shapes (one,
 // or several separated by commas, planted in one workload) and picks the
-// CSI driver mode they need: raw block volumes need CSI_MODE=ebs, which
-// is chosen when CSI_MODE is unset. nil when SCENARIO names no shape.
+// CSI driver mode they need, or a fault's own shapes need: raw block
+// volumes need CSI_MODE=ebs, which is chosen when CSI_MODE is unset. nil
+// when SCENARIO names no shape.
 func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 	if o.Scenario == "" {
 		return nil, nil
 	}
 	names := strings.Split(o.Scenario, ",")
 	if _, ok := reconstruction.Shapes()[names[0]]; !ok && len(names) == 1 {
-		return nil, nil
+		// A fault (or a name Validate refuses below).
+		f, err := reconstruction.LookupFault(o.Scenario)
+		if err != nil {
+			return nil, nil
+		}
+		shapes, err := reconstruction.LookupShapes(f.Shapes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
+		}
+		return nil, chooseCSIMode(o, shapes)
 	}
 	shapes, err := reconstruction.LookupShapes(names)
 	if err != nil {
@@ -205,6 +215,14 @@ func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 		if !sh.Entry.RunsOn(o.Provider) {
 			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(sh.Entry.Providers, ", "), o.Provider)
 		}
+	}
+	return shapes, chooseCSIMode(o, shapes)
+}
+
+// chooseCSIMode sets CSI_MODE=ebs when one of shapes needs raw block
+// volumes and CSI_MODE is unset, and refuses another mode.
+func chooseCSIMode(o *Options, shapes []reconstruction.Shape) error {
+	for _, sh := range shapes {
 		if !sh.Block {
 			continue
 		}
@@ -213,10 +231,10 @@ func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 			o.CSIMode = clusters.CSIModeEBS
 		case clusters.CSIModeEBS:
 		default:
-			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", ErrInvalid, o.Scenario, sh.Entry.Name, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
+			return fmt.Errorf("%w: SCENARIO=%s: shape %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", ErrInvalid, o.Scenario, sh.Entry.Name, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
 		}
 	}
-	return shapes, nil
+	return nil
 }
 
 // NewRun starts the report of a run of v's plan that started at start,

@@ -289,7 +289,7 @@ func (m *mdWriter) metrics() {
 	var rows [][]string
 	for _, h := range m.run.Hops {
 		for _, x := range h.Metrics {
-			value := "_not exposed_"
+			value := "_" + absentText(x) + "_"
 			if x.Present {
 				value = fmtValue(x.Value)
 			}

@@ -116,3 +116,15 @@ func TestFindMutations(t *testing.T) {
 		t.Errorf("FindMutations with a broken file = %v, want an error naming %s and the fix", err, bad)
 	}
 }
+
+// A metric the kubelet's version registers but its /metrics lacks is a
+// failure, and the report says it is missing, not "not exposed".
+func TestAbsentMetricText(t *testing.T) {
+	missing := Metric{Name: "reconstruct_volume_operations_total", Verdict: Fail, Expected: ">= 2"}
+	if got := metricText(missing); !strings.Contains(got, "missing from /metrics") {
+		t.Errorf("metricText = %q", got)
+	}
+	if got := metricText(Metric{Name: "x", Verdict: Pass}); !strings.Contains(got, "not exposed") {
+		t.Errorf("metricText of a metric the version lacks = %q", got)
+	}
+}

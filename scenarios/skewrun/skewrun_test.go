@@ -624,3 +624,14 @@ func TestValidateAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// A plan version whose metrics the table has no fact for is refused
+// before anything is built, naming the table to extend.
+func TestValidateRefusesAKubeletTheMetricsTableLacks(t *testing.T) {
+	t.Parallel()
+	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
+	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.37.5,v1.37.2", Kubelets: files, ArtifactsDir: t.TempDir()})
+	if skewrun.ExitCode(err) != skewrun.ExitInvalid || !strings.Contains(err.Error(), "v1.37.5") || !strings.Contains(err.Error(), "scenarios/kubeletmetrics/exposed.go") {
+		t.Errorf("Validate: %v; want bad input naming v1.37.5 and the table", err)
+	}
+}

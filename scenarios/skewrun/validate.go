@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
@@ -114,6 +115,14 @@ func Validate(o Options) (*Validated, error) {
 	}
 	if err := pl.CheckGatesProvider(o.Provider); err != nil {
 		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+	}
+	// Each hop's metrics are judged by what its kubelet's version
+	// registers: a version the table lacks is refused now, not after
+	// the builds and the first hop.
+	for _, v := range pl.Distinct() {
+		if err := kubeletmetrics.KnownKubelet("v" + v.String()); err != nil {
+			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+		}
 	}
 	specs, err := kubeletSpecs(pl, o)
 	if err != nil {

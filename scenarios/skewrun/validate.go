@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
@@ -158,6 +159,9 @@ func Validate(o Options) (*Validated, error) {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs
 	}
+	if err := ownedRoot(root); err != nil {
+		return nil, fmt.Errorf("%w: ARTIFACTS=%s: %v; set ARTIFACTS to a directory of yours (under your home, or a new one you made with mkdir -m 0700)", ErrInvalid, root, err)
+	}
 	if err := probeWritable(root); err != nil {
 		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", ErrInvalid, root, err)
 	}
@@ -172,6 +176,31 @@ func validateWaits(o Options) error {
 	}
 	if o.CleanupTimeout != 0 && o.CleanupTimeout < minCleanupTimeout {
 		return fmt.Errorf("%w: CLEANUP_TIMEOUT=%s is below the floor of %s: the kubelet's volume manager reconciler and pod cleanup need several seconds after it starts, so a shorter bound would report every hop as a kubelet regression (exit 1); set CLEANUP_TIMEOUT=%s or more, or leave it unset", ErrInvalid, o.CleanupTimeout, minCleanupTimeout, minCleanupTimeout)
+	}
+	return nil
+}
+
+// ownedRoot refuses an artifacts root another user could have made or
+// could replace: one in a directory others can write (./_artifacts from
+// /tmp), unless it exists already as a directory of this user's that
+// only it can write. skewtest runs as root; its reports must not go into
+// a directory or through a symbolic link another user planted.
+func ownedRoot(root string) error {
+	parent := filepath.Dir(root)
+	pfi, err := os.Stat(parent)
+	if err != nil {
+		return nil // probeWritable says what is wrong with it
+	}
+	if pfi.Mode().Perm()&0o022 == 0 {
+		return nil
+	}
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return fmt.Errorf("it would be made in %s, which other users can write (%s), so another user could have made it first", parent, pfi.Mode().Perm())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("it is in %s, which other users can write (%s), and is not a directory of yours that only you can write", parent, pfi.Mode().Perm())
 	}
 	return nil
 }

@@ -21,7 +21,12 @@ func TestKubeletSpecs(t *testing.T) {
 		{source: "", want: []string{"module:v1.37.2", "module:v1.36.3", "module:v1.37.2"}},
 		{source: "release", want: []string{"release:v1.37.2", "release:v1.36.3", "release:v1.37.2"}},
 		{source: "kindest", want: []string{"image:kindest/node:v1.37.2", "image:kindest/node:v1.36.3", "image:kindest/node:v1.37.2"}},
-		{source: "kindest", kubelets: []string{"file:/k", "v1.36.3", "file:/k"}, want: []string{"file:/k", "v1.36.3", "file:/k"}},
+		// A bare version in KUBELETS comes from KUBELET_SOURCE, as PLAN's
+		// do; release: downloads whatever the source.
+		{source: "kindest", kubelets: []string{"file:/k", "v1.36.3", "file:/k"}, want: []string{"file:/k", "image:kindest/node:v1.36.3", "file:/k"}},
+		{kubelets: []string{"v1.37.2", " 1.36.3", "release:v1.37.2"}, want: []string{"module:v1.37.2", "module:v1.36.3", "release:v1.37.2"}},
+		{source: "release", kubelets: []string{"v1.37.2", "module:v1.36.3", "patch:/d/fix.diff@v1.37.2"}, want: []string{"release:v1.37.2", "module:v1.36.3", "patch:/d/fix.diff@v1.37.2"}},
+		{kubelets: []string{"latest-1.37", "ci/latest-1.38", "v1.38.0-alpha.1.5+abc"}, want: []string{"latest-1.37", "ci/latest-1.38", "v1.38.0-alpha.1.5+abc"}},
 	} {
 		got, err := kubeletSpecs(pl, Options{KubeletSource: tc.source, Kubelets: tc.kubelets})
 		if err != nil || !reflect.DeepEqual(got, tc.want) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
@@ -165,18 +167,20 @@ func TestReadPatch(t *testing.T) {
 // outside any repository.
 func TestGitApplyIgnoresTheUsersGitAndRepositories(t *testing.T) {
 	testgate.RequireTools(t, "git")
-	home := t.TempDir()
-	// Refuses the trailing white space of the diff below.
-	writeTree(t, home, map[string]string{".gitconfig": "[apply]\n\twhitespace = error-all\n"})
-	t.Setenv("HOME", home)
 	repo := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v: %s", err, out)
 	}
+	home := t.TempDir()
+	// A configuration every git command that reads it dies of.
+	writeTree(t, home, map[string]string{".gitconfig": "[apply\n\twhitespace = error-all\n"})
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", home)
 	// Inside a repository's subdirectory, git apply would apply only what
 	// lies under it, relative to the repository's root: here, nothing.
 	src := filepath.Join(repo, "sub")
 	writeTree(t, src, map[string]string{"pkg/a/a.go": "// Package a is the kubelet's.\npackage a\n"})
+	// Trailing white space, applied as it is.
 	diff := strings.Replace(newFileDiff, "+package b\n", "+package b \n", 1)
 	d := &patchDiff{Path: "fix.diff", Data: []byte(diff)}
 	if err := applyPatch(t.Context(), src, d, "v1.99.3", false); err != nil {
@@ -379,6 +383,36 @@ func TestBuildPatched(t *testing.T) {
 		if after := cacheFiles(t, filepath.Join(cache, "patch")); !reflect.DeepEqual(after, before) {
 			t.Errorf("%s: the cache went from %q to %q", tc.name, before, after)
 		}
+	}
+
+	// A build that fails for another reason than the diff (here a go
+	// command that notes what it sees and fails) is not the user's to fix:
+	// not ErrBadSource. While it ran the copy was patched, and the record
+	// of the touched files, written before, was there for the next build
+	// to repair the copy had this one been killed.
+	seen := t.TempDir()
+	realGo, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goStub := filepath.Join(t.TempDir(), "go")
+	writeScript(t, goStub, fmt.Sprintf("if [ \"$1\" = build ]; then cp %s %s/; cp %s %s/; echo 'write /tmp/go-build: no space left on device' >&2; exit 1; fi\nexec %s \"$@\"\n",
+		tree.recordPath(), seen, filepath.Join(tree.src(), "cmd/kubelet/main.go"), seen, realGo), 0o755)
+	stubbed := &Resolver{CacheDir: cache, Module: &ModuleBuilder{CacheDir: cache, GoBinary: goStub}}
+	_, err = stubbed.Resolve(ctx, "kubelet", "patch:"+writeDiff(t, "broken.diff", brokenDiff)+"@v1.99.3")
+	if err == nil || errors.Is(err, ErrBadSource) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("a build that failed for want of disk: %v; want an error that is not ErrBadSource, with go's message", err)
+	}
+	var rec touchedRecord
+	if err := statefile.Read(seen, touchedFile, &rec); err != nil || !reflect.DeepEqual(rec.Files, []string{"cmd/kubelet/main.go"}) {
+		t.Errorf("while go build ran, the record was %+v (%v); want it listing cmd/kubelet/main.go", rec, err)
+	}
+	if src, err := os.ReadFile(filepath.Join(seen, "main.go")); err != nil || !strings.Contains(string(src), "skewtestUndefinedName") {
+		t.Errorf("while go build ran, cmd/kubelet/main.go was %q (%v); want it patched", src, err)
+	}
+	assertPristine(t, tree)
+	if after := cacheFiles(t, filepath.Join(cache, "patch")); !reflect.DeepEqual(after, before) {
+		t.Errorf("a failed build: the cache went from %q to %q", before, after)
 	}
 
 	// Empty: the unpatched source, built the patched way, and said so.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
@@ -37,5 +38,21 @@ func TestKubeletSpecs(t *testing.T) {
 				t.Errorf("KUBELET_SOURCE=%q gives %q, which does not parse: %v", tc.source, s, err)
 			}
 		}
+	}
+}
+
+// The report's binaries say which diff a patched kubelet has, and keep a
+// patched kubelet apart from another of the same version and source name.
+func TestAppendBinaryKeepsThePatch(t *testing.T) {
+	patched := binaries.Binary{Component: "kubelet", Version: "v1.37.2", Source: "patch:fix.diff@v1.37.2", SHA256: "aa", PatchSHA256: "bb", PatchFiles: "pkg/kubelet/kubelet.go"}
+	other := patched
+	other.SHA256, other.PatchSHA256 = "cc", "dd"
+	got := appendBinary(appendBinary(appendBinary(nil, patched), patched), other)
+	want := []reports.Binary{
+		{Component: "kubelet", Version: "v1.37.2", Source: "patch:fix.diff@v1.37.2", SHA256: "aa", PatchSHA256: "bb", PatchFiles: "pkg/kubelet/kubelet.go"},
+		{Component: "kubelet", Version: "v1.37.2", Source: "patch:fix.diff@v1.37.2", SHA256: "cc", PatchSHA256: "dd", PatchFiles: "pkg/kubelet/kubelet.go"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("appendBinary = %+v, want %+v", got, want)
 	}
 }

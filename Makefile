@@ -34,8 +34,11 @@ TEST_P ?= $(shell echo $$(( $$(nproc) + 2 )))
 # Tests that build real images from Go modules and Debian packages, behind
 # the images build tag so that make test stays fast. ci/ checks that every
 # package with a `//go:build images` test file is listed here.
+# clusters/binaries comes last: go test runs at most -p (the cores, 2 in
+# CI) test binaries at once, so its patched-kubelet test starts after one
+# of the kind tests has built the v1.37.2 kubelet it patches.
 IMAGES_TAG = images
-IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind
+IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind ./clusters/binaries
 GINKGO_ARGS ?=
 # go test's deadline for the suites. Ginkgo's own deadline ends the
 # provider's teardown bound (clusters.TeardownBound) before it, so an

@@ -294,8 +294,6 @@ func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports
 	return run
 }
 
-// kubeletSpecs gives one binary spec per plan entry: KUBELETS as given, or
-// the plan's versions from KUBELET_SOURCE.
 // apiServerVersion is APISERVER parsed ("v1.28.15" or "1.28.15"), or the
 // plan's newest when it is empty.
 func apiServerVersion(s string, pl plan.Plan) (*version.Version, error) {
@@ -309,31 +307,55 @@ func apiServerVersion(s string, pl plan.Plan) (*version.Version, error) {
 	return v, nil
 }
 
+// kubeletSpecs gives one binary spec per plan entry: KUBELETS as given, or
+// the plan's versions from KUBELET_SOURCE. A bare version in KUBELETS
+// (v1.37.2) comes from KUBELET_SOURCE as a PLAN version does: the same
+// words mean the same kubelet in both; release:v1.37.2 downloads.
 func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
 	if len(o.Kubelets) > 0 {
 		if len(o.Kubelets) != len(pl.Versions) {
 			return nil, fmt.Errorf("KUBELETS has %d entries for a plan of %d versions; give one per plan entry", len(o.Kubelets), len(pl.Versions))
 		}
-		return o.Kubelets, nil
+		specs := make([]string, len(o.Kubelets))
+		for i, k := range o.Kubelets {
+			specs[i] = k
+			if v, ok := binaries.BareVersion(k); ok {
+				s, err := sourceSpec(o.KubeletSource, v)
+				if err != nil {
+					return nil, err
+				}
+				specs[i] = s
+			}
+		}
+		return specs, nil
 	}
 	specs := make([]string, len(pl.Versions))
 	for i, v := range pl.Versions {
-		switch defaultStr(o.KubeletSource, "module") {
-		case "module":
-			specs[i] = "module:v" + v.String()
-		case "release":
-			specs[i] = "release:v" + v.String()
-		case "kindest":
-			specs[i] = "image:" + binaries.KindNodeImage(v)
-		default:
-			return nil, fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", o.KubeletSource)
+		s, err := sourceSpec(o.KubeletSource, v)
+		if err != nil {
+			return nil, err
 		}
+		specs[i] = s
 	}
 	return specs, nil
 }
 
+// sourceSpec is the binary spec of kubelet v from KUBELET_SOURCE.
+func sourceSpec(source string, v *version.Version) (string, error) {
+	switch defaultStr(source, "module") {
+	case "module":
+		return "module:v" + v.String(), nil
+	case "release":
+		return "release:v" + v.String(), nil
+	case "kindest":
+		return "image:" + binaries.KindNodeImage(v), nil
+	}
+	return "", fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", source)
+}
+
 func appendBinary(list []reports.Binary, b binaries.Binary) []reports.Binary {
-	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256, BuildTags: b.BuildTags}
+	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256, BuildTags: b.BuildTags,
+		PatchSHA256: b.PatchSHA256, PatchFiles: b.PatchFiles}
 	for _, x := range list {
 		if x == rb {
 			return list

@@ -207,10 +207,12 @@ type Reading struct {
 	Lost float64
 }
 
-// verdict is how a symptom matched an observation.
+// verdict is how a symptom matched an observation: what of it showed
+// (traces and lines; counters apart, as a counter alone may be moved by
+// what earlier hops left), what did not, what showed beyond it.
 type verdict struct {
-	shown, missing, unexpected []string
-	notes                      []string
+	shown, counted, missing, unexpected []string
+	notes                               []string
 }
 
 // match compares what the hop showed with the symptom.
@@ -346,9 +348,9 @@ func (v *verdict) matchCounters(want []Counter, o Observation) {
 		case n == 0 && r.Value == 0:
 			// Nothing for the bug to count: neither shown nor missing.
 		case r.Value == want:
-			v.shown = append(v.shown, fmt.Sprintf("%s = %g", c.Metric, r.Value))
+			v.counted = append(v.counted, fmt.Sprintf("%s = %g", c.Metric, r.Value))
 		case r.Value < want && r.Value >= want-lost:
-			v.shown = append(v.shown, fmt.Sprintf("%s = %g, %g short of %d: the metrics registration race dropped up to %g increments", c.Metric, r.Value, want-r.Value, n, lost))
+			v.counted = append(v.counted, fmt.Sprintf("%s = %g, %g short of %d: the metrics registration race dropped up to %g increments", c.Metric, r.Value, want-r.Value, n, lost))
 		case r.Value == 0:
 			v.missing = append(v.missing, fmt.Sprintf("%s == %d (%s; it is 0)", c.Metric, n, c.Of))
 		default:

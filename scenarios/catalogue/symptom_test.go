@@ -116,6 +116,12 @@ func TestJudgeSymptom(t *testing.T) {
 				Counters: map[string]Reading{kubeletmetrics.ReconstructVolumeOperationsErrors: {}, kubeletmetrics.ForceCleanedFailedVolumeOps: {}, kubeletmetrics.ForceCleanedFailedVolumeOpErrors: {}, kubeletmetrics.OrphanPodCleanedVolumesErrors: {}},
 				Counts:   map[Count]int{Unreconstructable: 1, OldPodDirs: 0}}
 		}, want: "not seen", says: []string{"expected #101791, #85280, KEP-6058 reconstruction failure not seen on kubelet v1.37.2: fixed upstream?"}},
+		{name: "only an earlier hop's pod dir, which moves the orphan gauge", change: func(o *Observation) {
+			o.Traces, o.Log = nil, "I1205 start"
+			o.Counters[kubeletmetrics.ReconstructVolumeOperationsErrors] = Reading{}
+			o.Counters[kubeletmetrics.ForceCleanedFailedVolumeOps] = Reading{}
+			o.Counters[kubeletmetrics.ForceCleanedFailedVolumeOpErrors] = Reading{}
+		}, want: "not seen", says: []string{"(kubelet_orphan_pod_cleaned_volumes_errors = 1)", "not seen on kubelet v1.37.2"}},
 		{name: "two old pods, one left", change: func(o *Observation) {
 			o.Bind[OldUID] = []string{"u1", "u2"}
 			o.Counts[Unreconstructable] = 2

@@ -322,6 +322,18 @@ func All() []Entry {
 			Status: Runs, Providers: kindFaultProviders,
 		},
 		{
+			Name: "shapes-restart", Kind: Fault,
+			Plants: "the six shapes' workload (block, subpath, emptydir-memory, projected-secret-configmap, generic-ephemeral and csi-inline-ephemeral in one pod, skewtest's driver in CSI_MODE=ebs); a kubelet stop, swap and start with nothing deleted",
+			Checks: "the same pod Running with the same container IDs and restart counts; every mount of the pod on the node (its volumes, the subPath binds, the block volume's map link and publish bind) with its mount ID unchanged; every marker the pod wrote (each writable volume, the block device's first sector), the configMap, secret and projected files and their ..data links unchanged; no line in the kubelet's log since its start unmounting, unmapping, unstaging or detaching one of the pod's volumes",
+			// Read in v1.37.2's reconstruct.go: every volume dir is
+			// reconstructed at start, the running pod's too, marked
+			// uncertain and set up again in place (SetUp and MapPodDevice
+			// find their mounts and links there and keep them; the
+			// AtomicWriter writes nothing for an unchanged payload).
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: "the running pod's volumes are reconstructed as uncertain and set up again in place: no unmount, remount or rewrite, no container restart"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
 			Name: "prestop-emptydir", Kind: Fault, Item: 11,
 			Plants: "a pod of its own with an emptyDir (a marker written there) and a preStop hook that outlasts the hop (grace 40 s) deleted gracefully; the kubelet stopped, swapped and started while it is Terminating; the StatefulSet's pods kept",
 			Checks: "for 20 s from the kubelet's start the pod stays and its emptyDir keeps the marker; the StatefulSet's pods keep their containers and mount IDs; then the pod is force-deleted and cleaned",

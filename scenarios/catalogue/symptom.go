@@ -59,6 +59,13 @@ const (
 	// ContainerChanged: a running pod's container replaced or restarted
 	// (path pods/<uid>).
 	ContainerChanged TraceKind = "container changed"
+	// ContentChanged: a file of a running pod's volume (a Secret's or
+	// ConfigMap's key, a file written into the volume) holds other content
+	// than before the kubelet stopped.
+	ContentChanged TraceKind = "content changed"
+	// UnmountLogged: the kubelet's log names an unmount of a running pod's
+	// volume (no path: the log line is the detail).
+	UnmountLogged TraceKind = "unmount logged"
 	// PodGone: a running pod gone from the API (path pods/<uid>).
 	PodGone TraceKind = "pod gone"
 	// Missing: a file the kubelet should have made is missing.

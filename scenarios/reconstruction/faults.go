@@ -110,6 +110,7 @@ func Faults() map[string]Fault {
 		out[name] = f
 	}
 	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
+	add(Fault{KeepPods: true, Shapes: allShapes(), Observe: observeUntouched}, "shapes-restart")
 	add(Fault{Plant: plantReboot, DataLost: true, MayStick: true, Observe: observeStuckOrLeftovers}, "reboot")
 	add(Fault{Plant: plantVolData(false), MayLeave: true, Observe: observeLeftovers}, "vol-data-deleted")
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Observe: observeLeftovers}, "vol-data-empty")
@@ -145,11 +146,22 @@ type running struct {
 	uid        types.UID
 	name       string
 	containers map[string]string // container name → "<id> restarts <n>"
-	mounts     map[string]int    // mount point → mount ID
+	// mounts are every mount of the pod on the node, by mount point:
+	// below pods/<uid> (its volumes, subPath binds), below plugins/ naming
+	// its UID (a block volume's map link and publish bind), and its
+	// volumes' staging mounts (podMounts).
+	mounts map[string]int // mount point → mount ID
+	// files are the files of its volumes the watch reads, with what they
+	// held while the kubelet was down (keptFiles).
+	files []keptFile
+	// pvs are the PVs of its claims: the kubelet's lines about a
+	// volume's device (unstage, unmap, detach) name them.
+	pvs []string
 }
 
-// recordRunning records the running pods' containers and every mount of
-// theirs on the node, with the kubelet down.
+// recordRunning records the running pods' containers, every mount of
+// theirs on the node and the files of their volumes, with the kubelet
+// down.
 func (s *Scenario) recordRunning(ctx context.Context, sc *scenarios.StepContext) error {
 	pods, err := s.listPods(ctx)
 	if err != nil {
@@ -163,16 +175,30 @@ func (s *Scenario) recordRunning(ctx context.Context, sc *scenarios.StepContext)
 	s.running = nil
 	s.volsAtStart = 0
 	for _, p := range pods {
-		r := running{uid: p.UID, name: p.Name, containers: containerState(p), mounts: map[string]int{}}
-		for _, m := range snap.Pod(string(p.UID)).Mounts {
-			r.mounts[m.MountPoint] = m.ID
+		r := running{uid: p.UID, name: p.Name, containers: containerState(p)}
+		pvs, err := s.podPVs(ctx, p)
+		if err != nil {
+			return err
 		}
+		r.pvs = sortedPVs(pvs)
+		r.mounts = s.podMounts(snap, string(p.UID), r.pvs)
 		if len(r.mounts) == 0 {
 			return fmt.Errorf("pod %s (uid %s) has no mounts on the node: the scenario would prove nothing", p.Name, p.UID)
 		}
+		r.files = s.keptFiles(p, pvs, snap)
 		s.volsAtStart += len(snap.Pod(string(p.UID)).VolumeDirs())
 		s.running = append(s.running, r)
-		sc.Note("pod %s uid %s: containers %v, %d mounts", p.Name, p.UID, r.containers, len(r.mounts))
+	}
+	held, err := s.readKeptFiles(ctx, sc.Node)
+	if err != nil {
+		return err
+	}
+	for i := range s.running {
+		r := &s.running[i]
+		for j := range r.files {
+			r.files[j].was = held[r.files[j].path]
+		}
+		sc.Note("pod %s uid %s: containers %v, %d mounts, %d files of its volumes (%s)", r.name, r.uid, r.containers, len(r.mounts), len(r.files), describeKeptFiles(r.files))
 	}
 	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)
 	return nil
@@ -201,10 +227,13 @@ const (
 )
 
 // checkUntouched waits for the pods to run again, then watches their
-// containers and mounts for a bounded window (untouchedWatch after the
-// kubelet's start, and untouchedSettle after the pods ran), recording
-// every change against what they were before the kubelet stopped. A change
-// seen once stays recorded, even if it is undone later (a remount).
+// containers, mounts and volumes' files for a bounded window
+// (untouchedWatch after the kubelet's start, and untouchedSettle after the
+// pods ran), recording every change against what they were before the
+// kubelet stopped. A change seen once stays recorded, even if it is undone
+// later (a remount). Then the kubelet's log since its start must name no
+// unmount of their volumes (unmountsLogged): a volume unmounted and set up
+// again between two looks leaves its lines there.
 func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext) error {
 	pods, err := s.waitPodsRunning(ctx, sc, nil, s.scaled(podsRunningTimeout))
 	if err != nil {
@@ -228,7 +257,11 @@ func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext
 		if err != nil {
 			return fmt.Errorf("list the pods while watching them: %w", err)
 		}
-		for _, c := range s.untouchedChanges(got, snap) {
+		files, err := s.readKeptFiles(ctx, sc.QuietNode)
+		if err != nil {
+			return err
+		}
+		for _, c := range s.untouchedChanges(got, snap, files) {
 			if !seen[c.Detail] {
 				seen[c.Detail] = true
 				c.Detail = fmt.Sprintf("%s (%.2fs after the kubelet's start)", c.Detail, time.Since(s.kubeletUp).Seconds())
@@ -245,15 +278,28 @@ func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext
 		}
 	}
 	sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, snap)})
-	sc.Note("%d pods Running again; watched their containers and mounts until %.1fs after the kubelet's start (%d looks, at least %s after the start and %s after they ran): %d changes",
+	sc.Note("%d pods Running again; watched their containers, mounts and volumes' files until %.1fs after the kubelet's start (%d looks, at least %s after the start and %s after they ran): %d changes",
 		len(pods), end.Sub(s.kubeletUp).Seconds(), polls, s.scaled(untouchedWatch), s.scaled(untouchedSettle), len(s.changes))
+	text, err := s.hopKubeletLog(ctx)
+	if err != nil {
+		s.logUnread = err.Error()
+		sc.Note("the kubelet's log could not be read for unmounts of the pods' volumes: %v", err)
+		return nil
+	}
+	s.logUnread = ""
+	lines := s.unmountsLogged(text)
+	if len(lines) > 0 {
+		sc.Evidence(reports.Evidence{Name: "the kubelet's log since its start: unmounts of the running pods' volumes", Kind: "log", Text: strings.Join(lines, "\n") + "\n"})
+		s.changes = append(s.changes, catalogue.Trace{Kind: catalogue.UnmountLogged, Detail: fmt.Sprintf("the kubelet logged %d unmounts of the running pods' volumes since its start, the first: %s", len(lines), lines[0])})
+	}
 	return nil
 }
 
-// untouchedChanges compares the pods and the node now with what they were
-// before the kubelet stopped (s.running): each change a trace, its Detail
-// the change in words.
-func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot) []catalogue.Trace {
+// untouchedChanges compares the pods, the node and the files of their
+// volumes now (files: what readKeptFiles read) with what they were before
+// the kubelet stopped (s.running): each change a trace, its Detail the
+// change in words.
+func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot, files map[string]string) []catalogue.Trace {
 	byUID := map[types.UID]corev1.Pod{}
 	for _, p := range pods {
 		byUID[p.UID] = p
@@ -278,10 +324,7 @@ func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot)
 				changes = append(changes, catalogue.Trace{Kind: catalogue.ContainerChanged, Path: dir, Detail: fmt.Sprintf("pod %s uid %s container %s was %q, now %q", r.name, r.uid, c, was, now[c])})
 			}
 		}
-		ids := map[string]int{}
-		for _, m := range snap.Pod(string(r.uid)).Mounts {
-			ids[m.MountPoint] = m.ID
-		}
+		ids := s.podMounts(snap, string(r.uid), r.pvs)
 		for mp, id := range r.mounts {
 			switch now, ok := ids[mp]; {
 			case !ok:
@@ -290,7 +333,13 @@ func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot)
 				changes = append(changes, catalogue.Trace{Kind: catalogue.Remounted, Path: rel(mp), Detail: fmt.Sprintf("pod %s uid %s: %s was remounted (mount ID %d, now %d)", r.name, r.uid, mp, id, now)})
 			}
 		}
+		for _, f := range r.files {
+			if now := files[f.path]; now != f.was {
+				changes = append(changes, catalogue.Trace{Kind: catalogue.ContentChanged, Path: rel(f.path), Detail: fmt.Sprintf("pod %s uid %s: %s %s held %q, now %q", r.name, r.uid, f.how, f.path, truncate(f.was, maxQuotedContent), truncate(now, maxQuotedContent))})
+			}
+		}
 	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Detail < changes[j].Detail })
 	return changes
 }
 
@@ -299,11 +348,16 @@ func observeUntouched(_ context.Context, s *Scenario, _ *scenarios.StepContext) 
 	if len(s.changes) > 0 {
 		return catalogue.Observation{Traces: append([]catalogue.Trace(nil), s.changes...), Detail: changesDetail(s.changes)}, nil
 	}
-	mounts := 0
+	mounts, files := 0, 0
 	for _, r := range s.running {
 		mounts += len(r.mounts)
+		files += len(r.files)
 	}
-	return catalogue.Observation{Detail: fmt.Sprintf("%d pods kept their containers, restart counts and %d mounts", len(s.running), mounts)}, nil
+	logged := "the kubelet's log since its start names no unmount of their volumes"
+	if s.logUnread != "" {
+		logged = "the kubelet's log was not read (" + s.logUnread + ")"
+	}
+	return catalogue.Observation{Detail: fmt.Sprintf("%d pods kept their containers, restart counts, %d mounts and %d files of their volumes; %s", len(s.running), mounts, files, logged)}, nil
 }
 
 // changesDetail is the running pods' changes in words.

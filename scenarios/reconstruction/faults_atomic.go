@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,8 +40,11 @@ func plantMissingKey(ctx context.Context, s *Scenario, sc *scenarios.StepContext
 		return fmt.Errorf("no running pods recorded: nothing to plant in")
 	}
 	removed, left := 0, 0
-	for _, r := range s.running {
+	for i, r := range s.running {
 		link := s.down.Abs(keyLink(string(r.uid)))
+		// The link is this fault's own to watch (observeMissingKey), not
+		// the untouched watch's: it is gone from the start.
+		s.running[i].files = slices.DeleteFunc(r.files, func(f keptFile) bool { return f.path == link })
 		if _, err := exec.Output(ctx, sc.Node, "test", "-d", path.Join(path.Dir(link), "..data")); err != nil {
 			return fmt.Errorf("pod %s (uid %s): no ..data beside %s: %w", r.name, r.uid, link, err)
 		}

@@ -181,9 +181,12 @@ type Scenario struct {
 	running []running
 	// changes are what happened to the running pods since the kubelet was
 	// stopped, each a trace whose Detail says it in words.
-	changes  []catalogue.Trace
-	left     []nodestate.Leftover
-	leftEver []nodestate.Leftover
+	changes []catalogue.Trace
+	// logUnread says why the untouched watch could not read the kubelet's
+	// log for unmounts ("" when it read it).
+	logUnread string
+	left      []nodestate.Leftover
+	leftEver  []nodestate.Leftover
 	// leftSnap is the node state the hop's cleanup wait ended on.
 	leftSnap *nodestate.Snapshot
 	// plantedEver are the volume dirs (or files) a fault planted

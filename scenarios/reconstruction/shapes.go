@@ -111,6 +111,17 @@ func Shapes() map[string]Shape {
 	return out
 }
 
+// allShapes names every shape Shapes has, in catalogue order.
+func allShapes() []string {
+	var out []string
+	for _, e := range catalogue.All() {
+		if _, ok := Shapes()[e.Name]; ok {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
 // LookupShapes resolves shape names (a catalogue shape each, none twice),
 // in catalogue order.
 func LookupShapes(names []string) ([]Shape, error) {

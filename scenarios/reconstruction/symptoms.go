@@ -95,7 +95,7 @@ func (s *Scenario) symptomMetrics(ctx context.Context, scrape *kubeletmetrics.Sc
 				}
 			}
 			if !found {
-				exps = append(exps, kubeletmetrics.Expectation{Metric: c.Metric, Aliases: kubeletmetrics.Aliases(c.Metric), Check: kubeletmetrics.Equal(0), Deviation: &kubeletmetrics.Deviation{Check: check, Reason: reason}})
+				exps = append(exps, kubeletmetrics.Expectation{Metric: c.Metric, Check: kubeletmetrics.Equal(0), Deviation: &kubeletmetrics.Deviation{Check: check, Reason: reason}})
 			}
 		}
 	}
@@ -132,7 +132,11 @@ func (s *Scenario) lostToRace(ctx context.Context, scrape *kubeletmetrics.Scrape
 	if err != nil || scrape == nil {
 		return 0
 	}
-	_, total, ok := scrape.Lookup(append([]string{kubeletmetrics.ReconstructVolumeOperations}, kubeletmetrics.Aliases(kubeletmetrics.ReconstructVolumeOperations)...)...)
+	x, err := kubeletmetrics.Exposed(s.hop.To, kubeletmetrics.ReconstructVolumeOperations)
+	if err != nil || !x.Registered() {
+		return 0
+	}
+	total, ok := scrape.Value(x.Name, nil)
 	if !ok {
 		return 0
 	}

@@ -131,7 +131,11 @@ func TestSymptomMetrics(t *testing.T) {
 	}
 	verdicts := func(sc *kubeletmetrics.Scrape) map[string]kubeletmetrics.Result {
 		out := map[string]kubeletmetrics.Result{}
-		for _, r := range kubeletmetrics.Evaluate(sc, s.symptomMetrics(t.Context(), sc, kubeletmetrics.CSIExpectations(2), to)) {
+		rs, err := kubeletmetrics.Evaluate(sc, s.hop.To, s.symptomMetrics(t.Context(), sc, kubeletmetrics.CSIExpectations(2), to))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
 			out[r.Metric] = r
 		}
 		return out

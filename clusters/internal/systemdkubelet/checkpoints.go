@@ -8,12 +8,12 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
-// StateSuffix names the directory beside Layout.RootDir where KeepState
+// StateSuffix names the directory beside Layout.RootDir where keepState
 // keeps the node's own kubelet's checkpoint files, as they were before the
 // first swap, for Restore.
 const StateSuffix = ".skewtest-state"
 
-// StateDir is where KeepState keeps the checkpoint files:
+// StateDir is where keepState keeps the checkpoint files:
 // RootDir+StateSuffix, beside the root (on its file system, so putting
 // them back is a rename) and out of the kubelet's sight.
 func (l Layout) StateDir() string { return filepath.Clean(l.RootDir) + StateSuffix }
@@ -44,11 +44,14 @@ if [ -e "$f" ] || [ -L "$f" ]; then mkdir -p -- "$s.tmp/files${f%/*}" && cp -a -
 done
 mv -- "$s.tmp" "$s"`
 
-// putBackState renames each file of $1/paths that KeepState kept back over
+// putBackState renames each file of $1/paths that keepState kept back over
 // what the run's kubelets wrote, removes each it lists that the node's
-// kubelet did not have, then removes $1. Prints "put back PATH" or
-// "removed PATH" for each change; nothing when there is no $1.
+// kubelet did not have, then removes $1. A $1.tmp is a keep cut short
+// before the first swap, when nothing was rewritten yet: it is removed.
+// Prints "put back PATH" or "removed PATH" for each change; nothing when
+// there is no $1.
 const putBackState = `s="$1"
+rm -rf -- "$s.tmp" || exit
 if [ ! -d "$s" ]; then exit 0; fi
 if [ -f "$s/paths" ]; then
 while IFS= read -r f; do
@@ -60,11 +63,11 @@ done < "$s/paths"
 fi
 rm -rf -- "$s"`
 
-// KeepState keeps the node's own kubelet's checkpoint files (Checkpoints)
+// keepState keeps the node's own kubelet's checkpoint files (Checkpoints)
 // in StateDir, once, before the first swap: a kubelet of another version
 // rewrites them in its format, which the node's own may refuse at its
 // next start. The kubelet must be stopped. Restore puts them back.
-func (d *Driver) KeepState(ctx context.Context) error {
+func (d *Driver) keepState(ctx context.Context) error {
 	res, err := d.sh(ctx, keepState, append([]string{d.Layout.StateDir()}, d.Layout.Checkpoints()...)...)
 	if err != nil {
 		return fmt.Errorf("keep the kubelet's checkpoint files on %s in %s: %w", d, d.Layout.StateDir(), err)
@@ -75,7 +78,7 @@ func (d *Driver) KeepState(ctx context.Context) error {
 	return nil
 }
 
-// putBackState puts the checkpoint files KeepState kept back, and removes
+// putBackState puts the checkpoint files keepState kept back, and removes
 // those the node's own kubelet did not have; the kubelet must be stopped.
 // It returns the changes, one a line ("put back PATH", "removed PATH").
 func (d *Driver) putBackState(ctx context.Context) ([]string, error) {

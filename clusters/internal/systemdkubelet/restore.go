@@ -15,16 +15,16 @@ if [ -e "$f` + OrigSuffix + `" ] || [ -L "$f` + OrigSuffix + `" ]; then mv -f --
 done`
 
 // keptScript prints each of $2... that has a kept original, and $1 (the
-// state directory) if it is there.
+// state directory) if it, or a keep of it cut short ($1.tmp), is there.
 const keptScript = `s="$1"; shift
 for f; do if [ -e "$f` + OrigSuffix + `" ] || [ -L "$f` + OrigSuffix + `" ]; then echo "$f"; fi; done
-if [ -d "$s" ]; then echo "$s"; fi`
+if [ -d "$s" ] || [ -e "$s.tmp" ]; then echo "$s"; fi`
 
 // Restored is what Restore changed on the node.
 type Restored struct {
 	// Files are the binary and files renamed back.
 	Files []string
-	// State are the checkpoint files KeepState kept and Restore put back
+	// State are the checkpoint files keepState kept and Restore put back
 	// ("put back PATH"), or that the run's kubelets made and Restore
 	// removed ("removed PATH").
 	State []string
@@ -39,7 +39,7 @@ func (d *Driver) Restore(ctx context.Context, want string) error {
 // RestoreReport puts the node's own kubelet back and returns once it runs
 // and answers its health endpoint: it stops the unit, renames the binary
 // (and any environment or config file) that the first Swap renamed aside
-// back over the swapped ones, puts back the checkpoint files KeepState
+// back over the swapped ones, puts back the checkpoint files keepState
 // kept (removing those the node's kubelet did not have), checks the
 // binary's sha256 against want (the Original recorded before the first
 // swap; empty skips the check), and starts the unit. On a node with

@@ -83,10 +83,10 @@ func TestRestoreAfterASwapCutBetweenItsRenames(t *testing.T) {
 	}
 }
 
-// KeepState keeps the node's checkpoint files once, before the first swap;
-// Restore puts them back over what the run's kubelets wrote, removes the
-// ones they made that the node did not have, and reports both.
-func TestKeepStateAndRestore(t *testing.T) {
+// The first swap keeps the node's checkpoint files; Restore puts them back
+// over what the run's kubelets wrote, removes the ones they made that the
+// node did not have, and reports both.
+func TestSwapKeepsStateAndRestorePutsItBack(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
 	root := h.d.Layout.RootDir
@@ -102,9 +102,6 @@ func TestKeepStateAndRestore(t *testing.T) {
 	if err := h.d.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.d.KeepState(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := h.d.Swap(ctx, h.binary("v1.38.0", "kubelet v1.38.0")); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +109,8 @@ func TestKeepStateAndRestore(t *testing.T) {
 	filetest.Write(t, cpu, `{"policyName":"none","newField":{},"checksum":3}`, 0o600)
 	filetest.Write(t, devices, `{"Data":{"PodDeviceEntries":[],"Registered":{}},"Checksum":4}`, 0o600)
 	filetest.Write(t, dra, `{"version":"v2"}`, 0o600)
-	// A second keep, before a later swap, keeps the first one's files.
-	if err := h.d.KeepState(ctx); err != nil {
+	// A later swap keeps the first one's files, the node's own.
+	if err := h.d.Swap(ctx, h.binary("v1.36.3", "kubelet v1.36.3")); err != nil {
 		t.Fatal(err)
 	}
 	h.take()
@@ -141,5 +138,26 @@ func TestKeepStateAndRestore(t *testing.T) {
 	}
 	if !slices.Equal(r.Files, []string{h.d.Layout.Binary}) {
 		t.Errorf("Restore reported the files %q, want the binary", r.Files)
+	}
+}
+
+// A swap cut short while it kept the checkpoint files leaves a temporary
+// directory and nothing rewritten: Restore removes it and puts nothing
+// back.
+func TestRestoreAfterAKeepCutShort(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	cpu := filepath.Join(h.d.Layout.RootDir, "cpu_manager_state")
+	filetest.Write(t, cpu, `{"checksum":1}`, 0o600)
+	tmp := h.d.Layout.StateDir() + ".tmp"
+	filetest.Write(t, filepath.Join(tmp, "paths"), cpu+"\n", 0o600)
+	r, err := h.d.RestoreReport(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filetest.AssertMissing(t, tmp)
+	filetest.AssertContent(t, cpu, `{"checksum":1}`, 0o600)
+	if len(r.State) != 0 {
+		t.Errorf("Restore reported %q, want no change to the checkpoint files", r.State)
 	}
 }

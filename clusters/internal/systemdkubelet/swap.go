@@ -42,10 +42,11 @@ mv -f -- "$1" "$2"`
 // (against bin.SHA256 when set), made executable, and renamed over Binary
 // (one rename: the unit never sees half a binary); the node's own binary
 // and files are first renamed aside, once, to <path>+OrigSuffix for
-// Restore; finally
-// Binary's sha256 is read again on the node. Nothing else of the unit
-// changes, so bin must accept the node's flags and config unless files
-// replace them.
+// Restore, and before the first swap the kubelet's checkpoint files are
+// kept in Layout.StateDir (keepState), since bin rewrites them in a format
+// the node's own kubelet may refuse; finally Binary's sha256 is read again
+// on the node. Nothing else of the unit changes, so bin must accept the
+// node's flags and config unless files replace them.
 func (d *Driver) Swap(ctx context.Context, bin binaries.Binary, files ...File) error {
 	what := bin.Path
 	if bin.Version != "" {
@@ -76,6 +77,10 @@ func (d *Driver) Swap(ctx context.Context, bin binaries.Binary, files ...File) e
 		return wrap(fmt.Errorf("local file %s has sha256 %s, want %s", bin.Path, sum, bin.SHA256))
 	}
 	if _, err := d.run(ctx, "chmod", "0755", newPath); err != nil {
+		removeNew()
+		return wrap(err)
+	}
+	if err := d.keepState(ctx); err != nil {
 		removeNew()
 		return wrap(err)
 	}

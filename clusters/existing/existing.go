@@ -128,6 +128,9 @@ type Provider struct {
 	// started is when the run made the provider: the nodes' journals
 	// before it are their owner's (logs.go).
 	started time.Time
+	// maxLog caps each node's kubelet log among the artifacts
+	// (reports.MaxLogBytes; smaller in tests).
+	maxLog int64
 	// restoreFacts say, per node, what the restore did to its kubelet's
 	// checkpoint files, for the report (restore.go).
 	factsMu      sync.Mutex
@@ -195,7 +198,7 @@ func New(cfg Config) (*Provider, error) {
 	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, SSH: StateSSH{
 		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
 	}}
-	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now()}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
 }
 
 // layout is where every test node keeps its kubelet.

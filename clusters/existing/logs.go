@@ -41,7 +41,7 @@ func (n *Node) dumpKubeletLog(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("dump kubelet log of %s: %w", n, err)
 	}
-	out := reports.NewCapWriter(f, reports.MaxLogBytes)
+	out := reports.NewCapWriter(f, n.p.maxLog)
 	var stderr strings.Builder
 	argv := n.driver.LogsArgv(n.p.started)
 	err = n.Command(ctx, argv[0], argv[1:]...).SetStdout(out).SetStderr(&stderr).Run()

@@ -19,7 +19,7 @@ const ownCPUState = `{"policyName":"none","defaultCpuSet":"","checksum":1}`
 // its cpu_manager_state has a field its version does not know.
 func oldKubelet(root string) string {
 	return `#!/bin/sh
-# kubelet v1.37.2, which does not know newField
+# kubelet v1.37.2: it does not know newField
 if grep -q newField "` + root + `/cpu_manager_state" 2>/dev/null; then
   echo "E0101 cpu_manager.go:1] could not restore state from checkpoint: checkpoint is corrupted" >&2
   exit 1

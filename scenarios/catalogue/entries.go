@@ -5,9 +5,9 @@ var localOnly = []string{"local"}
 
 // kindFaultProviders run the faults that need nothing of the node but
 // commands through nodes.Node and the API: kind too. The other faults stay
-// on local: they stall or stop skewtest's own CSI driver process
-// (kill-during-publish, kill-between-unpublish-unstage,
-// driver-registers-late), cut the node's API server connection through the
+// on local: they stall, fail calls of or stop skewtest's own CSI driver
+// process (kill-during-publish, kill-between-unpublish-unstage,
+// driver-registers-late, the *-fails-final faults), cut the node's API server connection through the
 // local provider's proxy (apiserver-unreachable), or rewrite the local
 // kubelet's config (rejected-feature-gate). vol-data-deleted,
 // vol-data-empty and file-for-dir are judged on what their known bugs
@@ -28,6 +28,10 @@ var (
 // Local-volume PVs: the kubelets skewtest runs cannot reconstruct them;
 // see kubeletmetrics.LocalVolumeReconstructionReason.
 const localVolumeSays = "reconstructVolume.NewMounter fails (local volume source is nil); the kubelet falls back to force cleanup, which still removes the mounts and dirs; reconstruct_volume_operations_errors_total equals the number of local volumes"
+
+// errorsKeptUncertain is what the kubelet does with a reconstructed
+// device whose re-stage fails finally.
+const errorsKeptUncertain = "a final error from the re-stage of a reconstructed device leaves it uncertain (markDeviceErrorState), so the kubelet neither forgets the staged device nor sets a pod up on it unstaged"
 
 // oldPathRebootSays is what the old reconstruction does after a reboot.
 const oldPathRebootSays = "the old reconstruction marks the deleted pods' volumes and their devices Mounted, so the re-created pods on the same volumes get NodePublish without NodeStage: their mount is not backed by the staged volume"
@@ -269,6 +273,41 @@ func All() []Entry {
 			Plants: "the swapped kubelet's configuration sets featureGates {NewVolumeManagerReconstruction: false}, a gate removed in 1.32 (as a config kept from an older kubelet would); the pods force-deleted",
 			Checks: "the kubelet refuses to start and the harness's error names the gate and the kubelet version (a plain run exits 1: a kubelet that refuses to start after a swap); then the gate is taken out, the kubelet starts and the old pods are cleaned",
 			Expect: []Expectation{{Outcome: Clean, Says: "the kubelet exits; skewtest names the gate and the version"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "restage-fails-final", Kind: Fault, Item: 16,
+			Plants: "with the kubelet down and the pods force-deleted, skewtest's CSI driver told (its fail knob) to fail NodeStageVolume of the workload's volume twice with FAILED_PRECONDITION, a final error, then let it through",
+			Checks: "the driver's call record since the kubelet's start: exactly two failed NodeStageVolume, then one that succeeds, the re-created pod's NodePublishVolume only after it, the old pod's NodeUnpublishVolume, no NodeUnstageVolume; the kubelet logs each failure once and keeps the reconstructed device uncertain (\"leaving volume uncertain\") each time; the old pod cleaned, the global mount mounted once, the re-created pod Running with its data",
+			// Code-checked in 1.34.4, 1.35.4, 1.36.3 and 1.37.2:
+			// markDeviceErrorState leaves a reconstructed device
+			// uncertain on a final error (#122211), MountDevice keeps a
+			// staging path that is still mounted.
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: errorsKeptUncertain + "; the re-created pod's mount retries the stage and runs once it succeeds, and nothing is unstaged while a pod wants the volume",
+				Refs: []Ref{pr(122211), issue(119608)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "restage-fails-final-until-deleted", Kind: Fault, Item: 17,
+			Plants: "as restage-fails-final, but every NodeStageVolume fails until the knob is removed; once the kubelet retried three times, the StatefulSet is scaled to 0, so the kubelet gives the volume up; then the knob is removed and the StatefulSet scaled back",
+			Checks: "while the stage fails: the global mount stays mounted once, the waiting pod gets no NodePublishVolume, nothing is unstaged; after the scale-down, within 30 s: exactly one NodeUnstageVolume, the global mount gone, the waiting pod's dir removed; then the new pod stages, publishes and runs; the kubelet's log lines as restage-fails-final",
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: errorsKeptUncertain + "; once no pod wants the volume the kubelet unstages that device (NodeUnstageVolume) and removes its global mount",
+				Refs: []Ref{pr(122211), issue(119608)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "remap-fails-final", Kind: Fault, Item: 18,
+			Plants: "the block shape's workload (CSI_MODE=ebs); with the kubelet down and the pods force-deleted, NodeStageVolume (the kubelet's SetUpDevice) and NodePublishVolume (MapPodDevice) of the raw block volume each fail twice with FAILED_PRECONDITION, then go through",
+			Checks: "the call record: two failed NodeStageVolume then one that succeeds, then for the re-created pod two failed NodePublishVolume then one that succeeds, the old pod's NodeUnpublishVolume, no NodeUnstageVolume; the kubelet logs each failure once and keeps the device uncertain after each failed stage; the block shape's checks (the old pod's links gone, the new pod mapped, the loop devices, the marker on the device)",
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: errorsKeptUncertain + " (GenerateMapVolumeFunc); the map is retried and the pod runs on the device with its data",
+				Refs: []Ref{pr(122211), issue(119608), issue(122960)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+			Status: Runs, Providers: blockProviders,
+		},
+		{
+			Name: "unpublish-fails-final", Kind: Fault, Item: 19,
+			Plants: "with the kubelet down and the pods force-deleted, NodeUnpublishVolume of the workload's volume fails twice with FAILED_PRECONDITION, then goes through",
+			Checks: "the call record: for the old pod, two failed NodeUnpublishVolume then one that succeeds and nothing after; the re-created pod stages the uncertain device again and publishes; no NodeUnstageVolume; the kubelet logs each failed TearDown once; the old pod's mount and dir gone within 30 s, the global mount mounted once, the re-created pod Running with its data",
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: "a failed TearDown leaves the reconstructed volume uncertain, so the unmount is retried until the driver unpublishes, and only then is the old pod's dir removed"}},
 			Status: Runs, Providers: localOnly,
 		},
 	}

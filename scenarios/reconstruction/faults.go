@@ -115,6 +115,7 @@ func Faults() map[string]Fault {
 	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Metrics: failureMetrics(fileSubpathReason), Observe: observeLeftovers}, "reboot-file-subpath")
 	addDisruptions(add)
 	addPodFaults(add)
+	addErrorFaults(add)
 	return out
 }
 
@@ -621,4 +622,15 @@ func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *node
 // plant is the fault's Plant as a step.
 func (s *Scenario) plant(ctx context.Context, sc *scenarios.StepContext) error {
 	return s.cfg.Fault.Plant(ctx, s, sc)
+}
+
+// NeedsBlock tells whether the fault's workload has a shape of raw block
+// volumes (Shape.Block), which needs a CSI driver that serves them.
+func (f Fault) NeedsBlock() bool {
+	for _, name := range f.Shapes {
+		if sh, ok := Shapes()[name]; ok && sh.Block {
+			return true
+		}
+	}
+	return false
 }

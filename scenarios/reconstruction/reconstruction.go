@@ -174,6 +174,7 @@ type Scenario struct {
 	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
 	faultDetail string
 	podFaultState
+	errs     errorsState // faults_errors.go
 	running  []running
 	changes  []string
 	left     []nodestate.Leftover

@@ -457,6 +457,16 @@ func TestValidateShapes(t *testing.T) {
 	if err != nil || len(v.Shapes) != 1 || v.Options.CSIMode != "" {
 		t.Errorf("one shape without block: %+v, %v; want the driver's default mode", v, err)
 	}
+	// A fault whose workload has the block shape picks it too, and is
+	// refused with another mode.
+	v, err = skewrun.Validate(skewrun.Options{Scenario: "remap-fails-final", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if err != nil || v.Fault == nil || v.Options.CSIMode != "ebs" {
+		t.Errorf("fault remap-fails-final: %+v, %v; want the fault and CSI mode ebs", v, err)
+	}
+	_, err = skewrun.Validate(skewrun.Options{Scenario: "remap-fails-final", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), "fault remap-fails-final's workload (the block shape) needs raw block volumes") {
+		t.Errorf("fault remap-fails-final with CSI_MODE=tmpfs: %v", err)
+	}
 }
 
 // A poll interval or cleanup bound below its floor is refused as bad input

@@ -128,6 +128,13 @@ func Validate(o Options) (*Validated, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A fault whose workload has the block shape needs its driver mode
+	// too, before the provider is checked for it.
+	if f, err := reconstruction.LookupFault(o.Scenario); err == nil && shapes == nil && f.NeedsBlock() {
+		if err := chooseBlockMode(&o, "fault "+o.Scenario+"'s workload (the block shape)"); err != nil {
+			return nil, err
+		}
+	}
 	// Unknown providers fail here, before binaries are built.
 	// The one construction the provider is made from (clusterOptions),
 	// so that the checks see exactly what New will get.
@@ -205,18 +212,27 @@ func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 		if !sh.Entry.RunsOn(o.Provider) {
 			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(sh.Entry.Providers, ", "), o.Provider)
 		}
-		if !sh.Block {
-			continue
-		}
-		switch o.CSIMode {
-		case "":
-			o.CSIMode = clusters.CSIModeEBS
-		case clusters.CSIModeEBS:
-		default:
-			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", ErrInvalid, o.Scenario, sh.Entry.Name, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
+		if sh.Block {
+			if err := chooseBlockMode(o, "shape "+sh.Entry.Name); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return shapes, nil
+}
+
+// chooseBlockMode picks CSI_MODE=ebs, where skewtest's CSI driver serves
+// raw block volumes, for what needs them; CSI_MODE set to another mode is
+// refused.
+func chooseBlockMode(o *Options, what string) error {
+	switch o.CSIMode {
+	case "":
+		o.CSIMode = clusters.CSIModeEBS
+	case clusters.CSIModeEBS:
+	default:
+		return fmt.Errorf("%w: SCENARIO=%s: %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", ErrInvalid, o.Scenario, what, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
+	}
+	return nil
 }
 
 // NewRun starts the report of a run of v's plan that started at start,

@@ -34,8 +34,11 @@ TEST_P ?= $(shell echo $$(( $$(nproc) + 2 )))
 # Tests that build real images from Go modules and Debian packages, behind
 # the images build tag so that make test stays fast. ci/ checks that every
 # package with a `//go:build images` test file is listed here.
+# clusters/binaries comes last: go test runs at most -p (the cores, 2 in
+# CI) test binaries at once, so its patched-kubelet test starts after one
+# of the kind tests has built the v1.37.2 kubelet it patches.
 IMAGES_TAG = images
-IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind
+IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind ./clusters/binaries
 GINKGO_ARGS ?=
 # go test's deadline for the suites. Ginkgo's own deadline ends the
 # provider's teardown bound (clusters.TeardownBound) before it, so an
@@ -51,7 +54,7 @@ ACTIONLINT_VERSION = v1.7.12
 # Where .ci/run keeps the host's footprint from before its first test.
 FOOTPRINT ?= $(ARTIFACTS)/footprint-before.json
 
-.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-chaos test-matrix bench-skew bench-scale kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
+.PHONY: janitor-aws footprint-save footprint-compare test test-images test-skew test-hosts test-history test-chaos test-mutants test-matrix bench-skew bench-scale kind-node-image signoff skewtest nightly nightly-signoff ci-chown ci-cache-open ci-cache-take lint deps clean help
 
 help:
 	@echo "make test        unit tests, real-mount, sshd and Docker tests (no cluster; minutes)"
@@ -60,6 +63,7 @@ help:
 	@echo "make test-history  the kubelet's history: the KEP-3756 sign-off replayed on 1.26-1.28 kubelets, shipped bugs where they shipped and fixed"
 	@echo "make test-hosts  the local provider in a Debian 12 qemu guest: cgroup v2, systemd as PID 1 (root; tens of minutes under TCG)"
 	@echo "make test-chaos  runs interrupted at every phase by SIGINT, SIGTERM, SIGHUP or SIGKILL+clean, each checked to leave nothing (root; CHAOS_SEED, CHAOS_RUNS)"
+	@echo "make test-mutants the mutation score: the catalogue on each of the project's mutants of the kubelet and a control; every mutant must be killed (root; MUTANTS)"
 	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; the matrix tour on the default nodes and on one; the catalogue one run after another and as one batch"
 	@echo "make bench-scale what reconstruction costs on a busy node: N pods, and one pod with N volumes, per CSI driver mode; each hop's times, kubelet CPU and memory against N (PLAN, SCALE_PODS, SCALE_VOLUMES, SCALE_MODES)"
@@ -129,6 +133,18 @@ test-chaos: deps
 	go test -count=1 -run 'TestDownAfterSIGINT' ./clusters/kops
 	@echo "Summary: $(ARTIFACTS)/chaos/chaos.md"
 
+# The mutation score (scenarios/mutation, docs/mutation.md): the whole
+# catalogue on each of the project's mutants of the kubelet, as the
+# upgrade target of a plan and in its middle, beside an unmutated control,
+# as one batch; each mutant killed, masked or survived. Every mutant must
+# be killed in both placements. It builds a patched kubelet per mutant and
+# runs hundreds of runs, so the nightly jobs run it and .ci/run does not.
+MUTANTS ?=
+test-mutants: deps skewtest
+	@mkdir -p "$(ARTIFACTS)"
+	MUTANTS=$(MUTANTS) bin/skewtest mutants
+	@echo "Report: $(ARTIFACTS)/mutation-*/mutation.md; make signoff DIR=$(ARTIFACTS) shows the grid"
+
 test-matrix: deps
 	@mkdir -p "$(ARTIFACTS)"
 	go test -count=1 -v -timeout 60m ./suites/reconstruction -ginkgo.v -ginkgo.label-filter=matrix \
@@ -166,8 +182,17 @@ signoff:
 # make exits 2 for any failed recipe and go run exits 1, whatever the
 # program's code: jobs that act on skewtest's exit code (docs/design.md, "Exit
 # codes") run bin/skewtest.
+# bin/skewtest carries its helper programs (podbin, the CSI driver, kindcni,
+# the runc shim: clusters/internal/helpers), built first into that package's
+# embedded/ and embedded under HELPERS_TAG, so that it runs from any
+# directory and on another machine of this architecture with no source tree
+# or Go toolchain. Warm, both steps find their builds up to date.
+# SKEWTEST_BIN is where it goes (tests build one into a directory of theirs).
+HELPERS_TAG = embedhelpers
+SKEWTEST_BIN ?= bin/skewtest
 skewtest:
-	go build -o bin/skewtest ./scripts/skewtest
+	go run ./clusters/internal/helpers/cmd/embedhelpers
+	go build -tags $(HELPERS_TAG) -o $(SKEWTEST_BIN) ./scripts/skewtest
 
 # The jobs call these. make exits 2 for any failed recipe, so the job's
 # verdict comes from .ci/exit-code: skewtest's own code is recorded in

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"unicode"
 
+	"sigs.k8s.io/skewtest/scenarios/mutation"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -768,5 +769,39 @@ func TestDocsCheckersFail(t *testing.T) {
 	}
 	if d := docsFirstDiff(page, page); d != "" {
 		t.Errorf("docsFirstDiff of equal pages: %q", d)
+	}
+}
+
+// docs/mutation.md's generated section is mutation.DocsSection of the
+// set: a mutant added, changed or marked equivalent shows there, for
+// review.
+func TestDocsMutants(t *testing.T) {
+	set, err := mutation.Set()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(repoRoot, "docs", "mutation.md")
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- BEGIN generated", "<!-- END generated -->"
+	i := strings.Index(string(page), begin)
+	nl := strings.Index(string(page)[max(i, 0):], "\n")
+	j := strings.Index(string(page), end)
+	if i < 0 || nl < 0 || j < i {
+		t.Fatalf("%s has no generated section (%q ... %q)", path, begin, end)
+	}
+	head, tail := string(page)[:i+nl+1], string(page)[j:]
+	want := head + mutation.DocsSection(set) + tail
+	if os.Getenv(docsUpdateEnv) == "1" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s from mutation.Set", path)
+		return
+	}
+	if diff := docsFirstDiff(string(page), want); diff != "" {
+		t.Errorf("docs/mutation.md's mutants are not what mutation.DocsSection generates: %s; regenerate it with UPDATE_DOCS=1 go test ./ci/ -run TestDocsMutants", diff)
 	}
 }

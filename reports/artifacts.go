@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,27 @@ const (
 	MarkdownFileName = "report.md"
 	JSONFileName     = "run.json"
 )
+
+// FindFiles calls fn with every regular file named name under dir,
+// recursively, in lexical order. dir may be a symlink; the symlinks below
+// it (such as $ARTIFACTS/latest) are not followed, so that a file is
+// found once. An error walking or from fn stops the search and is
+// returned.
+func FindFiles(dir, name string, fn func(path string) error) error {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || d.Name() != name || !d.Type().IsRegular() {
+			return nil
+		}
+		return fn(path)
+	})
+}
 
 // DefaultArtifactsDir is $ARTIFACTS when set and non-empty (Prow sets it
 // and collects junit_*.xml from it), else ./_artifacts/<runID>.

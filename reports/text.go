@@ -234,7 +234,7 @@ func metricText(m Metric) string {
 	if m.Present {
 		s += fmtValue(m.Value)
 	} else {
-		s += "not exposed"
+		s += absentText(m)
 	}
 	if m.Expected != "" {
 		s += ", expected " + oneLine(m.Expected)
@@ -307,7 +307,7 @@ func deviations(run *Run) (expected, unexpected []deviationRow) {
 			if m.Present {
 				row.Observed = fmtValue(m.Value)
 			} else {
-				row.Observed = "not exposed"
+				row.Observed = absentText(m)
 			}
 			switch {
 			case m.Verdict == PassWithExpectedDeviations:
@@ -318,4 +318,14 @@ func deviations(run *Run) (expected, unexpected []deviationRow) {
 		}
 	}
 	return expected, unexpected
+}
+
+// absentText says why a metric has no value: a kubelet version that does
+// not register it, or one that does and left it out of its /metrics
+// (a failure).
+func absentText(m Metric) string {
+	if m.Verdict == Fail {
+		return "missing from /metrics"
+	}
+	return "not exposed"
 }

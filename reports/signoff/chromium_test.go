@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"sigs.k8s.io/skewtest/internal/testgate"
+	"sigs.k8s.io/skewtest/reports"
 )
 
 // chromiumInstall is how to get the browser the test drives.
@@ -40,6 +41,11 @@ type domCell struct {
 	Matrix, From, To, Status, Text, Background, Href string
 }
 
+// domMutantCell is what the page's DOM says about one mutation grid cell.
+type domMutantCell struct {
+	Placement, Kubelet, Entry, Look, Text, Background, Href string
+}
+
 // domChart is what the page's DOM says about one bench-scale chart.
 type domChart struct {
 	Mode, Shape                string
@@ -48,12 +54,12 @@ type domChart struct {
 }
 
 // TestHTMLInChromium opens the night's signoff.html in headless Chromium,
-// reads the matrix cells and their verdicts from the DOM, and the
-// bench-scale charts drawn beside them, checks that the page logs no
-// error and loads nothing but itself, and saves a screenshot.
+// reads the matrix cells and their verdicts from the DOM, the bench-scale
+// charts and the mutation grids drawn beside them, checks that the page
+// logs no error and loads nothing but itself, and saves a screenshot.
 func TestHTMLInChromium(t *testing.T) {
 	browser := findChromium(t)
-	p, dir := nightPage(t)
+	p, dir, mut := nightWithMutation(t)
 	compareWithBaseline(t, p, dir, "")
 	withScale(t, p, dir)
 	paths, err := Write(dir, p)
@@ -76,7 +82,7 @@ func TestHTMLInChromium(t *testing.T) {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	defer acancel()
@@ -153,10 +159,28 @@ func TestHTMLInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot, err := chromedp.Run(qctx, chromedp.FullScreenshot(100))
+	mutantJSON, err := chromedp.Run(qctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll("table.mgrid td.mc")].map(td => ({
+		Placement: td.closest("table").dataset.placement, Kubelet: td.closest("tr").dataset.kubelet,
+		Entry: td.dataset.entry, Look: td.dataset.look, Text: td.textContent.trim(),
+		Background: getComputedStyle(td).backgroundImage + " " + getComputedStyle(td).backgroundColor,
+		Href: (td.querySelector("a") || {}).href || ""})))`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	through, err := chromedp.Run(qctx, chromedp.Text("#mutants-through"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A full-page screenshot of a long page takes a while on a small
+	// machine: it gets its own, longer bound.
+	sctx, scancel := context.WithTimeout(bctx, 60*time.Second)
+	defer scancel()
+	start := time.Now()
+	shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot took %s", time.Since(start).Round(time.Millisecond))
 	shotPath := saveScreenshot(t, shot)
 	t.Logf("screenshot of the sign-off page: %s", shotPath)
 
@@ -235,6 +259,7 @@ func TestHTMLInChromium(t *testing.T) {
 			t.Errorf("chart %d: %+v, want the %s pods chart drawn with 8 lines of 4 points", i, c, mode)
 		}
 	}
+	checkMutationGrids(t, mutantJSON, through, dir, mut)
 	if len(backgrounds) != 5 {
 		t.Errorf("statuses seen: %v, want all five", backgrounds)
 	}
@@ -266,4 +291,76 @@ func saveScreenshot(t *testing.T, png []byte) string {
 	}
 	fmt.Println("signoff: screenshot saved to", p)
 	return p
+}
+
+// checkMutationGrids checks the mutation grids as the browser drew them:
+// every cell of both placements, killed, masked and survived cells each
+// in a colour of their own, and links to the runs' reports that are
+// there.
+func checkMutationGrids(t *testing.T, cellsJSON, through, dir string, m *reports.Mutation) {
+	t.Helper()
+	var cells []domMutantCell
+	if err := json.Unmarshal([]byte(cellsJSON), &cells); err != nil {
+		t.Fatal(err)
+	}
+	// The control and the 17 scored mutants, in two placements.
+	if want := 2 * 18 * len(mutationEntries); len(cells) != want {
+		t.Fatalf("found %d mutation grid cells in the DOM, want %d", len(cells), want)
+	}
+	looks := map[string]string{}
+	byKey := map[string]domMutantCell{}
+	for _, c := range cells {
+		byKey[c.Placement+" "+c.Kubelet+" "+c.Entry] = c
+		if prev, ok := looks[c.Look]; ok && prev != c.Background && c.Kubelet != "control" {
+			t.Errorf("mutation cells %s have two looks: %q and %q", c.Look, prev, c.Background)
+		}
+		if c.Kubelet != "control" {
+			looks[c.Look] = c.Background
+		}
+	}
+	for _, a := range []string{reports.MutantKilled, reports.MutantMasked, reports.MutantSurvived, reports.CellSame} {
+		for _, b := range []string{reports.MutantKilled, reports.MutantMasked, reports.MutantSurvived, reports.CellSame} {
+			if a < b && looks[a] == looks[b] {
+				t.Errorf("mutation cells %s and %s share the look %q; colour must tell them apart", a, b, looks[a])
+			}
+		}
+	}
+	for _, tc := range []struct{ placement, kubelet, entry, look, text string }{
+		{"upgrade-target", "revert-130335-pvc-protection", "pvc-terminating", reports.MutantKilled, "☠"},
+		{"upgrade-target", "revert-130335-pvc-protection", "reboot", reports.CellNotRun, "–"},
+		{"middle", "reconstruct-counter-never-incremented", "reboot", reports.MutantSurvived, "="},
+		{"middle", "unmount-before-desired-state-populated", "apiserver-unreachable", reports.MutantMasked, "≠"},
+		{"upgrade-target", "reconstruction-metrics-unregistered", "vol-data-empty", reports.CellError, "!"},
+		{"middle", "control", "reboot", reports.CellSame, "⚠"},
+	} {
+		c, ok := byKey[tc.placement+" "+tc.kubelet+" "+tc.entry]
+		if !ok {
+			t.Errorf("no mutation cell %s %s %s in the DOM", tc.placement, tc.kubelet, tc.entry)
+			continue
+		}
+		if c.Look != tc.look || c.Text != tc.text {
+			t.Errorf("mutation cell %s %s %s: %q %q, want %q %q", tc.placement, tc.kubelet, tc.entry, c.Look, c.Text, tc.look, tc.text)
+		}
+		report := cellReport(t, m, tc.kubelet, tc.placement, tc.entry)
+		if report == "" {
+			if c.Href != "" {
+				t.Errorf("mutation cell %s %s %s links to %s, want no link", tc.placement, tc.kubelet, tc.entry, c.Href)
+			}
+			continue
+		}
+		if want := "file://" + filepath.ToSlash(filepath.Join(dir, report, reports.MarkdownFileName)); c.Href != want {
+			t.Errorf("mutation cell %s %s %s links to %s, want %s", tc.placement, tc.kubelet, tc.entry, c.Href, want)
+		}
+		if tc.kubelet == "control" {
+			continue // the fixture leaves the control's runs out
+		}
+		if _, err := os.Stat(filepath.Join(dir, report, reports.MarkdownFileName)); err != nil {
+			t.Errorf("mutation cell %s %s %s links to a report that is not there: %v", tc.placement, tc.kubelet, tc.entry, err)
+		}
+	}
+	for _, want := range []string{"The checks did not kill 3 mutants", "reconstruct-counter-never-incremented = survived", "unmount-before-desired-state-populated ≠ masked"} {
+		if !strings.Contains(strings.Join(strings.Fields(through), " "), want) {
+			t.Errorf("the warning at the top = %q, want %q in it", through, want)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/skewtest/reports"
@@ -28,7 +29,68 @@ var htmlTemplate = template.Must(template.New(HTMLFileName).Funcs(template.FuncM
 	// every text escaped.
 	"svg":       func(s string) template.HTML { return template.HTML(s) },
 	"scaleRule": func() string { return scale.Rule },
+	"msym":      htmlMutantSymbol,
+	"mcell":     htmlMutantCell,
+	"mslug":     slug,
+	"kills":     reports.MutantKills,
+	"msummary":  reports.MutationSummaryLine,
+	"wbr":       commaBreaks,
 }).Parse(htmlSource))
+
+// commaBreaks lets a comma-separated name (a catalogue entry that groups
+// shapes) wrap after its commas.
+func commaBreaks(s string) template.HTML {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = template.HTMLEscapeString(p)
+	}
+	return template.HTML(strings.Join(parts, ",<wbr>"))
+}
+
+// htmlMutantSymbol marks a mutant's outcome, or a mutation grid cell's
+// look, with characters common text fonts have.
+func htmlMutantSymbol(look string) string {
+	switch look {
+	case reports.MutantKilled:
+		return "☠"
+	case reports.MutantMasked:
+		return "≠"
+	case reports.MutantSurvived:
+		return "="
+	case reports.MutantEquivalent:
+		return "≡"
+	case reports.CellNotRun:
+		return "–"
+	case reports.MutantUndecided, reports.CellControlFailed:
+		return "?"
+	case reports.CellError:
+		return "!"
+	}
+	return "·"
+}
+
+// mutantCell is how the HTML shows one cell of a mutation grid.
+type mutantCell struct {
+	// Class colours it: mc-killed, mc-masked, mc-survived, ...; the
+	// control's runs that passed are mc-control.
+	Class, Symbol string
+	// Title is the entry, the look in words and the cell's detail.
+	Title string
+}
+
+// htmlMutantCell is a grid cell's class, symbol and title; the
+// control's runs that passed show their verdict.
+func htmlMutantCell(control bool, c reports.MutationGridCell) mutantCell {
+	v := mutantCell{Class: "mc-" + slug(c.Look), Symbol: htmlMutantSymbol(c.Look), Title: c.Entry + ": " + c.Look}
+	if control && c.Look == reports.CellSame {
+		st := hopStatus(c.Verdict)
+		v.Class, v.Symbol, v.Title = "mc-control", htmlSymbol(st), c.Entry+": "+st.Label()
+	}
+	if c.Detail != "" {
+		v.Title += ": " + reports.OneLine(c.Detail)
+	}
+	return v
+}
 
 // htmlHistorySymbol marks a history cell's outcome with characters common
 // text fonts have.

@@ -48,13 +48,7 @@ func Load(dir string) ([]Source, error) {
 	}
 	var srcs []Source
 	seen := map[string]bool{}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || d.Name() != reports.JSONFileName || !d.Type().IsRegular() {
-			return nil
-		}
+	err = reports.FindFiles(root, reports.JSONFileName, func(path string) error {
 		src, err := readSource(path)
 		if err != nil {
 			return err

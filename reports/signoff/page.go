@@ -72,9 +72,14 @@ type Page struct {
 	// History is the kubelet × catalogue entry grid; nil without hops.
 	History *History
 	// Scale are the bench-scale results found beside the runs (AddScale).
-	Scale    []ScaleResult
-	Binaries []BinaryRow
-	Envs     []EnvTable
+	Scale []ScaleResult
+	// Mutations are the mutation measurements found beside the runs
+	// (AddMutations), and MutantScore where their mutants stand; nil
+	// without any.
+	Mutations   []MutationResult
+	MutantScore *MutantScore
+	Binaries    []BinaryRow
+	Envs        []EnvTable
 	// Baseline is set when the page compares against an earlier night.
 	Baseline *Baseline
 }

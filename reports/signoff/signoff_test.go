@@ -325,7 +325,7 @@ func TestMarkdownGolden(t *testing.T) {
 var attrURL = regexp.MustCompile(`(?i)(?:\s(?:src|href|xlink:href|action|poster|srcset)\s*=\s*["']?([^"'\s>]*))|url\(\s*['"]?([^'")]*)|@import`)
 
 func TestHTMLSelfContained(t *testing.T) {
-	p, _ := nightPage(t)
+	p, _, _ := nightWithMutation(t)
 	var b bytes.Buffer
 	if err := WriteHTML(&b, p); err != nil {
 		t.Fatal(err)
@@ -345,8 +345,8 @@ func TestHTMLSelfContained(t *testing.T) {
 		if strings.HasPrefix(ref, "#") {
 			continue // a place on the page itself
 		}
-		if !strings.Contains(ref, "report.md") {
-			t.Errorf("HTML link %q is not a relative link to a run's report", ref)
+		if !strings.Contains(ref, "report.md") && !strings.HasSuffix(ref, "/"+reports.MutationMarkdownFileName) && !strings.HasSuffix(ref, "/"+reports.BatchMarkdownFileName) {
+			t.Errorf("HTML link %q is not a relative link to a run's report or a measurement's pages", ref)
 		}
 		links++
 	}
@@ -369,13 +369,20 @@ func TestHTMLEscapes(t *testing.T) {
 	if err := WriteHTML(&b, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"<script>", "<img src=x>", "<b>"} {
-		if strings.Contains(b.String(), bad) {
-			t.Errorf("HTML carries %q unescaped", bad)
-		}
-	}
+	checkEscaped(t, b.String())
 	if !strings.Contains(b.String(), "&lt;script&gt;") {
 		t.Errorf("the failure text is missing from the page")
+	}
+}
+
+// checkEscaped fails when the page carries the tags the escaping tests
+// plant unescaped.
+func checkEscaped(t *testing.T, html string) {
+	t.Helper()
+	for _, bad := range []string{"<script>", "<img src=x>", "<b>"} {
+		if strings.Contains(html, bad) {
+			t.Errorf("HTML carries %q unescaped", bad)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package kubeletmetrics
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Check operators.
@@ -20,8 +21,9 @@ const (
 	Fail                       = "fail"
 )
 
-// NotExposed is the Reason of a Result whose metric the kubelet does not
-// expose under any of its names.
+// NotExposed begins the Reason of a Result whose metric the kubelet's
+// version does not register (Exposed): the only metric allowed to be
+// absent from a scrape.
 const NotExposed = "not exposed by this kubelet version"
 
 // LocalVolumeReconstructionReason documents why local-volume PVs fail
@@ -78,9 +80,8 @@ type Deviation struct {
 
 // Expectation is what a scenario wants of one metric.
 type Expectation struct {
-	Metric  string   // canonical name
-	Aliases []string // alternative exposition names, tried in order after Metric
-	Check   Check
+	Metric string // canonical name, in the table of Exposed
+	Check  Check
 	// Deviation documents an expected non-ideal value: when Check fails but
 	// Deviation.Check holds, the result is an expected deviation with
 	// Deviation.Reason, not a failure.
@@ -97,8 +98,10 @@ func (e Expectation) Expected() string {
 
 // Result is the outcome of one Expectation against one scrape.
 type Result struct {
-	Metric   string  // canonical name
-	Name     string  // exposition name found, "" when not present
+	Metric string // canonical name
+	// Name is the exposition name: the one the kubelet's version
+	// registers (present or missing), "" when it registers none.
+	Name     string
 	Value    float64 // 0 when not present
 	Present  bool
 	Expected string
@@ -106,21 +109,43 @@ type Result struct {
 	Reason   string
 }
 
-// Evaluate checks every expectation against the scrape, in order. A metric
-// the kubelet does not expose passes with Reason NotExposed: scenarios assert
-// these metrics only where the version exposes them.
-func Evaluate(s *Scrape, exps []Expectation) []Result {
+// Evaluate checks every expectation against the scrape of kubelet (its
+// version, such as v1.37.2), in order. What the kubelet's version
+// registers, and under which name, is the table's (Exposed): a metric it
+// registers must be in the scrape, and a missing one fails naming the
+// metric, the version and the source file; one it does not register passes
+// with Reason NotExposed, unless the scrape has it, which fails too (the
+// table is wrong). A kubelet or metric outside the table is an error.
+func Evaluate(s *Scrape, kubelet string, exps []Expectation) ([]Result, error) {
 	out := make([]Result, 0, len(exps))
 	for _, e := range exps {
+		x, err := Exposed(kubelet, e.Metric)
+		if err != nil {
+			return nil, err
+		}
 		r := Result{Metric: e.Metric, Expected: e.Expected()}
-		names := append([]string{e.Metric}, e.Aliases...)
-		name, v, ok := s.Lookup(names...)
-		if !ok {
-			r.Verdict, r.Reason = Pass, NotExposed
+		if !x.Registered() {
+			if name, v, ok := s.Lookup(e.Metric, otherPrefix(e.Metric)); ok {
+				r.Name, r.Value, r.Present, r.Verdict = name, v, true, Fail
+				r.Reason = fmt.Sprintf("kubelet %s exposes %s (%s), which the table says it does not register (read from %s): correct the table in scenarios/kubeletmetrics/exposed.go", kubelet, name, strconv.FormatFloat(v, 'g', -1, 64), x.Source())
+			} else {
+				r.Verdict = Pass
+				r.Reason = fmt.Sprintf("%s: kubelet %s does not register it (%s)", NotExposed, kubelet, x.Source())
+			}
 			out = append(out, r)
 			continue
 		}
-		r.Name, r.Value, r.Present = name, v, true
+		v, ok := s.Value(x.Name, nil)
+		if !ok {
+			r.Name, r.Verdict = x.Name, Fail
+			r.Reason = fmt.Sprintf("%s is missing from the scrape of kubelet %s, which registers it (%s): the kubelet did not register it", x.Name, kubelet, x.Source())
+			if other, _, ok := s.Lookup(otherPrefix(x.Name)); ok {
+				r.Reason += fmt.Sprintf(" under that name; the scrape has %s, which the table does not give for this version", other)
+			}
+			out = append(out, r)
+			continue
+		}
+		r.Name, r.Value, r.Present = x.Name, v, true
 		val := strconv.FormatFloat(v, 'g', -1, 64)
 		switch {
 		case e.Check.Holds(v):
@@ -130,14 +155,14 @@ func Evaluate(s *Scrape, exps []Expectation) []Result {
 			}
 		case e.Deviation != nil && e.Deviation.Check.Holds(v):
 			r.Verdict = PassWithExpectedDeviations
-			r.Reason = fmt.Sprintf("%s is %s, not %s; expected deviation (%s): %s", name, val, e.Check, e.Deviation.Check, e.Deviation.Reason)
+			r.Reason = fmt.Sprintf("%s is %s, not %s; expected deviation (%s): %s", x.Name, val, e.Check, e.Deviation.Check, e.Deviation.Reason)
 		default:
 			r.Verdict = Fail
-			r.Reason = fmt.Sprintf("%s is %s, want %s", name, val, e.Expected())
+			r.Reason = fmt.Sprintf("%s is %s, want %s", x.Name, val, e.Expected())
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, nil
 }
 
 // Verdict folds results: Fail if any failed, else PassWithExpectedDeviations
@@ -155,27 +180,17 @@ func Verdict(rs []Result) string {
 	return v
 }
 
-// aliases of each canonical name: the kubelet registers some metrics under
-// its own subsystem, so the exposition name may or may not carry "kubelet_".
-var aliases = map[string][]string{
-	ReconstructVolumeOperations:       {"kubelet_" + ReconstructVolumeOperations},
-	ReconstructVolumeOperationsErrors: {"kubelet_" + ReconstructVolumeOperationsErrors},
-	ForceCleanedFailedVolumeOps:       {"kubelet_" + ForceCleanedFailedVolumeOps},
-	ForceCleanedFailedVolumeOpErrors:  {"kubelet_" + ForceCleanedFailedVolumeOpErrors},
-	OrphanPodCleanedVolumes:           {"orphan_pod_cleaned_volumes"},
-	// The KEP's kep.yaml names it orphaned_volumes_cleanup_errors_total; the
-	// kubelet does not, but accept it should a version do so.
-	OrphanPodCleanedVolumesErrors: {"orphan_pod_cleaned_volumes_errors", "orphaned_volumes_cleanup_errors_total"},
-	OrphanedRuntimePods:           {"orphaned_runtime_pods_total"},
-}
-
-// Aliases returns the alternative exposition names of a canonical metric name.
-func Aliases(metric string) []string {
-	return append([]string(nil), aliases[metric]...)
+// otherPrefix is name with the kubelet's subsystem prefix taken off, or
+// put on.
+func otherPrefix(name string) string {
+	if n, ok := strings.CutPrefix(name, "kubelet_"); ok {
+		return n
+	}
+	return "kubelet_" + name
 }
 
 func expect(metric string, c Check, d *Deviation) Expectation {
-	return Expectation{Metric: metric, Aliases: Aliases(metric), Check: c, Deviation: d}
+	return Expectation{Metric: metric, Check: c, Deviation: d}
 }
 
 // CSIExpectations is the expectation set for CSI volumes, for a kubelet start

@@ -1,6 +1,7 @@
 package kubeletmetrics
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -81,7 +82,7 @@ func TestEvaluateFixture(t *testing.T) {
 	s := parseFixture(t) // local-volume swap: 3 reconstructions, all failed and force-cleaned
 
 	t.Run("local volumes: expected deviations", func(t *testing.T) {
-		rs := Evaluate(s, LocalVolumeExpectations(3))
+		rs := evaluate(t, s, "v1.37.2", LocalVolumeExpectations(3))
 		checkResults(t, rs, map[string]want{
 			ReconstructVolumeOperationsErrors: {verdict: PassWithExpectedDeviations, present: true, value: 3, reasonHas: "cannot reconstruct kubernetes.io/local-volume PVs"},
 			ForceCleanedFailedVolumeOps:       {verdict: PassWithExpectedDeviations, present: true, value: 3, reasonHas: "local-cluster-facts.md"},
@@ -99,7 +100,7 @@ func TestEvaluateFixture(t *testing.T) {
 	})
 
 	t.Run("local volumes: more errors than volumes fails", func(t *testing.T) {
-		rs := Evaluate(s, LocalVolumeExpectations(2))
+		rs := evaluate(t, s, "v1.37.2", LocalVolumeExpectations(2))
 		checkResults(t, rs, map[string]want{
 			ReconstructVolumeOperationsErrors: {verdict: Fail, present: true, value: 3, reasonHas: "reconstruct_volume_operations_errors_total is 3, want == 0 (expected deviation: <= 2)"},
 			ReconstructVolumeOperations:       {verdict: Pass, present: true, value: 3},
@@ -110,14 +111,14 @@ func TestEvaluateFixture(t *testing.T) {
 	})
 
 	t.Run("local volumes: fewer reconstructions than volumes fails", func(t *testing.T) {
-		rs := Evaluate(s, LocalVolumeExpectations(4))
+		rs := evaluate(t, s, "v1.37.2", LocalVolumeExpectations(4))
 		checkResults(t, rs, map[string]want{
 			ReconstructVolumeOperations: {verdict: Fail, present: true, value: 3, reasonHas: "is 3, want >= 4"},
 		})
 	})
 
 	t.Run("csi: reconstruction errors fail", func(t *testing.T) {
-		rs := Evaluate(s, CSIExpectations(3))
+		rs := evaluate(t, s, "v1.37.2", CSIExpectations(3))
 		checkResults(t, rs, map[string]want{
 			ReconstructVolumeOperationsErrors: {verdict: Fail, present: true, value: 3, reasonHas: "is 3, want == 0"},
 			ForceCleanedFailedVolumeOps:       {verdict: Pass, present: true, value: 3, reasonHas: "recorded"},
@@ -145,7 +146,7 @@ kubelet_orphan_pod_cleaned_volumes_errors 0
 # TYPE kubelet_orphaned_runtime_pods_total counter
 kubelet_orphaned_runtime_pods_total 2
 `)
-	rs := Evaluate(s, CSIExpectations(4))
+	rs := evaluate(t, s, "v1.37.2", CSIExpectations(4))
 	for _, r := range rs {
 		if r.Verdict != Pass || !r.Present {
 			t.Errorf("%s: verdict %q present %v (%s)", r.Metric, r.Verdict, r.Present, r.Reason)
@@ -155,7 +156,7 @@ kubelet_orphaned_runtime_pods_total 2
 		t.Errorf("Verdict = %q, want pass", v)
 	}
 	// The same clean scrape also passes the local-volume set without deviations.
-	for _, r := range Evaluate(s, LocalVolumeExpectations(4)) {
+	for _, r := range evaluate(t, s, "v1.37.2", LocalVolumeExpectations(4)) {
 		if r.Verdict != Pass {
 			t.Errorf("local %s: verdict %q (%s)", r.Metric, r.Verdict, r.Reason)
 		}
@@ -168,35 +169,83 @@ kubelet_orphan_pod_cleaned_volumes_errors 1
 # TYPE force_cleaned_failed_volume_operation_errors_total counter
 force_cleaned_failed_volume_operation_errors_total 2
 `)
-	rs := Evaluate(s, LocalVolumeExpectations(3))
+	rs := evaluate(t, s, "v1.37.2", LocalVolumeExpectations(3))
 	checkResults(t, rs, map[string]want{
 		OrphanPodCleanedVolumesErrors:    {verdict: Fail, present: true, value: 1, reasonHas: "want == 0"},
 		ForceCleanedFailedVolumeOpErrors: {verdict: Fail, present: true, value: 2, reasonHas: "want == 0"},
 	})
 }
 
-func TestEvaluateNotExposedAndAliases(t *testing.T) {
-	// An older kubelet without the force-cleanup counters, exposing the
-	// reconstruction counters under its own subsystem.
-	s := mustParse(t, `# TYPE kubelet_reconstruct_volume_operations_total counter
-kubelet_reconstruct_volume_operations_total 2
-# TYPE kubelet_reconstruct_volume_operations_errors_total counter
-kubelet_reconstruct_volume_operations_errors_total 1
-# TYPE go_goroutines gauge
-go_goroutines 10
-`)
-	rs := Evaluate(s, CSIExpectations(2))
-	if len(rs) != len(CSIExpectations(2)) {
-		t.Fatalf("got %d results for %d expectations", len(rs), len(CSIExpectations(2)))
+// evaluate is Evaluate, failing the test on its error.
+func evaluate(t *testing.T, s *Scrape, kubelet string, exps []Expectation) []Result {
+	t.Helper()
+	rs, err := Evaluate(s, kubelet, exps)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if len(rs) != len(exps) {
+		t.Fatalf("got %d results for %d expectations", len(rs), len(exps))
+	}
+	return rs
+}
+
+// A metric the kubelet's version registers and the scrape lacks fails,
+// naming the metric, the version and the file the table read; "not
+// exposed" passes only where the version registers none.
+func TestEvaluateMissingButExposed(t *testing.T) {
+	// A kubelet whose volume manager never registered its counters: the
+	// mutant that passed every metric check.
+	s := mustParse(t, `# TYPE kubelet_orphan_pod_cleaned_volumes gauge
+kubelet_orphan_pod_cleaned_volumes 2
+# TYPE kubelet_orphan_pod_cleaned_volumes_errors gauge
+kubelet_orphan_pod_cleaned_volumes_errors 0
+# TYPE kubelet_orphaned_runtime_pods_total counter
+kubelet_orphaned_runtime_pods_total 2
+`)
+	rs := evaluate(t, s, "v1.37.2", CSIExpectations(2))
+	missing := "is missing from the scrape of kubelet v1.37.2, which registers it (k8s.io/kubernetes v1.27.9 to v1.37.2, pkg/kubelet/volumemanager/metrics/metrics.go)"
 	checkResults(t, rs, map[string]want{
-		ReconstructVolumeOperations:       {verdict: Pass, present: true, value: 2, name: "kubelet_reconstruct_volume_operations_total"},
-		ReconstructVolumeOperationsErrors: {verdict: Fail, present: true, value: 1, name: "kubelet_reconstruct_volume_operations_errors_total", reasonHas: "kubelet_reconstruct_volume_operations_errors_total is 1"},
-		ForceCleanedFailedVolumeOps:       {verdict: Pass, present: false, reasonHas: NotExposed},
-		ForceCleanedFailedVolumeOpErrors:  {verdict: Pass, present: false, reasonHas: NotExposed},
-		OrphanPodCleanedVolumesErrors:     {verdict: Pass, present: false, reasonHas: NotExposed},
-		OrphanedRuntimePods:               {verdict: Pass, present: false, reasonHas: NotExposed},
+		ReconstructVolumeOperations:       {verdict: Fail, name: ReconstructVolumeOperations, reasonHas: ReconstructVolumeOperations + " " + missing},
+		ReconstructVolumeOperationsErrors: {verdict: Fail, name: ReconstructVolumeOperationsErrors, reasonHas: missing},
+		ForceCleanedFailedVolumeOps:       {verdict: Fail, name: ForceCleanedFailedVolumeOps, reasonHas: missing},
+		ForceCleanedFailedVolumeOpErrors:  {verdict: Fail, name: ForceCleanedFailedVolumeOpErrors, reasonHas: missing},
+		OrphanPodCleanedVolumesErrors:     {verdict: Pass, present: true, value: 0},
+		OrphanedRuntimePods:               {verdict: Pass, present: true, value: 2, reasonHas: "recorded: 2"},
 	})
+	if v := Verdict(rs); v != Fail {
+		t.Errorf("Verdict = %q, want fail", v)
+	}
+	// The same scrape of kubelet 1.26.15, which registers none of them:
+	// the volume manager's pass as not exposed, while the kubelet's
+	// metrics, which it does not register either, fail as a table error.
+	rs = evaluate(t, s, "v1.26.15", CSIExpectations(2))
+	checkResults(t, rs, map[string]want{
+		ReconstructVolumeOperations:   {verdict: Pass, reasonHas: NotExposed + ": kubelet v1.26.15 does not register it (k8s.io/kubernetes v1.26.15, pkg/kubelet/volumemanager/metrics/metrics.go)"},
+		ForceCleanedFailedVolumeOps:   {verdict: Pass, reasonHas: NotExposed},
+		OrphanPodCleanedVolumesErrors: {verdict: Fail, present: true, reasonHas: "which the table says it does not register"},
+	})
+	// Under the other name than the version's, the reason says so.
+	s = mustParse(t, `# TYPE kubelet_reconstruct_volume_operations_total counter
+kubelet_reconstruct_volume_operations_total 2
+`)
+	r := byMetric(t, evaluate(t, s, "v1.36.3", CSIExpectations(2)))[ReconstructVolumeOperations]
+	if r.Verdict != Fail || !strings.Contains(r.Reason, "the scrape has kubelet_reconstruct_volume_operations_total") {
+		t.Errorf("counter under the other name: %q %s", r.Verdict, r.Reason)
+	}
+}
+
+// A kubelet outside the table is an error that says to add it, not a
+// pass.
+func TestEvaluateUnknownKubelet(t *testing.T) {
+	rs, err := Evaluate(parseFixture(t), "v1.38.0", CSIExpectations(3))
+	if !errors.Is(err, ErrUnknownKubelet) || rs != nil {
+		t.Fatalf("Evaluate for v1.38.0 = %v, %v; want ErrUnknownKubelet", rs, err)
+	}
+	for _, want := range []string{"kubelet v1.38.0", "go mod download -json k8s.io/kubernetes@v1.38.0", "add the version", "scenarios/kubeletmetrics/exposed.go"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
 }
 
 func TestExpectationSets(t *testing.T) {
@@ -248,11 +297,6 @@ func TestExpectationSets(t *testing.T) {
 	for _, e := range CSIExpectations(5) {
 		if e.Deviation != nil {
 			t.Errorf("CSI expectation %s has a deviation", e.Metric)
-		}
-	}
-	for _, e := range csi {
-		if e.Metric == ReconstructVolumeOperations && (len(e.Aliases) == 0 || e.Aliases[0] != "kubelet_"+ReconstructVolumeOperations) {
-			t.Errorf("aliases of %s = %v", e.Metric, e.Aliases)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package kubeletmetrics
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,67 +15,192 @@ reconstruct_volume_operations_total 0
 reconstruct_volume_operations_errors_total 0
 `
 
-// The log is cut from a real matrix tour's v1.34.4 kubelet whose hop read
-// reconstruct_volume_operations_total 0 after reconstructing 6 volumes
-// (3 CSI, 3 projected).
-func TestParseReconstructionLogReal(t *testing.T) {
+// counterScrape is a scrape whose reconstruction counter reads n.
+func counterScrape(n int) string {
+	return strings.Replace(raceScrape, "total 0\n# TYPE reconstruct_volume_operations_errors", fmt.Sprintf("total %d\n# TYPE reconstruct_volume_operations_errors", n), 1)
+}
+
+// raceLog is the log of a real matrix tour's v1.34.4 kubelet whose hop
+// read reconstruct_volume_operations_total 0 after reconstructing 6
+// volumes (3 CSI, 3 projected).
+func raceLog(t *testing.T) string {
+	t.Helper()
 	b, err := os.ReadFile("testdata/kubelet-v1.34.4-race.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := ParseReconstructionLog(string(b))
-	if l.Reconstructed != 6 || l.Failed != 0 || len(l.Lines) != 6 {
-		t.Fatalf("parsed %d reconstructed, %d failed, %d lines; want 6, 0, 6 (the device lines are not volumes)", l.Reconstructed, l.Failed, len(l.Lines))
+	return string(b)
+}
+
+func TestParseReconstructionLogReal(t *testing.T) {
+	l := ParseReconstructionLog(raceLog(t))
+	if l.Reconstructed != 6 || l.Failed != 0 || len(l.Lines) != 6 || !l.Finished {
+		t.Fatalf("parsed %d reconstructed, %d failed, %d lines, finished %v; want 6, 0, 6 (the device lines are not volumes), true", l.Reconstructed, l.Failed, len(l.Lines), l.Finished)
 	}
 	for _, line := range l.Lines {
 		if strings.Contains(line, "marked device as uncertain") {
 			t.Errorf("device line counted: %s", line)
 		}
 	}
+	if got := ParseReconstructionLog(strings.ReplaceAll(raceLog(t), "Volume reconstruction finished", "")); got.Finished {
+		t.Error("a log without the end of the reconstruction reads as finished")
+	}
 }
 
-func TestExplainRegistrationRace(t *testing.T) {
-	b, err := os.ReadFile("testdata/kubelet-v1.34.4-race.log")
+// firstReconstructions is log with only its first n volumes'
+// reconstructions, and the line that ends the reconstruction.
+func firstReconstructions(log string, n int) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, logReconstructed) {
+			if n == 0 {
+				continue
+			}
+			n--
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+// witness is witness start n of a v1.34.4 kubelet that scraped counter
+// after logging the reconstructions of log.
+func witness(t *testing.T, n, counter int, log string) WitnessStart {
+	t.Helper()
+	w, err := ReadWitnessStart(n, mustParse(t, counterScrape(counter)), "v1.34.4", log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := ParseReconstructionLog(string(b))
-	rs := Evaluate(mustParse(t, raceScrape), CSIExpectations(6))
-	if !NeedsKubeletLog(rs) {
-		t.Fatal("a failed reconstruct_volume_operations_total does not ask for the kubelet's log")
+	return w
+}
+
+// The race and a counter that never moves both read 0 on the hop with
+// the log showing the reconstructions; only the witness starts tell them
+// apart: the race does not recur on every start, a counter that never
+// moves reads 0 on each.
+func TestJudgeRace(t *testing.T) {
+	log := raceLog(t)
+	hopLog := ParseReconstructionLog(log)
+	rs := evaluate(t, mustParse(t, raceScrape), "v1.34.4", CSIExpectations(6))
+	if !NeedsKubeletLog(rs) || !LooksLikeRace(rs, hopLog, 6) {
+		t.Fatal("a counter of 0 with 6 reconstructions in the log does not look like the race")
+	}
+	// The running pods' 3 volumes reconstructed again at each witness
+	// start.
+	three := firstReconstructions(log, 3)
+	if n := ParseReconstructionLog(three).Attempts(); n != 3 {
+		t.Fatalf("witness log has %d reconstructions, want 3", n)
+	}
+	judge := func(ws []WitnessStart, noWitness string) Result {
+		t.Helper()
+		got := byMetric(t, JudgeRace(rs, hopLog, 6, ws, noWitness))
+		if got[ReconstructVolumeOperationsErrors].Verdict != Pass {
+			t.Errorf("other results changed: %+v", got[ReconstructVolumeOperationsErrors])
+		}
+		return got[ReconstructVolumeOperations]
 	}
 
-	got := byMetric(t, ExplainRegistrationRace(rs, log, 6))
-	r := got[ReconstructVolumeOperations]
-	if r.Verdict != PassWithExpectedDeviations {
-		t.Fatalf("verdict %q, want an expected deviation (%s)", r.Verdict, r.Reason)
-	}
-	for _, want := range []string{"registration race", "shows 6 volumes reconstructed", `Volume is marked as uncertain`, "and 4 more", "is 0"} {
-		if !strings.Contains(r.Reason, want) {
-			t.Errorf("reason lacks %q: %s", want, r.Reason)
+	t.Run("the race: the first witness counts", func(t *testing.T) {
+		ws := []WitnessStart{witness(t, 1, 3, three)}
+		if NeedsWitness(ws) {
+			t.Error("a witness that counted asks for another")
 		}
-	}
-	if got[ReconstructVolumeOperationsErrors].Verdict != Pass {
-		t.Errorf("other results changed: %+v", got[ReconstructVolumeOperationsErrors])
-	}
-	if rs[3].Verdict != Fail {
-		t.Error("ExplainRegistrationRace changed its input")
-	}
+		r := judge(ws, "")
+		if r.Verdict != PassWithExpectedDeviations {
+			t.Fatalf("verdict %q, want an expected deviation (%s)", r.Verdict, r.Reason)
+		}
+		for _, want := range []string{"registration race", "shows 6 (6 marked uncertain, 0 could not be constructed) volumes reconstructed", `Volume is marked as uncertain`, "and 4 more", "is 0",
+			"witness start 1: counter 3, its log 3 (3 marked uncertain, 0 could not be constructed)"} {
+			if !strings.Contains(r.Reason, want) {
+				t.Errorf("reason lacks %q: %s", want, r.Reason)
+			}
+		}
+	})
+	t.Run("the race twice in a row, then a count", func(t *testing.T) {
+		ws := []WitnessStart{witness(t, 1, 1, three)}
+		if !NeedsWitness(ws) {
+			t.Fatal("a witness that lost increments asks for no other")
+		}
+		ws = append(ws, witness(t, 2, 3, three))
+		if r := judge(ws, ""); r.Verdict != PassWithExpectedDeviations || !strings.Contains(r.Reason, "witness start 1: counter 1, its log 3") || !strings.Contains(r.Reason, "witness start 2: counter 3") {
+			t.Errorf("verdict %q: %s", r.Verdict, r.Reason)
+		}
+	})
+	t.Run("a counter that never moves", func(t *testing.T) {
+		var ws []WitnessStart
+		for NeedsWitness(ws) {
+			ws = append(ws, witness(t, len(ws)+1, 0, three))
+		}
+		if len(ws) != MaxWitnessStarts {
+			t.Fatalf("%d witness starts, want %d", len(ws), MaxWitnessStarts)
+		}
+		r := judge(ws, "")
+		if r.Verdict != Fail {
+			t.Fatalf("verdict %q, want fail (%s)", r.Verdict, r.Reason)
+		}
+		for _, want := range []string{"is 0, but the kubelet's log since its start shows 6", "started 2 more times as a witness",
+			"witness start 1: counter 0, its log 3", "witness start 2: counter 0, its log 3", "a counter that never moves"} {
+			if !strings.Contains(r.Reason, want) {
+				t.Errorf("reason lacks %q: %s", want, r.Reason)
+			}
+		}
+	})
+	t.Run("a witness that reconstructed nothing decides nothing", func(t *testing.T) {
+		ws := []WitnessStart{witness(t, 1, 0, ""), witness(t, 2, 0, "")}
+		if r := judge(ws, ""); r.Verdict != Fail {
+			t.Errorf("verdict %q: %s", r.Verdict, r.Reason)
+		}
+	})
+	t.Run("no witness start possible", func(t *testing.T) {
+		r := judge(nil, "the re-created pods did not run")
+		if r.Verdict != Fail || !strings.Contains(r.Reason, "cannot be told from a counter that never moves") || !strings.Contains(r.Reason, "could take none: the re-created pods did not run") {
+			t.Errorf("verdict %q: %s", r.Verdict, r.Reason)
+		}
+		if r := judge(nil, ""); r.Verdict != Fail {
+			t.Errorf("no witness, no reason: verdict %q", r.Verdict)
+		}
+	})
 
 	// A log that shows fewer reconstructions than wanted (or none) does
-	// not excuse the counter: the kubelet did not reconstruct.
-	for _, l := range []ReconstructionLog{{}, {Reconstructed: 5, Lines: log.Lines[:5]}} {
-		r := byMetric(t, ExplainRegistrationRace(rs, l, 6))[ReconstructVolumeOperations]
-		if r.Verdict != Fail {
-			t.Errorf("log of %d reconstructions: verdict %q, want fail", l.Attempts(), r.Verdict)
+	// not look like the race: the kubelet did not reconstruct, and no
+	// witness is made.
+	for _, l := range []ReconstructionLog{{}, {Reconstructed: 5, Lines: hopLog.Lines[:5]}} {
+		if LooksLikeRace(rs, l, 6) {
+			t.Errorf("log of %d reconstructions looks like the race", l.Attempts())
+		}
+		r := byMetric(t, JudgeRace(rs, l, 6, []WitnessStart{witness(t, 1, 3, three)}, ""))[ReconstructVolumeOperations]
+		if r.Verdict != Fail || r.Reason != "reconstruct_volume_operations_total is 0, want >= 6" {
+			t.Errorf("log of %d reconstructions: verdict %q (%s), want the plain failure", l.Attempts(), r.Verdict, r.Reason)
 		}
 	}
 	// A passing counter is left alone.
-	ok := Evaluate(mustParse(t, strings.Replace(raceScrape, "total 0\n# TYPE reconstruct_volume_operations_errors", "total 6\n# TYPE reconstruct_volume_operations_errors", 1)), CSIExpectations(6))
-	if NeedsKubeletLog(ok) {
+	ok := evaluate(t, mustParse(t, counterScrape(6)), "v1.34.4", CSIExpectations(6))
+	if NeedsKubeletLog(ok) || LooksLikeRace(ok, hopLog, 6) {
 		t.Error("a passing counter asks for the log")
 	}
-	if r := byMetric(t, ExplainRegistrationRace(ok, log, 6))[ReconstructVolumeOperations]; r.Verdict != Pass || r.Reason != "" {
+	if r := byMetric(t, JudgeRace(ok, hopLog, 6, nil, ""))[ReconstructVolumeOperations]; r.Verdict != Pass || r.Reason != "" {
 		t.Errorf("passing counter became %q: %s", r.Verdict, r.Reason)
+	}
+	if rs[3].Verdict != Fail {
+		t.Error("JudgeRace changed its input")
+	}
+}
+
+// A witness start reads the counter under the name its kubelet's version
+// registers; one missing from the scrape, or a version outside the table,
+// is an error.
+func TestReadWitnessStart(t *testing.T) {
+	w := witness(t, 2, 4, raceLog(t))
+	if w.N != 2 || w.Counter != 4 || w.Log.Attempts() != 6 || w.Counted() {
+		t.Errorf("read %+v", w)
+	}
+	if _, err := ReadWitnessStart(1, mustParse(t, "# TYPE x counter\nx 1\n"), "v1.37.2", ""); err == nil || !strings.Contains(err.Error(), "reconstruct_volume_operations_total is missing from the scrape of kubelet v1.37.2") {
+		t.Errorf("missing counter: %v", err)
+	}
+	if _, err := ReadWitnessStart(1, mustParse(t, raceScrape), "v1.26.15", ""); err == nil || !strings.Contains(err.Error(), "does not register") {
+		t.Errorf("1.26.15: %v", err)
+	}
+	if _, err := ReadWitnessStart(1, mustParse(t, raceScrape), "v1.40.0", ""); err == nil {
+		t.Error("v1.40.0: no error")
 	}
 }

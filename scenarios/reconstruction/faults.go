@@ -35,8 +35,8 @@ type Fault struct {
 	// force-deleted; its commands are recorded in its step.
 	Plant func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error
 	// MayLeave: the entry's bug leaves old pods' state behind, so the
-	// cleanup wait is bounded by mayLeaveBound and what is left is the
-	// observation, not a failure.
+	// cleanup wait is bounded by mayLeaveBound and what is left is judged
+	// against the bug's symptom (catalogue.Symptom), not failed outright.
 	MayLeave bool
 	// MayStick: the entry's bug can keep the re-created pods from running
 	// (a volume published without being staged). On a hop whose kubelet
@@ -49,7 +49,9 @@ type Fault struct {
 	// after a real reboot), so the re-created pods' markers are read again
 	// instead of compared.
 	DataLost bool
-	// Metrics, when set, replaces the volume kind's metric expectations.
+	// Metrics, when set, replaces the volume kind's metric expectations;
+	// the counters a known bug's symptom names are set from it on a hop
+	// whose kubelet has the bug (symptomMetrics).
 	Metrics func(volumesAtStart int) []kubeletmetrics.Expectation
 	// AccessMode, when set, is the StatefulSet's claims' and PVs' access
 	// mode in place of ReadWriteOnce.
@@ -58,7 +60,10 @@ type Fault struct {
 	// (reconstruction.Shapes): their objects and volumes are made as for
 	// the shapes themselves, but only the fault is judged.
 	Shapes []string
-	// Observe reads the hop's outcome after its checks.
+	// Observe reads the hop's outcome after its checks: what the fault's
+	// own checks saw, as traces where a known bug's symptom names them;
+	// the old pods' leftovers, the kubelet's log and counters are added
+	// for the judge (evidence).
 	Observe func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error)
 
 	// Stop, when set, takes the kubelet down in place of a plain stop: it
@@ -105,14 +110,15 @@ func Faults() map[string]Fault {
 		out[name] = f
 	}
 	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
+	add(Fault{KeepPods: true, Shapes: allShapes(), Observe: observeUntouched}, "shapes-restart")
 	add(Fault{Plant: plantReboot, DataLost: true, MayStick: true, Observe: observeStuckOrLeftovers}, "reboot")
-	add(Fault{Plant: plantVolData(false), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-deleted")
-	add(Fault{Plant: plantVolData(true), MayLeave: true, Metrics: failureMetrics(volDataReason), Observe: observeReconstructionFailure}, "vol-data-empty")
+	add(Fault{Plant: plantVolData(false), MayLeave: true, Observe: observeLeftovers}, "vol-data-deleted")
+	add(Fault{Plant: plantVolData(true), MayLeave: true, Observe: observeLeftovers}, "vol-data-empty")
 	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
-	add(Fault{Plant: plantFileForDir, MayLeave: true, Metrics: failureMetrics(fileForDirReason), Observe: observeLeftovers}, "file-for-dir")
+	add(Fault{Plant: plantFileForDir, MayLeave: true, Observe: observeLeftovers}, "file-for-dir")
 	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
 	add(Fault{KeepPods: true, Observe: observeContainerRestart}, "restart-kill-container")
-	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Metrics: failureMetrics(fileSubpathReason), Observe: observeLeftovers}, "reboot-file-subpath")
+	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Observe: observeLeftovers}, "reboot-file-subpath")
 	addDisruptions(add)
 	addPodFaults(add)
 	addErrorFaults(add)
@@ -141,11 +147,22 @@ type running struct {
 	uid        types.UID
 	name       string
 	containers map[string]string // container name → "<id> restarts <n>"
-	mounts     map[string]int    // mount point → mount ID
+	// mounts are every mount of the pod on the node, by mount point:
+	// below pods/<uid> (its volumes, subPath binds), below plugins/ naming
+	// its UID (a block volume's map link and publish bind), and its
+	// volumes' staging mounts (podMounts).
+	mounts map[string]int // mount point → mount ID
+	// files are the files of its volumes the watch reads, with what they
+	// held while the kubelet was down (keptFiles).
+	files []keptFile
+	// pvs are the PVs of its claims: the kubelet's lines about a
+	// volume's device (unstage, unmap, detach) name them.
+	pvs []string
 }
 
-// recordRunning records the running pods' containers and every mount of
-// theirs on the node, with the kubelet down.
+// recordRunning records the running pods' containers, every mount of
+// theirs on the node and the files of their volumes, with the kubelet
+// down.
 func (s *Scenario) recordRunning(ctx context.Context, sc *scenarios.StepContext) error {
 	pods, err := s.listPods(ctx)
 	if err != nil {
@@ -159,16 +176,30 @@ func (s *Scenario) recordRunning(ctx context.Context, sc *scenarios.StepContext)
 	s.running = nil
 	s.volsAtStart = 0
 	for _, p := range pods {
-		r := running{uid: p.UID, name: p.Name, containers: containerState(p), mounts: map[string]int{}}
-		for _, m := range snap.Pod(string(p.UID)).Mounts {
-			r.mounts[m.MountPoint] = m.ID
+		r := running{uid: p.UID, name: p.Name, containers: containerState(p)}
+		pvs, err := s.podPVs(ctx, p)
+		if err != nil {
+			return err
 		}
+		r.pvs = sortedPVs(pvs)
+		r.mounts = s.podMounts(snap, string(p.UID), r.pvs)
 		if len(r.mounts) == 0 {
 			return fmt.Errorf("pod %s (uid %s) has no mounts on the node: the scenario would prove nothing", p.Name, p.UID)
 		}
+		r.files = s.keptFiles(p, pvs, snap)
 		s.volsAtStart += len(snap.Pod(string(p.UID)).VolumeDirs())
 		s.running = append(s.running, r)
-		sc.Note("pod %s uid %s: containers %v, %d mounts", p.Name, p.UID, r.containers, len(r.mounts))
+	}
+	held, err := s.readKeptFiles(ctx, sc.Node)
+	if err != nil {
+		return err
+	}
+	for i := range s.running {
+		r := &s.running[i]
+		for j := range r.files {
+			r.files[j].was = held[r.files[j].path]
+		}
+		sc.Note("pod %s uid %s: containers %v, %d mounts, %d files of its volumes (%s)", r.name, r.uid, r.containers, len(r.mounts), len(r.files), describeKeptFiles(r.files))
 	}
 	s.snapshotEvidence(sc, "node state while the kubelet is down", snap)
 	return nil
@@ -197,10 +228,13 @@ const (
 )
 
 // checkUntouched waits for the pods to run again, then watches their
-// containers and mounts for a bounded window (untouchedWatch after the
-// kubelet's start, and untouchedSettle after the pods ran), recording
-// every change against what they were before the kubelet stopped. A change
-// seen once stays recorded, even if it is undone later (a remount).
+// containers, mounts and volumes' files for a bounded window
+// (untouchedWatch after the kubelet's start, and untouchedSettle after the
+// pods ran), recording every change against what they were before the
+// kubelet stopped. A change seen once stays recorded, even if it is undone
+// later (a remount). Then the kubelet's log since its start must name no
+// unmount of their volumes (unmountsLogged): a volume unmounted and set up
+// again between two looks leaves its lines there.
 func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext) error {
 	pods, err := s.waitPodsRunning(ctx, sc, nil, s.scaled(podsRunningTimeout))
 	if err != nil {
@@ -224,10 +258,15 @@ func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext
 		if err != nil {
 			return fmt.Errorf("list the pods while watching them: %w", err)
 		}
-		for _, c := range s.untouchedChanges(got, snap) {
-			if !seen[c] {
-				seen[c] = true
-				s.changes = append(s.changes, fmt.Sprintf("%s (%.2fs after the kubelet's start)", c, time.Since(s.kubeletUp).Seconds()))
+		files, err := s.readKeptFiles(ctx, sc.QuietNode)
+		if err != nil {
+			return err
+		}
+		for _, c := range s.untouchedChanges(got, snap, files) {
+			if !seen[c.Detail] {
+				seen[c.Detail] = true
+				c.Detail = fmt.Sprintf("%s (%.2fs after the kubelet's start)", c.Detail, time.Since(s.kubeletUp).Seconds())
+				s.changes = append(s.changes, c)
 			}
 		}
 		if !time.Now().Before(end) {
@@ -240,56 +279,95 @@ func (s *Scenario) checkUntouched(ctx context.Context, sc *scenarios.StepContext
 		}
 	}
 	sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, snap)})
-	sc.Note("%d pods Running again; watched their containers and mounts until %.1fs after the kubelet's start (%d looks, at least %s after the start and %s after they ran): %d changes",
+	sc.Note("%d pods Running again; watched their containers, mounts and volumes' files until %.1fs after the kubelet's start (%d looks, at least %s after the start and %s after they ran): %d changes",
 		len(pods), end.Sub(s.kubeletUp).Seconds(), polls, s.scaled(untouchedWatch), s.scaled(untouchedSettle), len(s.changes))
+	text, err := s.hopKubeletLog(ctx)
+	if err != nil {
+		s.logUnread = err.Error()
+		sc.Note("the kubelet's log could not be read for unmounts of the pods' volumes: %v", err)
+		return nil
+	}
+	s.logUnread = ""
+	lines := s.unmountsLogged(text)
+	if len(lines) > 0 {
+		sc.Evidence(reports.Evidence{Name: "the kubelet's log since its start: unmounts of the running pods' volumes", Kind: "log", Text: strings.Join(lines, "\n") + "\n"})
+		s.changes = append(s.changes, catalogue.Trace{Kind: catalogue.UnmountLogged, Detail: fmt.Sprintf("the kubelet logged %d unmounts of the running pods' volumes since its start, the first: %s", len(lines), lines[0])})
+	}
 	return nil
 }
 
-// untouchedChanges compares the pods and the node now with what they were
-// before the kubelet stopped (s.running).
-func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot) []string {
+// untouchedChanges compares the pods, the node and the files of their
+// volumes now (files: what readKeptFiles read) with what they were before
+// the kubelet stopped (s.running): each change a trace, its Detail the
+// change in words.
+func (s *Scenario) untouchedChanges(pods []corev1.Pod, snap *nodestate.Snapshot, files map[string]string) []catalogue.Trace {
 	byUID := map[types.UID]corev1.Pod{}
 	for _, p := range pods {
 		byUID[p.UID] = p
 	}
-	var changes []string
+	rel := func(mp string) string {
+		if r, ok := strings.CutPrefix(mp, strings.TrimSuffix(snap.ResolvedRoot, "/")+"/"); ok {
+			return r
+		}
+		return mp
+	}
+	var changes []catalogue.Trace
 	for _, r := range s.running {
+		dir := "pods/" + string(r.uid)
 		p, ok := byUID[r.uid]
 		if !ok {
-			changes = append(changes, fmt.Sprintf("pod %s uid %s is gone", r.name, r.uid))
+			changes = append(changes, catalogue.Trace{Kind: catalogue.PodGone, Path: dir, Detail: fmt.Sprintf("pod %s uid %s is gone", r.name, r.uid)})
 			continue
 		}
 		now := containerState(p)
 		for c, was := range r.containers {
 			if now[c] != was {
-				changes = append(changes, fmt.Sprintf("pod %s uid %s container %s was %q, now %q", r.name, r.uid, c, was, now[c]))
+				changes = append(changes, catalogue.Trace{Kind: catalogue.ContainerChanged, Path: dir, Detail: fmt.Sprintf("pod %s uid %s container %s was %q, now %q", r.name, r.uid, c, was, now[c])})
 			}
 		}
-		ids := map[string]int{}
-		for _, m := range snap.Pod(string(r.uid)).Mounts {
-			ids[m.MountPoint] = m.ID
-		}
+		ids := s.podMounts(snap, string(r.uid), r.pvs)
 		for mp, id := range r.mounts {
 			switch now, ok := ids[mp]; {
 			case !ok:
-				changes = append(changes, fmt.Sprintf("pod %s uid %s: %s was unmounted", r.name, r.uid, mp))
+				changes = append(changes, catalogue.Trace{Kind: catalogue.Unmounted, Path: rel(mp), Detail: fmt.Sprintf("pod %s uid %s: %s was unmounted", r.name, r.uid, mp)})
 			case now != id:
-				changes = append(changes, fmt.Sprintf("pod %s uid %s: %s was remounted (mount ID %d, now %d)", r.name, r.uid, mp, id, now))
+				changes = append(changes, catalogue.Trace{Kind: catalogue.Remounted, Path: rel(mp), Detail: fmt.Sprintf("pod %s uid %s: %s was remounted (mount ID %d, now %d)", r.name, r.uid, mp, id, now)})
+			}
+		}
+		for _, f := range r.files {
+			if now := files[f.path]; now != f.was {
+				changes = append(changes, catalogue.Trace{Kind: catalogue.ContentChanged, Path: rel(f.path), Detail: fmt.Sprintf("pod %s uid %s: %s %s held %q, now %q", r.name, r.uid, f.how, f.path, truncate(f.was, maxQuotedContent), truncate(now, maxQuotedContent))})
 			}
 		}
 	}
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Detail < changes[j].Detail })
 	return changes
 }
 
+// observeUntouched: each change to the running pods is a trace.
 func observeUntouched(_ context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
 	if len(s.changes) > 0 {
-		return catalogue.Observation{Seen: true, Detail: strings.Join(s.changes, "; ")}, nil
+		return catalogue.Observation{Traces: append([]catalogue.Trace(nil), s.changes...), Detail: changesDetail(s.changes)}, nil
 	}
-	mounts := 0
+	mounts, files := 0, 0
 	for _, r := range s.running {
 		mounts += len(r.mounts)
+		files += len(r.files)
 	}
-	return catalogue.Observation{Detail: fmt.Sprintf("%d pods kept their containers, restart counts and %d mounts", len(s.running), mounts)}, nil
+	logged := "the kubelet's log since its start names no unmount of their volumes"
+	if s.logUnread != "" {
+		logged = "the kubelet's log was not read (" + s.logUnread + ")"
+	}
+	return catalogue.Observation{Detail: fmt.Sprintf("%d pods kept their containers, restart counts, %d mounts and %d files of their volumes; %s", len(s.running), mounts, files, logged)}, nil
+}
+
+// changesDetail is the running pods' changes in words.
+func changesDetail(changes []catalogue.Trace) string {
+	var out []string
+	for _, c := range changes {
+		out = append(out, c.Detail)
+	}
+	return strings.Join(out, "; ")
 }
 
 // plantReboot unmounts what a reboot takes: every mount of the old pods
@@ -369,12 +447,13 @@ func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.Ste
 		if s.cfg.Kind != storage.CSI {
 			return fmt.Errorf("vol_data.json faults need CSI volumes, not %s", s.cfg.Kind)
 		}
-		var files []string
+		var files, dirs []string
 		for _, u := range s.oldUIDs {
 			for _, pv := range s.volumes.PVs {
-				rel := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi/%s/vol_data.json", u, pv.Name)
-				if _, ok := s.down.Lookup(rel); ok {
-					files = append(files, s.down.Abs(rel))
+				dir := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi/%s", u, pv.Name)
+				if _, ok := s.down.Lookup(dir + "/vol_data.json"); ok {
+					files = append(files, s.down.Abs(dir+"/vol_data.json"))
+					dirs = append(dirs, dir)
 				}
 			}
 		}
@@ -389,37 +468,26 @@ func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.Ste
 			return err
 		}
 		sc.Note("%s %d vol_data.json files", map[bool]string{false: "deleted", true: "truncated to 0 bytes"}[truncate], len(files))
+		s.notePlanted(sc, dirs)
 		return nil
 	}
 }
 
-// failureMetrics are CSIExpectations with the reconstruction and cleanup
-// errors a planted fault causes allowed as expected deviations, for the
-// reason given.
-func failureMetrics(reason string) func(volumesAtStart int) []kubeletmetrics.Expectation {
-	return func(volumesAtStart int) []kubeletmetrics.Expectation {
-		return allowErrors(kubeletmetrics.CSIExpectations(volumesAtStart), volumesAtStart, reason)
-	}
-}
-
-func allowErrors(exps []kubeletmetrics.Expectation, volumesAtStart int, reason string) []kubeletmetrics.Expectation {
-	for i := range exps {
-		switch exps[i].Metric {
-		case kubeletmetrics.ReconstructVolumeOperationsErrors, kubeletmetrics.ForceCleanedFailedVolumeOpErrors, kubeletmetrics.OrphanPodCleanedVolumesErrors:
-			exps[i].Deviation = &kubeletmetrics.Deviation{Check: kubeletmetrics.AtMost(float64(volumesAtStart)), Reason: reason}
+// notePlanted records the volume dirs (or files where one belongs) the
+// fault made unreconstructable on this hop, and counts those the hop's
+// kubelet will find: this hop's, and those of earlier hops still on the
+// node (the known bugs these faults show leave them).
+func (s *Scenario) notePlanted(sc *scenarios.StepContext, planted []string) {
+	n := len(planted)
+	for _, p := range s.plantedEver {
+		if _, ok := s.down.Lookup(p); ok {
+			n++
 		}
 	}
-	return exps
+	s.plantedEver = append(s.plantedEver, planted...)
+	s.unreconstructable = n
+	sc.Note("%d volume dirs on the node the kubelet cannot reconstruct (%d planted on this hop)", n, len(planted))
 }
-
-// Reasons of the planted faults' metric deviations.
-const (
-	volDataReason    = "vol_data.json planted missing or empty: reconstruction of the CSI volume fails and it is force-cleaned (#101791, #108217)"
-	fileForDirReason = "a regular file planted where a volume directory is expected: its reconstruction fails and the orphan sweep cannot remove it (#105536)"
-	// Before PR #123052 the orphan sweep removed a subPath's mount point
-	// with rmdir, which a file subPath's is not.
-	fileSubpathReason = "a file subPath's bind gone with the reboot: kubelets before PR #123052 rmdir its mount point, a file, and the orphan sweep fails (#106942)"
-)
 
 // plantDeleteClaims deletes the running pods' PVCs while the kubelet is
 // down; pvc-protection keeps them Terminating while the pods use them.
@@ -481,16 +549,18 @@ func plantFileForDir(ctx context.Context, s *Scenario, sc *scenarios.StepContext
 	if len(files) == 0 {
 		return fmt.Errorf("no CSI volume dir of the old pods %v on the node", s.oldUIDs)
 	}
+	var rels []string
 	for _, f := range files {
 		if _, err := exec.OutputStdin(ctx, sc.Node, strings.NewReader("planted by skewtest\n"), "sh", "-c", `cat > "$1"`, "sh", f); err != nil {
 			return err
 		}
+		rels = append(rels, strings.TrimPrefix(f, strings.TrimSuffix(s.down.ResolvedRoot, "/")+"/"))
 	}
 	sc.Note("planted %d regular files where the kubelet expects volume directories: %s", len(files), strings.Join(files, ", "))
+	s.notePlanted(sc, rels)
 	return nil
 }
 
-// observeLeftovers: the bug is anything of the old pods left.
 // mayStick tells whether the hop's re-created pods may not run: its fault
 // says its bug can do that, and the catalogue expects the bug of the
 // hop's kubelet.
@@ -531,38 +601,24 @@ func (s *Scenario) stuckWhy(ctx context.Context, sc *scenarios.StepContext, werr
 	return why
 }
 
-// observeStuckOrLeftovers: the re-created pods that did not run are the
-// bug, else what the old pods left.
+// observeStuckOrLeftovers: the re-created pods that did not run are a
+// trace (with why), else what the old pods left is the observation.
 func observeStuckOrLeftovers(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
 	if s.stuck != "" {
-		return catalogue.Observation{Seen: true, Detail: "the re-created pods did not run: " + s.stuck}, nil
+		return catalogue.Observation{Detail: "the re-created pods did not run: " + s.stuck,
+			Traces: []catalogue.Trace{{Kind: catalogue.NotRunning, Detail: s.stuck}}}, nil
 	}
 	return observeLeftovers(ctx, s, sc)
 }
 
+// observeLeftovers says what the old pods left, in the kubelet's words;
+// the judge gets the leftovers themselves as traces (evidence), and the
+// kubelet's counters and log, to hold against the bug's symptom.
 func observeLeftovers(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
 	if len(s.left) > 0 {
-		return catalogue.Observation{Seen: true, Detail: s.leftoverHeadline(ctx, s.left)}, nil
+		return catalogue.Observation{Detail: fmt.Sprintf("left by the old pods %s after the kubelet's start: %s", mayLeaveBound, s.leftoverHeadline(ctx, s.left))}, nil
 	}
 	return catalogue.Observation{Detail: fmt.Sprintf("old pods %s cleaned; the re-created pods mounted their volumes again", strings.Join(s.oldUIDs, ", "))}, nil
-}
-
-// observeReconstructionFailure: the bug is the kubelet failing to
-// reconstruct (its error counter) or leaving the old pods' state.
-func observeReconstructionFailure(ctx context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
-	var seen []string
-	for _, r := range s.metricResults {
-		if r.Metric == kubeletmetrics.ReconstructVolumeOperationsErrors && r.Present && r.Value > 0 {
-			seen = append(seen, fmt.Sprintf("%s = %v", r.Name, r.Value))
-		}
-	}
-	if len(s.left) > 0 {
-		seen = append(seen, "left behind: "+s.leftoverHeadline(ctx, s.left))
-	}
-	if len(seen) > 0 {
-		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
-	}
-	return catalogue.Observation{Detail: "reconstruct_volume_operations_errors_total = 0 and the old pods cleaned"}, nil
 }
 
 // hopGates are the feature gates of the hop's kubelet (its plan entry's),
@@ -583,6 +639,7 @@ func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.S
 		if err != nil {
 			return err
 		}
+		s.evidence(ctx, &o, oldPodTraces(s.leftSnap, s.left))
 		sc.Note("observed: %s", o.Detail)
 		d, err := catalogue.Judge(f.Entry, to, s.hopGates(), o)
 		if err != nil {
@@ -596,19 +653,21 @@ func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.S
 }
 
 // judgeLeakedGlobalMounts judges the CSI global mounts still mounted after
-// the workload was deleted, held by the old pods' mounts a fault left:
-// the fault's bug, seen by the plan's last kubelet.
-func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *nodestate.Snapshot) error {
-	var leaked []string
-	for _, pv := range s.volumes.PVs {
-		if path, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
-			leaked = append(leaked, fmt.Sprintf("CSI global mount %s of PV %s still mounted %d times", path, pv.Name, n))
-		}
-	}
+// the workload was deleted, when a known bug left old pods' state (which
+// can hold them), against that bug's symptom on the plan's last kubelet:
+// the leak it names is an expected deviation, one it does not name fails,
+// and one it names but that did not show is said.
+func (s *Scenario) judgeLeakedGlobalMounts(ctx context.Context, sc *scenarios.StepContext, snap *nodestate.Snapshot) error {
+	traces := s.globalMountTraces(snap)
 	s.snapshotEvidence(sc, "node state after deleting the StatefulSet", snap)
 	last := s.cfg.Plan.Versions[len(s.cfg.Plan.Versions)-1]
-	o := catalogue.Observation{Seen: true, Detail: fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", strings.Join(leaked, "; "), len(s.leftEver))}
-	d, err := catalogue.Judge(s.leakEntry(), last, s.cfg.Plan.GatesOf(len(s.cfg.Plan.Versions)-1), o)
+	detail := fmt.Sprintf("after the StatefulSet was deleted, with %d things the old pods left: no CSI global mount of the workload still mounted", len(s.leftEver))
+	if len(traces) > 0 {
+		detail = fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", joinTraces(traces), len(s.leftEver))
+	}
+	o := catalogue.Observation{Detail: detail}
+	s.evidence(ctx, &o, traces)
+	d, err := catalogue.JudgeAfterDelete(s.leakEntry(), last, s.cfg.Plan.GatesOf(len(s.cfg.Plan.Versions)-1), o)
 	if err != nil {
 		return err
 	}
@@ -622,15 +681,4 @@ func (s *Scenario) judgeLeakedGlobalMounts(sc *scenarios.StepContext, snap *node
 // plant is the fault's Plant as a step.
 func (s *Scenario) plant(ctx context.Context, sc *scenarios.StepContext) error {
 	return s.cfg.Fault.Plant(ctx, s, sc)
-}
-
-// NeedsBlock tells whether the fault's workload has a shape of raw block
-// volumes (Shape.Block), which needs a CSI driver that serves them.
-func (f Fault) NeedsBlock() bool {
-	for _, name := range f.Shapes {
-		if sh, ok := Shapes()[name]; ok && sh.Block {
-			return true
-		}
-	}
-	return false
 }

@@ -6,12 +6,12 @@ package reconstruction
 // the workload's volumes (its fail knob, nodes.CSIFail) with a final
 // error, a few times or until the kubelet gives the volume up. Each hop is
 // judged on the driver's call record (which calls, in which order, how
-// many failed), the node, the pods and the kubelet's own log lines.
+// many failed), the node, the pods and the kubelet's own log lines; what
+// the old pods or a given-up volume leave goes to the judge as traces.
 
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
-	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
 const (
@@ -59,8 +59,6 @@ const (
 	// The failed operations, each once in the pending operations' error
 	// line (logRetryLine) per failure.
 	logMountDeviceFailed = "MountVolume.MountDevice failed for volume"
-	logSetUpDeviceFailed = "MapVolume.SetUpDevice failed for volume"
-	logMapPodFailed      = "MapVolume.MapPodDevice failed for volume"
 	logTearDownFailed    = "UnmountVolume.TearDown failed for volume"
 	// logRetryLine is in the pending operations' line for a failed
 	// operation, once per failure ("Operation for ... failed. No retries
@@ -81,9 +79,6 @@ type errorsState struct {
 // csiErrorFault is one of these faults: which volumes' calls fail and how,
 // and what each hop must show of them.
 type csiErrorFault struct {
-	// block: the block shape's raw block volumes are failed, not the
-	// StatefulSet's filesystem volumes.
-	block bool
 	// knobs are the fail knobs for one volume.
 	knobs func(volumeID string) []nodes.CSIFail
 	// judge reads one volume's calls since the kubelet's start and says
@@ -105,16 +100,6 @@ type logCount struct {
 }
 
 func addErrorFaults(add func(Fault, string)) {
-	restage := &csiErrorFault{
-		knobs: func(id string) []nodes.CSIFail {
-			return []nodes.CSIFail{{Method: "NodeStageVolume", VolumeID: id, Code: failCode, Times: failTimes}}
-		},
-		judge: judgeRestage,
-		logs: []logCount{
-			{msg: logLeftUncertain, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-			{msg: logMountDeviceFailed, opFailure: true, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-		},
-	}
 	givenUp := &csiErrorFault{
 		knobs: func(id string) []nodes.CSIFail {
 			return []nodes.CSIFail{{Method: "NodeStageVolume", VolumeID: id, Code: failCode}}
@@ -123,21 +108,6 @@ func addErrorFaults(add func(Fault, string)) {
 		logs: []logCount{
 			{msg: logLeftUncertain, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
 			{msg: logMountDeviceFailed, opFailure: true, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-		},
-	}
-	remap := &csiErrorFault{
-		block: true,
-		knobs: func(id string) []nodes.CSIFail {
-			return []nodes.CSIFail{
-				{Method: "NodeStageVolume", VolumeID: id, Code: failCode, Times: failTimes},
-				{Method: "NodePublishVolume", VolumeID: id, Code: failCode, Times: failTimes},
-			}
-		},
-		judge: judgeRemap,
-		logs: []logCount{
-			{msg: logLeftUncertain, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-			{msg: logSetUpDeviceFailed, opFailure: true, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-			{msg: logMapPodFailed, opFailure: true, want: injectedOf("NodePublishVolume"), wantDescrib: "one per failed NodePublishVolume"},
 		},
 	}
 	unpublish := &csiErrorFault{
@@ -152,28 +122,19 @@ func addErrorFaults(add func(Fault, string)) {
 	// Holds: the kubelet's backoff after each failed operation (0.5 s,
 	// doubling), and for the volume given up the pod's deletion and the
 	// unstage.
-	add(Fault{Plant: restage.plant, Observe: restage.observe, Holds: 2 * time.Second}, "restage-fails-final")
 	// DataLost: the volume given up is unstaged, and the test driver's
 	// tmpfs goes with it.
 	add(Fault{Plant: givenUp.plant, AfterCleanup: giveUpFailingStage, DataLost: true, Observe: givenUp.observe, Holds: 10 * time.Second}, "restage-fails-final-until-deleted")
-	add(Fault{Shapes: []string{ShapeBlock}, Plant: remap.plant, Observe: remap.observe, Holds: 8 * time.Second}, "remap-fails-final")
 	// MayLeave: an unpublish the kubelet wrongly takes as done leaves the
-	// old pod's mount; the bounded wait's leftovers are then observed and
-	// judged (the entry is clean: they fail the hop).
+	// old pod's mount; the bounded wait's leftovers go to the judge as
+	// traces (the entry is clean: they fail the hop) within mayLeaveBound,
+	// not at the end of the cleanup timeout.
 	add(Fault{Plant: unpublish.plant, MayLeave: true, Observe: unpublish.observe, Holds: 2 * time.Second}, "unpublish-fails-final")
 }
 
 // injectedOf counts the volume's calls of method the knob failed.
 func injectedOf(method string) func(v volumeCalls) int {
 	return func(v volumeCalls) int { return v.injected(method) }
-}
-
-// failedPVs are the PVs whose calls the fault fails.
-func (f *csiErrorFault) failedPVs(s *Scenario) []storage.PV {
-	if f.block {
-		return s.shapes.block.PVs
-	}
-	return s.volumes.PVs
 }
 
 // plant sets the knobs for every failed volume, with the kubelet down and
@@ -186,7 +147,7 @@ func (f *csiErrorFault) plant(ctx context.Context, s *Scenario, sc *scenarios.St
 	if _, err := s.callRecord(); err != nil {
 		return err
 	}
-	pvs := f.failedPVs(s)
+	pvs := s.volumes.PVs
 	if len(pvs) == 0 || pvs[0].VolumeHandle == "" {
 		return fmt.Errorf("fault %s needs CSI volumes of the node's own driver", s.cfg.Fault.Entry.Name)
 	}
@@ -276,19 +237,6 @@ func (c csiCall) String() string {
 		s += " failed: " + c.Code
 	}
 	return s
-}
-
-// targetUID is the pod UID in a CSI call's path: a filesystem target
-// (pods/<uid>/volumes/...) or a block publish target
-// (plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<uid>).
-func targetUID(p string) string {
-	if uid := podUIDOf(p); uid != "" {
-		return uid
-	}
-	if strings.Contains(p, "/volumeDevices/publish/") {
-		return path.Base(p)
-	}
-	return ""
 }
 
 // volumeCalls is one volume's node calls since the hop's kubelet started,
@@ -427,34 +375,6 @@ func betweenWords(from, to time.Time) string {
 	return "between " + from.Format("15:04:05.000") + " and " + to.Format("15:04:05.000")
 }
 
-// judgeRestage: the re-created pod's NodeStageVolume failed failTimes
-// times and then succeeded, its publish came after that, the old pod's
-// volume was unpublished, and nothing was unstaged: the re-created pod
-// wants the volume, so the kubelet must not give it up.
-func judgeRestage(v volumeCalls, _ errorsState) []string {
-	var out []string
-	out = append(out, failedThenOK("NodeStageVolume", v.of("NodeStageVolume", nil), failTimes)...)
-	out = append(out, stagedBeforePublished(v, time.Time{})...)
-	out = append(out, newPodPublished(v, time.Time{})...)
-	out = append(out, oldPodsUnpublished(v)...)
-	out = append(out, unstagedBetween(v, time.Time{}, time.Time{}, 0, "a pod wanted the volume throughout")...)
-	return out
-}
-
-// judgeRemap: the block volume's re-stage (SetUpDevice) failed failTimes
-// times, then succeeded; then the new pod's publish (MapPodDevice) failed
-// failTimes times, then succeeded; the old pod's volume was unpublished
-// and nothing unstaged.
-func judgeRemap(v volumeCalls, _ errorsState) []string {
-	var out []string
-	out = append(out, failedThenOK("NodeStageVolume", v.of("NodeStageVolume", nil), failTimes)...)
-	out = append(out, failedThenOK("NodePublishVolume of the re-created pod", v.of("NodePublishVolume", v.newPod), failTimes)...)
-	out = append(out, stagedBeforePublished(v, time.Time{})...)
-	out = append(out, oldPodsUnpublished(v)...)
-	out = append(out, unstagedBetween(v, time.Time{}, time.Time{}, 0, "a pod wanted the volume throughout")...)
-	return out
-}
-
 // judgeUnpublish: each old pod's NodeUnpublishVolume failed failTimes
 // times, then succeeded once; the re-created pod staged (the reconstructed
 // device is uncertain) and published; nothing unstaged.
@@ -517,14 +437,14 @@ func judgeGivenUp(v volumeCalls, e errorsState) []string {
 
 // hopVolumeCalls are the node's calls for pvs since the hop's kubelet
 // started.
-func (s *Scenario) hopVolumeCalls(pvs []storage.PV) ([]volumeCalls, error) {
+func (s *Scenario) hopVolumeCalls() ([]volumeCalls, error) {
 	rec, err := s.callRecord()
 	if err != nil {
 		return nil, err
 	}
 	byHandle := map[string]int{}
-	out := make([]volumeCalls, len(pvs))
-	for i, pv := range pvs {
+	out := make([]volumeCalls, len(s.volumes.PVs))
+	for i, pv := range s.volumes.PVs {
 		byHandle[pv.VolumeHandle] = i
 		out[i] = volumeCalls{PV: pv.Name, Handle: pv.VolumeHandle, Old: s.oldUIDs}
 	}
@@ -537,7 +457,7 @@ func (s *Scenario) hopVolumeCalls(pvs []storage.PV) ([]volumeCalls, error) {
 		if code == "" && c.Err != "" {
 			code = codes.Unknown.String()
 		}
-		out[i].Calls = append(out[i].Calls, csiCall{At: c.Time, Method: c.Method, UID: targetUID(c.Path), Code: code, Injected: c.Injected})
+		out[i].Calls = append(out[i].Calls, csiCall{At: c.Time, Method: c.Method, UID: podUIDOf(c.Path), Code: code, Injected: c.Injected})
 	}
 	return out, nil
 }
@@ -572,14 +492,17 @@ func (f *csiErrorFault) judgeLogs(log string, v volumeCalls) (seen, fine []strin
 	return seen, fine
 }
 
-// observe clears the hop's knobs, then judges the calls of every failed
-// volume, the kubelet's log, what the fault's own steps saw, the old
-// pods' leftovers and, for the block shape, its volumes on the node.
+// observe clears the hop's knobs, then judges the calls of every volume,
+// the kubelet's log and what the fault's own steps saw, in words; what
+// they saw left (a given-up volume's global mount) goes to the judge as
+// traces, beside the old pods' leftovers the judge adds itself. The log
+// is read now, not the hop's cached copy: the failures' lines come after
+// the kubelet's start.
 func (f *csiErrorFault) observe(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
 	if err := s.clearKnobs(ctx, sc); err != nil {
 		return catalogue.Observation{}, err
 	}
-	vols, err := s.hopVolumeCalls(f.failedPVs(s))
+	vols, err := s.hopVolumeCalls()
 	if err != nil {
 		return catalogue.Observation{}, err
 	}
@@ -605,26 +528,13 @@ func (f *csiErrorFault) observe(ctx context.Context, s *Scenario, sc *scenarios.
 		ls, lf := f.judgeLogs(log, v)
 		seen, fine = append(seen, ls...), append(fine, lf...)
 		sc.Evidence(reports.Evidence{Name: "the kubelet's log lines on PV " + v.PV + "'s failed calls", Kind: "log", Text: errorLogLines(log, f.logs, v)})
-		fine = append(fine, fmt.Sprintf("PV %s: %d calls as expected (%d failed by the knob)", v.PV, len(v.Calls), v.injected("NodeStageVolume")+v.injected("NodePublishVolume")+v.injected("NodeUnpublishVolume")))
+		fine = append(fine, fmt.Sprintf("PV %s: %d calls as expected (%d failed by the knob)", v.PV, len(v.Calls), v.injected("NodeStageVolume")+v.injected("NodeUnpublishVolume")))
 	}
-	if len(s.left) > 0 {
-		seen = append(seen, "left behind: "+s.leftoverHeadline(ctx, s.left))
-	}
-	if f.block {
-		o, err := checkBlock(ctx, s, sc, nil)
-		if err != nil {
-			return catalogue.Observation{}, err
-		}
-		if o.Seen {
-			seen = append(seen, o.Detail)
-		} else {
-			fine = append(fine, o.Detail)
-		}
-	}
+	o := catalogue.Observation{Detail: strings.Join(fine, "; "), Traces: append([]catalogue.Trace(nil), s.faultTraces...)}
 	if len(seen) > 0 {
-		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
+		o.Seen, o.Detail = true, strings.Join(seen, "; ")
 	}
-	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
+	return o, nil
 }
 
 // errorLogLines are the lines of log any of lcs counts for the volume.
@@ -653,7 +563,7 @@ func giveUpFailingStage(ctx context.Context, s *Scenario, sc *scenarios.StepCont
 	timeout := s.scaled(errorsWait)
 	var last string
 	failing := func(ctx context.Context) (bool, error) {
-		vols, err := s.hopVolumeCalls(s.volumes.PVs)
+		vols, err := s.hopVolumeCalls()
 		if err != nil {
 			return false, err
 		}
@@ -704,9 +614,12 @@ func giveUpFailingStage(ctx context.Context, s *Scenario, sc *scenarios.StepCont
 	if err := s.scale(ctx, 0); err != nil {
 		return err
 	}
-	var missing []string
+	var (
+		lastSnap *nodestate.Snapshot
+		missing  []string
+	)
 	givenUp := func(ctx context.Context) (bool, error) {
-		vols, err := s.hopVolumeCalls(s.volumes.PVs)
+		vols, err := s.hopVolumeCalls()
 		if err != nil {
 			return false, err
 		}
@@ -718,31 +631,35 @@ func giveUpFailingStage(ctx context.Context, s *Scenario, sc *scenarios.StepCont
 		if err != nil {
 			return false, nil
 		}
-		missing = nil
-		for i, v := range vols {
+		lastSnap, missing = snap, nil
+		for _, v := range vols {
 			if _, ok := v.firstOK("NodeUnstageVolume", nil, s.errs.scaledDown); !ok {
 				missing = append(missing, "no NodeUnstageVolume for PV "+v.PV)
 			}
-			if p, n := snap.CSIGlobalMount(s.volumes.PVs[i].Driver, v.Handle); n > 0 {
-				missing = append(missing, fmt.Sprintf("the global mount %s of PV %s still mounted %d times", snap.Abs(p), v.PV, n))
-			}
-		}
-		for _, l := range snap.Leftovers(s.errs.givenUp) {
-			missing = append(missing, "of a deleted pod: "+l.String())
 		}
 		if len(pods) > 0 {
 			missing = append(missing, fmt.Sprintf("%d pods still in the API", len(pods)))
 		}
-		return len(missing) == 0, nil
+		return len(missing) == 0 && len(s.globalMountTraces(snap)) == 0 && len(snap.Leftovers(s.errs.givenUp)) == 0, nil
 	}
 	err = wait.For(givenUp, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err != nil {
-		s.faultSeen = append(s.faultSeen, fmt.Sprintf("%s after the waiting pods were deleted: %s", timeout, strings.Join(missing, "; ")))
-		sc.Note("the kubelet did not give the volumes up within %s: %s", timeout, strings.Join(missing, "; "))
-	} else {
+	switch {
+	case err != nil && lastSnap != nil:
+		// What the kubelet left of the volume it gave up are traces for
+		// the judge; the calls it did not make are judged on the call
+		// record (judgeGivenUp).
+		left := append(s.globalMountTraces(lastSnap), oldPodTraces(lastSnap, lastSnap.Leftovers(s.errs.givenUp))...)
+		s.faultTraces = append(s.faultTraces, left...)
+		if len(missing) > 0 {
+			s.faultSeen = append(s.faultSeen, fmt.Sprintf("%s after the waiting pods were deleted: %s", timeout, strings.Join(missing, "; ")))
+		}
+		sc.Note("the kubelet did not give the volumes up within %s: %s", timeout, strings.Join(append(missing, joinTraces(left)), "; "))
+	case err != nil:
+		s.faultSeen = append(s.faultSeen, fmt.Sprintf("the node's state could not be read within %s after the waiting pods were deleted", timeout))
+	default:
 		sc.Note("StatefulSet scaled to 0: the kubelet unstaged the %d volumes no pod wants, their global mounts and the waiting pods' dirs are gone, %s after", len(s.volumes.PVs), time.Since(s.errs.scaledDown).Round(10*time.Millisecond))
 	}
 	if err := s.clearKnobs(ctx, sc); err != nil {

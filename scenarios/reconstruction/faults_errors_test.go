@@ -51,29 +51,6 @@ func wantProblems(t *testing.T, what string, got []string, want ...string) {
 	}
 }
 
-// The re-stage of a reconstructed device fails twice and then goes
-// through: what v1.37.2 does passes; a kubelet that takes a failed
-// re-stage's device as staged (and publishes on it), one that stops
-// retrying, or one that unstages the volume a pod wants, fails.
-func TestJudgeRestage(t *testing.T) {
-	good := vol("NodeStageVolume - knob", "NodeUnpublishVolume old ok", "NodeStageVolume - knob", "NodeStageVolume - ok", "NodePublishVolume new ok")
-	wantProblems(t, "v1.37.2", judgeRestage(good, errorsState{}))
-
-	markedStaged := vol("NodeStageVolume - knob", "NodeUnpublishVolume old ok", "NodePublishVolume new ok")
-	wantProblems(t, "device taken as staged", judgeRestage(markedStaged, errorsState{}),
-		"NodeStageVolume: [failed by the knob], want [failed by the knob, failed by the knob, ok]",
-		"NodePublishVolume for pod new at 10:00:02.000 without a successful NodeStageVolume before it")
-
-	gaveUp := vol("NodeStageVolume - knob", "NodeStageVolume - knob", "NodeUnpublishVolume old ok")
-	wantProblems(t, "no retry", judgeRestage(gaveUp, errorsState{}), "no successful NodePublishVolume for a re-created pod")
-
-	unstaged := vol("NodeStageVolume - knob", "NodeUnpublishVolume old ok", "NodeUnstageVolume - ok", "NodeStageVolume - knob", "NodeStageVolume - ok", "NodePublishVolume new ok")
-	wantProblems(t, "unstaged under a pod", judgeRestage(unstaged, errorsState{}), "1 NodeUnstageVolume calls since the kubelet's start, want 0")
-
-	oldKept := vol("NodeStageVolume - knob", "NodeStageVolume - knob", "NodeStageVolume - ok", "NodePublishVolume new ok")
-	wantProblems(t, "old pod never unpublished", judgeRestage(oldKept, errorsState{}), "no successful NodeUnpublishVolume for the old pod old")
-}
-
 // An old pod's unpublish fails twice and then goes through; a kubelet
 // that takes the failed unpublish as done calls it once.
 func TestJudgeUnpublish(t *testing.T) {
@@ -84,17 +61,6 @@ func TestJudgeUnpublish(t *testing.T) {
 		"NodeUnpublishVolume of the old pod old: [failed by the knob], want [failed by the knob, failed by the knob, ok]")
 	noRestage := vol("NodeUnpublishVolume old knob", "NodeUnpublishVolume old knob", "NodeUnpublishVolume old ok", "NodePublishVolume new ok")
 	wantProblems(t, "uncertain device not staged again", judgeUnpublish(noRestage, errorsState{}), "no successful NodeStageVolume")
-}
-
-// The block volume's re-stage and the new pod's publish each fail twice.
-func TestJudgeRemap(t *testing.T) {
-	good := vol("NodeStageVolume - knob", "NodeUnpublishVolume old ok", "NodeStageVolume - knob", "NodeStageVolume - ok",
-		"NodePublishVolume new knob", "NodePublishVolume new knob", "NodePublishVolume new ok")
-	wantProblems(t, "v1.37.2", judgeRemap(good, errorsState{}))
-	// A device taken as staged after the first failure: the publish
-	// meets the driver without a stage.
-	markedStaged := vol("NodeStageVolume - knob", "NodeUnpublishVolume old ok", "NodePublishVolume new knob", "NodePublishVolume new knob", "NodePublishVolume new ok")
-	wantProblems(t, "device taken as staged", judgeRemap(markedStaged, errorsState{}), "without a successful NodeStageVolume before it")
 }
 
 // Every re-stage fails until the pods are deleted: the kubelet must then
@@ -149,25 +115,12 @@ E1206 10:00:02.100100 nestedpendingoperations.go:348] Operation for "{volumeName
 	wantProblems(t, "one uncertain line for two failures", seen, `1 kubelet log lines "MountVolume.markDeviceErrorState leaving volume uncertain" for PV pv-0, one per failed NodeStageVolume: 2`)
 }
 
-func TestTargetUID(t *testing.T) {
-	for p, want := range map[string]string{
-		"/r/kubelet/pods/u-1/volumes/kubernetes.io~csi/pv-0/mount":                 "u-1",
-		"/r/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pv-0/u-2":      "u-2",
-		"/r/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pv-0":          "",
-		"/r/kubelet/plugins/kubernetes.io/csi/csi.skewtest.k8s.io/abc/globalmount": "",
-	} {
-		if got := targetUID(p); got != want {
-			t.Errorf("targetUID(%s) = %q, want %q", p, got, want)
-		}
-	}
-}
-
-// The faults plant their knobs while the kubelet is down, the one that
-// gives the volume up acts after the cleanup, and only the block one
-// needs raw block volumes.
+// The faults plant their knobs while the kubelet is down, before the
+// kubelet starts; the one that gives the volume up acts after the
+// cleanup, before the re-created pods are checked.
 func TestErrorFaultSteps(t *testing.T) {
 	for name, want := range map[string][]string{
-		"restage-fails-final": {"force-delete the pods while the kubelet is down", "plant fault restage-fails-final", "start kubelet v1.36.3",
+		"unpublish-fails-final": {"force-delete the pods while the kubelet is down", "plant fault unpublish-fails-final", "start kubelet v1.36.3",
 			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "re-created pods Running on the same volumes with their data"},
 		"restage-fails-final-until-deleted": {"plant fault restage-fails-final-until-deleted", "start kubelet v1.36.3", "wait for the node Ready at kubelet v1.36.3",
 			"wait until the old pods' mounts and directories are gone", "fault restage-fails-final-until-deleted after the cleanup", "re-created pods Running on the same volumes with their data"},
@@ -179,15 +132,6 @@ func TestErrorFaultSteps(t *testing.T) {
 		got := hop1Steps(t, &f)
 		if all := strings.Join(got, "|"); !strings.Contains(all, strings.Join(want, "|")) {
 			t.Errorf("%s: hop 1 steps\n%s\nwant in order\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
-	for name, block := range map[string]bool{"remap-fails-final": true, "restage-fails-final": false, "unpublish-fails-final": false, "reboot-file-subpath": false} {
-		f, err := LookupFault(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.NeedsBlock() != block {
-			t.Errorf("%s: NeedsBlock = %v, want %v", name, f.NeedsBlock(), block)
 		}
 	}
 }

@@ -68,7 +68,7 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		for _, p := range pods {
 			s.oldUIDs = append(s.oldUIDs, string(p.UID))
 		}
-		s.faultSeen, s.faultDetail = nil, ""
+		s.faultSeen, s.faultDetail, s.faultTraces = nil, "", nil
 		s.stopPodsUp()
 		start := time.Now()
 		s.unstagedInStop = nil
@@ -241,9 +241,10 @@ func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) 
 	if mayLeave && timeout > mayLeaveBound {
 		timeout = mayLeaveBound
 	}
-	s.left = nil
+	s.left, s.leftSnap = nil, nil
 	err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
 	dirsGone := time.Since(s.kubeletUp)
+	s.leftSnap = last
 	if last != nil {
 		s.snapshotEvidence(sc, "node state after cleanup", last)
 		sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, last)})
@@ -254,6 +255,9 @@ func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) 
 		if s.shapes != nil && s.cfg.Fault == nil {
 			if un := s.unexplainedLeftovers(s.left, to); len(un) > 0 {
 				return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start, beyond what the shapes' known bugs leave (%d polls): %s", timeout, polls, s.leftoverHeadline(ctx, un))
+			}
+			if un := s.unexplainedTraces(oldPodTraces(last, s.left), to); len(un) > 0 {
+				return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start, beyond what the shapes' known bugs leave (%d polls): left %s", timeout, polls, joinTraces(un))
 			}
 		}
 		sc.Note("%s: %d things of the old pods left %s after the kubelet started (bounded wait); the catalogue judges them", s.leakEntry().Name, len(s.left), timeout)
@@ -368,10 +372,12 @@ func (s *Scenario) checkRecreated(ctx context.Context, sc *scenarios.StepContext
 }
 
 // checkMetrics scrapes the kubelet through the API server's node proxy and
-// checks the scenario's expectations for the volume kind; a hop without a
-// cleanup wait (the pods kept) reads its reconstruction path here. A hop
-// whose re-created pods were not checked records what its kubelet used
-// here (usage.go).
+// checks the scenario's expectations for the volume kind, on the metrics
+// the hop's kubelet version registers (kubeletmetrics.Exposed); a counter
+// that looks like the metrics registration race is decided by witness
+// starts (witness.go). A hop without a cleanup wait (the pods kept) reads
+// its reconstruction path here. A hop whose re-created pods were not
+// checked records what its kubelet used here (usage.go).
 func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) error {
 	if s.hop.Kubelet == nil {
 		s.recordKubeletUsage(ctx, sc)
@@ -391,10 +397,16 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 	if s.cfg.Fault != nil && s.cfg.Fault.Metrics != nil {
 		exps = s.cfg.Fault.Metrics(s.volsAtStart)
 	}
-	exps = s.shapeMetrics(exps, version.MustParseGeneric(s.hop.To))
-	results := kubeletmetrics.Evaluate(scrape, exps)
+	to := version.MustParseGeneric(s.hop.To)
+	exps = s.symptomMetrics(ctx, scrape, exps, to)
+	results, err := kubeletmetrics.Evaluate(scrape, s.hop.To, exps)
+	if err != nil {
+		return errors.Join(err, perr)
+	}
 	if kubeletmetrics.NeedsKubeletLog(results) {
-		results = s.explainRace(ctx, sc, results)
+		if results, err = s.explainRace(ctx, sc, results); err != nil {
+			return errors.Join(err, perr)
+		}
 	}
 	s.metricResults = results
 	var failed []string
@@ -403,39 +415,18 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 		s.hop.Metrics = append(s.hop.Metrics, m)
 		switch m.Verdict {
 		case reports.Fail:
-			failed = append(failed, fmt.Sprintf("%s = %v, expected %s", r.Metric, r.Value, r.Expected))
+			// The reason names the metric and why it failed: its value
+			// and the expectation, or that the scrape lacks it, or the
+			// witness starts of a counter that never moves.
+			failed = append(failed, r.Reason)
 		case reports.PassWithExpectedDeviations:
 			sc.Deviation(reports.Deviation{Check: "metric " + r.Metric, Expected: r.Expected, Observed: fmt.Sprint(r.Value), Reason: r.Reason})
 		}
 	}
 	if len(failed) > 0 {
-		return errors.Join(fmt.Errorf("kubelet metrics: %s", strings.Join(failed, "; ")), perr)
+		return errors.Join(fmt.Errorf("kubelet metrics: %s%s", strings.Join(failed, "; "), s.symptomNote(to)), perr)
 	}
 	return perr
-}
-
-// explainRace cross-checks a reconstruct_volume_operations_total lower
-// than the volume dirs the kubelet found against the kubelet's own log:
-// when the log shows the reconstructions, the counter lost them to the
-// metrics registration race, an expected deviation that quotes the log.
-// Without the node's log the counter stays failed, and a note says why.
-func (s *Scenario) explainRace(ctx context.Context, sc *scenarios.StepContext, results []kubeletmetrics.Result) []kubeletmetrics.Result {
-	text, err := s.hopKubeletLog(ctx)
-	if errors.Is(err, errNoKubeletLog) {
-		sc.Note("reconstruct_volume_operations_total is low and node %s cannot show its kubelet's log, so the metrics registration race cannot be told from a kubelet that did not reconstruct", s.node)
-		return results
-	}
-	if err != nil {
-		sc.Note("reconstruct_volume_operations_total is low and the kubelet's log could not be read to cross-check it: %v", err)
-		return results
-	}
-	log := kubeletmetrics.ParseReconstructionLog(text)
-	if log.Attempts() == 0 {
-		sc.Note("the kubelet's log since its start names no reconstructed volume: either it reconstructed none, or it logs below level 2 (--v=2, or logging.verbosity: 2 in its configuration), where it names each one")
-	}
-	sc.Evidence(reports.Evidence{Name: "the kubelet's reconstruction log lines since its start", Kind: "log",
-		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", log.Reconstructed, log.Failed, strings.Join(log.Lines, "\n"))})
-	return kubeletmetrics.ExplainRegistrationRace(results, log, s.volsAtStart)
 }
 
 func (s *Scenario) snapshotAfter(ctx context.Context, sc *scenarios.StepContext) error {

@@ -43,6 +43,16 @@ type Job struct {
 	// clusters; what makes the run (PLAN, SCENARIO, REPLICAS,
 	// VOLUME_KIND) is its own.
 	Options Options
+	// Group, when set, names jobs that stop together: once one of them
+	// fails on a kubelet check (ExitKubelet), those of its group not yet
+	// started are not run (JobResult.Skipped says why). A mutation batch
+	// stops a mutant's runs at its first kill, as mutation tools do; jobs
+	// without a group always run.
+	Group string
+	// Rank orders the queue before the runs' lengths do: lower ranks go
+	// first (0 for most jobs). A mutation batch ranks each mutant's likely
+	// killers first, so that its group stops early.
+	Rank int
 }
 
 // JobResult is what one job left.
@@ -56,6 +66,9 @@ type JobResult struct {
 	// Attempts counts the runs of the job: a run the control plane
 	// failed (scenarios.ErrControlPlane) runs once more, on a clean node.
 	Attempts int
+	// Skipped says why a job of a Group was not run: another job of its
+	// group had already failed. Result and Err are then nil.
+	Skipped string
 }
 
 // BatchResult is what a batch left.
@@ -108,11 +121,24 @@ type batchJob struct {
 // log is the job's logger.
 func (j *batchJob) log() *slog.Logger { return j.v.Options.Logger.With("run", j.job.Name) }
 
-// first is the plan entry the job's node must run when it starts.
-func (j *batchJob) first() string { return j.v.Plan.Raw[0] }
+// first is the kubelet the job's node must run when it starts: its plan
+// entry and binary (two sources of one version are two kubelets).
+func (j *batchJob) first() string { return kubeletKey(j.v.Plan.Raw[0], j.kubelets, 0) }
 
-// last is the plan entry the node runs after the job.
-func (j *batchJob) last() string { return j.v.Plan.Raw[len(j.v.Plan.Raw)-1] }
+// last is the kubelet the node runs after the job.
+func (j *batchJob) last() string {
+	n := len(j.v.Plan.Raw) - 1
+	return kubeletKey(j.v.Plan.Raw[n], j.kubelets, n)
+}
+
+// kubeletKey names plan entry i's kubelet: the entry as written (its
+// version and gates) and, once resolved, the binary's sha256.
+func kubeletKey(entry string, kubelets []binaries.Binary, i int) string {
+	if i < len(kubelets) && kubelets[i].SHA256 != "" {
+		return entry + "@" + kubelets[i].SHA256
+	}
+	return entry
+}
 
 // clusterKey is what one cluster serves: jobs of the same key can share
 // it.
@@ -164,12 +190,21 @@ func RunBatch(ctx context.Context, o Options, jobs []Job) (*BatchResult, error) 
 			result: JobResult{Job: j}}
 		bjs[i].record = &reports.BatchJob{Name: j.Name, Hold: bjs[i].demand.Hold}
 	}
+	// Jobs of one plan and kubelet sources share their binaries: each
+	// distinct set is resolved (and its cached binaries hashed) once.
+	resolved := map[string][]binaries.Binary{}
 	for _, j := range bjs {
+		key := j.v.Plan.String() + "\x00" + strings.Join(j.v.Specs, "\x00")
+		if k, ok := resolved[key]; ok {
+			j.kubelets = k
+			continue
+		}
 		if j.kubelets, err = Resolve(ctx, j.v); err != nil {
 			return nil, fmt.Errorf("run %q of the batch: %w", j.job.Name, interrupted(ctx, err))
 		}
+		resolved[key] = j.kubelets
 	}
-	b := &batch{o: vs[0].Options, start: start, jobs: bjs,
+	b := &batch{o: vs[0].Options, start: start, jobs: bjs, groups: &groups{},
 		record: &reports.Batch{ID: reports.NewRunID(start), Provider: vs[0].Options.Provider, Started: start, Nodes: batchNodes(o, len(jobs))}}
 	b.nodes = b.record.Nodes
 	b.dir = filepath.Join(vs[0].ArtifactsRoot, b.record.ID)
@@ -208,6 +243,7 @@ type batch struct {
 	nodes  int
 	dir    string
 	record *reports.Batch
+	groups *groups
 }
 
 // run runs every group of jobs, each on as many clusters as it takes, one
@@ -224,7 +260,10 @@ func (b *batch) run(ctx context.Context) error {
 	var errs []error
 	for _, g := range groups {
 		pending := byGroup[g]
-		for len(pending) > 0 {
+		for {
+			if pending = b.groups.pending(pending); len(pending) == 0 {
+				break
+			}
 			if ctx.Err() != nil {
 				notRun(pending, fmt.Sprintf("the batch was interrupted (%v) before it started", context.Cause(ctx)), interrupted(ctx, ctx.Err()))
 				break
@@ -271,3 +310,6 @@ func namespaceOf(i int, name string) string {
 }
 
 var nonLabel = regexp.MustCompile(`[^a-z0-9]+`)
+
+// gated tells whether plan entry i sets feature gates.
+func (j *batchJob) gated(i int) bool { return len(j.v.Plan.GatesOf(i)) > 0 }

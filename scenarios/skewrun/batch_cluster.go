@@ -18,16 +18,21 @@ import (
 // slot is one test node of a batch's cluster, as the schedule sees it.
 type slot struct {
 	node nodes.Node
-	// version is the plan entry its kubelet runs now.
-	version string
+	// kubelet is the kubelet it runs now (batchJob.first, .last).
+	kubelet string
+	// gated: that kubelet runs with feature gates its plan entry set,
+	// which only a run's own hops take out again.
+	gated bool
 	// retired says why it takes no more jobs; "" while it does.
 	retired string
 }
 
-// finished is a job that ended on a slot.
+// finished is a job that ended on a slot, or could not start on it
+// because the slot's kubelet could not be swapped for the job's first.
 type finished struct {
-	slot *slot
-	job  *batchJob
+	slot    *slot
+	job     *batchJob
+	swapErr error
 }
 
 // cluster brings up one cluster for pending (jobs of one group), runs as
@@ -66,12 +71,13 @@ func (b *batch) cluster(ctx context.Context, pending []*batchJob) (left []*batch
 		}
 		slots := make([]*slot, min(len(testNodes), n))
 		for i := range slots {
-			slots[i] = &slot{node: testNodes[i], version: queue[i].first()}
+			slots[i] = &slot{node: testNodes[i], kubelet: queue[i].first(), gated: queue[i].gated(0)}
 			rec.Nodes = append(rec.Nodes, testNodes[i].String())
 		}
 		logger.Info("batch cluster up", "nodes", strings.Join(rec.Nodes, ","), "took", rec.Up.Round(100*time.Millisecond), "runs", len(queue))
-		left = schedule(ctx, slots, queue, func(s *slot, j *batchJob) { b.runJob(ctx, c, number, s, j) },
-			func(s *slot, j *batchJob) string { return b.nodeAfter(ctx, c, s, j) })
+		left = schedule(ctx, slots, queue, b.groups, func(s *slot, j *batchJob) { b.runJob(ctx, c, number, s, j) },
+			func(s *slot, j *batchJob) string { return b.nodeAfter(ctx, c, s, j) },
+			func(s *slot, j *batchJob) error { return b.swapKubelet(ctx, c, s, j) })
 		for _, s := range slots {
 			if s.retired != "" {
 				rec.Retired = append(rec.Retired, s.node.String()+": "+s.retired)
@@ -96,8 +102,8 @@ func (b *batch) cluster(ctx context.Context, pending []*batchJob) (left []*batch
 	return left, kept, errors.Join(runErr, endErr)
 }
 
-// order is the queue's order: the longest hold first (they bound the
-// batch's length), unless there are too few nodes for every job that may
+// order is the queue's order: by Job.Rank, then the longest hold first
+// (they bound the batch's length), unless there are too few nodes for every job that may
 // leave its node unclean to have one of its own (kind's one node): those
 // then go last, each the last on its node.
 func order(jobs []*batchJob, nodes int) []*batchJob {
@@ -110,6 +116,9 @@ func order(jobs []*batchJob, nodes int) []*batchJob {
 	}
 	lastMayLeave := mayLeave >= nodes
 	slices.SortStableFunc(q, func(a, b *batchJob) int {
+		if a.job.Rank != b.job.Rank {
+			return a.job.Rank - b.job.Rank
+		}
 		if lastMayLeave && a.demand.MayLeave != b.demand.MayLeave {
 			if a.demand.MayLeave {
 				return 1
@@ -123,29 +132,57 @@ func order(jobs []*batchJob, nodes int) []*batchJob {
 
 // schedule runs the queue on the slots, at once, and returns the jobs no
 // slot took. A slot takes the first queued job that starts at the kubelet
-// it runs; after a job that left it usable (after says why not), it takes
-// the next; otherwise it retires. A job the control plane failed is queued
-// again, first. run runs a job and sets its result.
-func schedule(ctx context.Context, slots []*slot, queue []*batchJob, run func(*slot, *batchJob), after func(*slot, *batchJob) string) []*batchJob {
-	queue = slices.Clone(queue)
+// it runs; when none does, swap (nil: never) puts the first queued job's
+// kubelet on it, if neither that kubelet nor the slot's runs with feature
+// gates. After a job that left it usable (after says why not), it takes
+// the next; otherwise it retires, as it does when its kubelet cannot be
+// swapped (the job goes back to the queue). A job the control plane failed
+// is queued again, first. A job that failed on a kubelet check stops its
+// Group: its jobs not yet started are skipped. run runs a job and sets its
+// result.
+func schedule(ctx context.Context, slots []*slot, queue []*batchJob, g *groups, run func(*slot, *batchJob), after func(*slot, *batchJob) string, swap func(*slot, *batchJob) error) []*batchJob {
+	queue = g.pending(queue)
 	done := make(chan finished)
 	running := 0
+	// idle are the slots with no job they can take now: one may come
+	// back to the queue (a control plane failure, a failed swap) while
+	// others run, so they retire only once nothing runs.
+	var idle []*slot
 	start := func(s *slot) {
 		if ctx.Err() != nil {
 			return
 		}
-		i := slices.IndexFunc(queue, func(j *batchJob) bool { return j.first() == s.version })
+		queue = g.pending(queue)
+		i := slices.IndexFunc(queue, func(j *batchJob) bool { return j.first() == s.kubelet })
+		swapFirst := false
+		if i < 0 && swap != nil && !s.gated {
+			i = slices.IndexFunc(queue, func(j *batchJob) bool { return !j.gated(0) })
+			swapFirst = i >= 0
+		}
 		if i < 0 {
-			s.retired = fmt.Sprintf("no run left starts at its kubelet %s", s.version)
+			idle = append(idle, s)
 			return
 		}
 		j := queue[i]
 		queue = slices.Delete(queue, i, i+1)
 		running++
 		go func() {
+			if swapFirst {
+				if err := swap(s, j); err != nil {
+					done <- finished{slot: s, job: j, swapErr: err}
+					return
+				}
+			}
 			run(s, j)
 			done <- finished{slot: s, job: j}
 		}()
+	}
+	wake := func() {
+		waiting := idle
+		idle = nil
+		for _, s := range waiting {
+			start(s)
+		}
 	}
 	for _, s := range slots {
 		start(s)
@@ -154,16 +191,30 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, run func(*s
 		f := <-done
 		running--
 		s, j := f.slot, f.job
+		if f.swapErr != nil {
+			s.retired = fmt.Sprintf("its kubelet could not be swapped for run %q's first: %v", j.job.Name, f.swapErr)
+			queue = append([]*batchJob{j}, queue...)
+			wake()
+			continue
+		}
 		if errors.Is(j.result.Err, scenarios.ErrControlPlane) && j.attempts <= ControlPlaneRetries && ctx.Err() == nil {
 			j.log().Warn("the control plane failed the run, not the kubelet: it runs once more", "report", j.result.Result.ArtifactsDir)
 			queue = append([]*batchJob{j}, queue...)
 		}
+		if ExitCode(j.result.Err) == ExitKubelet {
+			g.stop(j)
+		}
 		if why := after(s, j); why != "" {
 			s.retired = why
+			wake()
 			continue
 		}
-		s.version = j.last()
+		s.kubelet, s.gated = j.last(), j.gated(len(j.v.Plan.Raw)-1)
 		start(s)
+		wake()
+	}
+	for _, s := range idle {
+		s.retired = fmt.Sprintf("no run left starts at its kubelet %s", s.kubelet)
 	}
 	if ctx.Err() != nil {
 		notRun(queue, fmt.Sprintf("the batch was interrupted (%v) before it started", context.Cause(ctx)), interrupted(ctx, ctx.Err()))

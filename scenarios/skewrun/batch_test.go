@@ -65,7 +65,7 @@ func TestSchedule(t *testing.T) {
 		fakeJob(t, "c", DefaultPlan, 0, false),
 		fakeJob(t, "starts-elsewhere", other, 0, false),
 	}
-	slots := []*slot{{version: "v1.37.2"}, {version: "v1.37.2"}, {version: "v1.37.2"}}
+	slots := []*slot{{kubelet: "v1.37.2"}, {kubelet: "v1.37.2"}, {kubelet: "v1.37.2"}}
 	var mu sync.Mutex
 	busy := map[*slot]bool{}
 	ran := map[string]int{}
@@ -98,7 +98,7 @@ func TestSchedule(t *testing.T) {
 		}
 		return ""
 	}
-	left := schedule(context.Background(), slots, queue, run, after)
+	left := schedule(context.Background(), slots, queue, nil, run, after, nil)
 	if names(left) != "starts-elsewhere" {
 		t.Errorf("left %q, want only the job no slot's kubelet starts", names(left))
 	}
@@ -131,9 +131,9 @@ func TestSchedule(t *testing.T) {
 func TestScheduleInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	queue := []*batchJob{fakeJob(t, "first", DefaultPlan, 0, false), fakeJob(t, "second", DefaultPlan, 0, false)}
-	slots := []*slot{{version: "v1.37.2"}}
+	slots := []*slot{{kubelet: "v1.37.2"}}
 	run := func(s *slot, j *batchJob) { cancel(&Interrupted{}) }
-	left := schedule(ctx, slots, queue, run, func(*slot, *batchJob) string { return "" })
+	left := schedule(ctx, slots, queue, nil, run, func(*slot, *batchJob) string { return "" }, nil)
 	if len(left) != 0 {
 		t.Errorf("left %q after an interrupt, want none (they are marked not run)", names(left))
 	}

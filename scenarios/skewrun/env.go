@@ -29,8 +29,8 @@ var Settings = []clusters.Setting{
 	{Name: "SCENARIO", Help: "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
 	{Name: "REPLICAS", Default: "3", Help: "StatefulSet replicas, one PVC each, all on the test node (a matrix tour's trails: 1 unless set; catalogue faults: 1)"},
 	{Name: "VOLUME_KIND", Default: "csi", Help: "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
-	{Name: "KUBELET_SOURCE", Default: "module", Help: "module (build from the k8s.io/kubernetes Go module), release (download from dl.k8s.io, sha256-checked) or kindest (extract /usr/bin/kubelet from the kindest/node:<version> image on Docker Hub)"},
-	{Name: "KUBELETS", Help: "one binary spec per plan entry, overriding KUBELET_SOURCE: vX.Y.Z, release:vX.Y.Z, module:vX.Y.Z, file:/path, checkout:/path, image:<ref>, latest-X.Y, ci/latest-X.Y"},
+	{Name: "KUBELET_SOURCE", Default: "module", Help: "where the kubelet of each PLAN version, and of each bare version in KUBELETS, comes from: module (build from the k8s.io/kubernetes Go module), release (download from dl.k8s.io, sha256-checked) or kindest (extract /usr/bin/kubelet from the kindest/node:<version> image on Docker Hub)"},
+	{Name: "KUBELETS", Help: "one binary spec per plan entry, overriding KUBELET_SOURCE: vX.Y.Z (from KUBELET_SOURCE, as a PLAN version), release:vX.Y.Z (a download), module:vX.Y.Z, patch:/path/fix.diff@vX.Y.Z (module:vX.Y.Z with a git diff of a kubernetes checkout applied), file:/path, checkout:/path, image:<ref>, latest-X.Y, ci/latest-X.Y"},
 	{Name: "RELEASE_BASE_URL", Default: "https://dl.k8s.io", Help: "mirror for release downloads"},
 	{Name: "ARTIFACTS", Default: "./_artifacts/<run-id>", Help: "where reports, JUnit and logs go; created if missing, and tried for writing before anything is made"},
 	{Name: "KEEP_CLUSTER_ON_FAILURE", Default: "false", Help: "leave a failed cluster up and print how to reach and remove it"},
@@ -40,6 +40,7 @@ var Settings = []clusters.Setting{
 	{Name: "SKEWTEST_TIMEOUT_FACTOR", Default: "1", Help: "multiplies the local provider's start timeouts and the scenario's waits (1 to 100), for emulated guests such as make test-hosts under TCG"},
 	{Name: "STORAGE_CLASS", Help: "existing: a StorageClass that provisions volumes on the test node"},
 	{Name: "IMAGE", Default: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", Help: "existing, kops: the workload image (needs sh, sleep, date, mv)"},
+	{Name: "MUTANTS", Help: "make test-mutants, skewtest mutants: the mutants of the kubelet to run, comma-separated names of scenarios/mutation/mutants (default: all of them)"},
 	{Name: "DRY_RUN", Default: "true", Help: "make janitor-aws: list expired skewtest resources; DRY_RUN=false deletes them"},
 }
 

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 )
@@ -54,9 +56,19 @@ var (
 )
 
 // Interrupted is the cause of a context SignalContext cancelled.
-type Interrupted struct{ Signal os.Signal }
+type Interrupted struct {
+	Signal os.Signal
+	// Why, when set, says what the signal stands for ("its output was
+	// closed").
+	Why string
+}
 
-func (e *Interrupted) Error() string { return fmt.Sprintf("interrupted by %v", e.Signal) }
+func (e *Interrupted) Error() string {
+	if e.Why != "" {
+		return fmt.Sprintf("interrupted: %s (taken as %v)", e.Why, e.Signal)
+	}
+	return fmt.Sprintf("interrupted by %v", e.Signal)
+}
 
 // ExitCode is skewtest's exit code for a run's error. An interrupt wins,
 // then bad input, then a kubelet failure, then an infrastructure failure
@@ -99,21 +111,59 @@ const ReceivedSignalMsg = "received a signal"
 // (ReceivedSignalMsg), so that the user sees it taken and a harness
 // driving skewtest can tell a signal that reached it from one sent after
 // it ended. stop releases the handler.
+//
+// A closed standard output or error (`skewtest run 2>&1 | tee log` and
+// tee killed by the same Ctrl-C, an SSH session that dropped) would kill
+// skewtest at its next log line, as SIGKILL would, with nothing torn
+// down: Go's default for SIGPIPE on fd 1 and 2. SignalContext takes
+// SIGPIPE for as long as the process runs: a write to the closed output
+// then fails (and is lost) instead, and the first SIGPIPE that finds fd 1
+// or 2 closed cancels ctx as SIGHUP would (the other end hung up). A
+// SIGPIPE from anything else (a socket the run writes to) changes
+// nothing: that write fails as it would have.
 func SignalContext(ctx context.Context, logger *slog.Logger) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
 	go func() {
-		select {
-		case s := <-ch:
-			signal.Stop(ch)
-			logger.Warn(ReceivedSignalMsg, "signal", s, "then", "the run stops and tears down, as far as it got; a second signal ends skewtest at once, leaving the rest to skewtest clean")
-			cancel(&Interrupted{Signal: s})
-		case <-ctx.Done():
-			signal.Stop(ch)
+		for {
+			select {
+			case s := <-ch:
+				signal.Stop(ch)
+				logger.Warn(ReceivedSignalMsg, "signal", s, "then", "the run stops and tears down, as far as it got; a second signal ends skewtest at once, leaving the rest to skewtest clean")
+				cancel(&Interrupted{Signal: s})
+			case <-pipe:
+				if fd := closedOutput(); fd >= 0 && ctx.Err() == nil {
+					logger.Warn(ReceivedSignalMsg, "signal", syscall.SIGPIPE, "fd", fd, "then", "its output is closed, taken as SIGHUP: the run stops and tears down; what it logs is lost")
+					cancel(&Interrupted{Signal: syscall.SIGHUP, Why: fmt.Sprintf("its output (fd %d) was closed", fd)})
+				}
+				continue
+			case <-ctx.Done():
+				signal.Stop(ch)
+			}
+			// SIGPIPE stays taken: the teardown that follows writes to
+			// the same closed output.
+			return
 		}
 	}()
 	return ctx, func() { cancel(nil) }
+}
+
+// closedOutput is the first of stdout and stderr whose reader is gone
+// (poll says POLLERR or POLLHUP), or -1.
+func closedOutput() int {
+	fds := []unix.PollFd{{Fd: 1, Events: unix.POLLOUT}, {Fd: 2, Events: unix.POLLOUT}}
+	if _, err := unix.Poll(fds, 0); err != nil {
+		return -1
+	}
+	for _, f := range fds {
+		if f.Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			return int(f.Fd)
+		}
+	}
+	return -1
 }
 
 // classified is an error marked with the class (ErrInvalid,

@@ -457,15 +457,15 @@ func TestValidateShapes(t *testing.T) {
 	if err != nil || len(v.Shapes) != 1 || v.Options.CSIMode != "" {
 		t.Errorf("one shape without block: %+v, %v; want the driver's default mode", v, err)
 	}
-	// A fault whose workload has the block shape picks it too, and is
-	// refused with another mode.
-	v, err = skewrun.Validate(skewrun.Options{Scenario: "remap-fails-final", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
-	if err != nil || v.Fault == nil || v.Options.CSIMode != "ebs" {
-		t.Errorf("fault remap-fails-final: %+v, %v; want the fault and CSI mode ebs", v, err)
+	// A fault on the shapes' workload picks the mode its block shape needs,
+	// and refuses another.
+	v, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if err != nil || v.Fault == nil || v.Shapes != nil || v.Options.CSIMode != "ebs" {
+		t.Errorf("shapes-restart: %+v, %v; want the fault in the driver's ebs mode", v, err)
 	}
-	_, err = skewrun.Validate(skewrun.Options{Scenario: "remap-fails-final", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
-	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), "fault remap-fails-final's workload (the block shape) needs raw block volumes") {
-		t.Errorf("fault remap-fails-final with CSI_MODE=tmpfs: %v", err)
+	_, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), "CSI_MODE=ebs") {
+		t.Errorf("shapes-restart with CSI_MODE=tmpfs: %v; want it refused naming CSI_MODE=ebs", err)
 	}
 }
 
@@ -622,5 +622,53 @@ func TestValidateAPIServer(t *testing.T) {
 		if v.APIServer == nil || v.APIServer.String() != tc.want {
 			t.Errorf("PLAN=%s APISERVER=%s: API server %v, want %s", tc.plan, tc.api, v.APIServer, tc.want)
 		}
+	}
+}
+
+// A plan version whose metrics the table has no fact for is refused
+// before anything is built, naming the table to extend.
+func TestValidateRefusesAKubeletTheMetricsTableLacks(t *testing.T) {
+	t.Parallel()
+	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
+	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.37.5,v1.37.2", Kubelets: files, ArtifactsDir: t.TempDir()})
+	if skewrun.ExitCode(err) != skewrun.ExitInvalid || !strings.Contains(err.Error(), "v1.37.5") || !strings.Contains(err.Error(), "scenarios/kubeletmetrics/exposed.go") {
+		t.Errorf("Validate: %v; want bad input naming v1.37.5 and the table", err)
+	}
+}
+
+// An artifacts root in a directory others can write (./_artifacts from
+// /tmp) is refused unless it is a directory of this user's that only it
+// can write: skewtest runs as root, and another user could have planted
+// it or a link.
+func TestValidateRefusesArtifactsOthersCouldPlant(t *testing.T) {
+	t.Parallel()
+	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	validate := func(root string) error {
+		_, err := skewrun.Validate(skewrun.Options{Kubelets: files, ArtifactsDir: root})
+		return err
+	}
+	if err := validate(filepath.Join(shared, "_artifacts")); skewrun.ExitCode(err) != skewrun.ExitInvalid || !strings.Contains(err.Error(), "other users can write") {
+		t.Errorf("a new root in a world-writable dir: %v; want bad input", err)
+	}
+	if _, err := os.Stat(filepath.Join(shared, "_artifacts")); err == nil {
+		t.Errorf("the refused root was made")
+	}
+	link := filepath.Join(shared, "planted")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(link); skewrun.ExitCode(err) != skewrun.ExitInvalid {
+		t.Errorf("a planted link: %v; want bad input", err)
+	}
+	mine := filepath.Join(shared, "mine")
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(mine); err != nil {
+		t.Errorf("a directory of mine only I can write: %v", err)
 	}
 }

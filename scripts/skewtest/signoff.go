@@ -15,9 +15,13 @@ const signoffUsage = "usage: skewtest signoff DIR [-baseline DIR] [-out DIR]"
 
 // signoffCmd writes the sign-off page (signoff.md, signoff.html) of every
 // run under DIR into -out (default DIR), compared with the runs under
-// -baseline when given, with every bench-scale result under DIR. A page that reports failed runs is still a
-// success: the page is the product. Bad input (no DIR, no run.json under
-// it, an unreadable run.json) is ErrInvalid, exit 2.
+// -baseline when given, with every bench-scale result and mutation
+// measurement under DIR (the measurements' mutants' runs left out of the
+// runs, here and in the baseline). A page that reports failed runs or
+// mutants the checks let through is still a success: the page is the
+// product. Bad input (no DIR, no run.json nor mutation.json under it, an
+// unreadable run.json, mutation.json or bench-scale.json) is ErrInvalid,
+// exit 2.
 func signoffCmd(out io.Writer, args []string) error {
 	fs := flag.NewFlagSet("signoff", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -42,7 +46,7 @@ func signoffCmd(out io.Writer, args []string) error {
 	if *outDir == "" {
 		*outDir = dir
 	}
-	srcs, err := signoff.Load(dir)
+	srcs, muts, err := signoff.LoadAll(dir)
 	if err != nil {
 		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
 	}
@@ -52,8 +56,9 @@ func signoffCmd(out io.Writer, args []string) error {
 		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
 	}
 	page.AddScale(found, *outDir)
+	page.AddMutations(muts, *outDir)
 	if *baseline != "" {
-		base, err := signoff.Load(*baseline)
+		base, _, err := signoff.LoadAll(*baseline)
 		if err != nil {
 			if errors.Is(err, signoff.ErrNoRuns) {
 				err = fmt.Errorf("baseline: %w", err)
@@ -70,6 +75,11 @@ func signoffCmd(out io.Writer, args []string) error {
 	if page.Baseline != nil {
 		for _, w := range page.Baseline.Warnings {
 			fmt.Fprintln(out, "warning: slower than the baseline:", w.Text())
+		}
+	}
+	if page.MutantScore != nil {
+		for _, th := range page.MutantScore.Through {
+			fmt.Fprintf(out, "warning: the checks did not kill mutant %s: %s (measurement %s)\n", th.Mutant.Name, th.Mutant.Outcome, th.Measurement)
 		}
 	}
 	for _, p := range paths {

@@ -149,3 +149,89 @@ func TestSignoffCommandWithBenchScale(t *testing.T) {
 		t.Errorf("a broken bench-scale result: %v, want bad input naming it", err)
 	}
 }
+
+// writeMeasurement writes a mutation measurement under dir as skewtest
+// mutants does: one mutant, which survived its one run (written beside
+// the measurement, its hop as quick as given), and no control runs.
+func writeMeasurement(t *testing.T, dir string, stop time.Duration) {
+	t.Helper()
+	run := failedRun()
+	run.ID, run.Verdict = "20261205-200000-mrun", reports.Pass
+	run.Hops[0].Verdict = reports.Pass
+	run.Hops[0].Timings = []reports.Timing{{Phase: reports.PhaseKubeletStop, Duration: stop}}
+	if _, err := reports.WriteAll(filepath.Join(dir, run.ID), run); err != nil {
+		t.Fatal(err)
+	}
+	m := &reports.Mutation{ID: "20261205-200000-mut1", Started: time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC), Provider: "local", Base: "v1.37.2", Partner: "v1.36.3",
+		Placements: []reports.MutationPlacement{{Name: "upgrade-target"}}, Entries: []string{"reboot"},
+		Mutants: []reports.MutantRecord{{Name: "quiet", Breaks: "Nothing the checks see.", Outcome: reports.MutantSurvived,
+			Placements: []reports.MutantPlacementRecord{{Placement: "upgrade-target", Outcome: reports.MutantSurvived,
+				Cells: []reports.MutantCell{{Entry: "reboot", Outcome: reports.CellSame, Verdict: reports.Pass, Report: run.ID}}}}}}}
+	if _, err := reports.WriteMutation(filepath.Join(dir, "mutation-"+m.ID), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A mutation measurement under DIR goes on the page and beside the
+// verdict, which stays the runs' (its mutant's run left out), here and in
+// the baseline; a dir holding only a measurement makes a page; a
+// mutation.json that cannot be read is bad input naming it.
+func TestSignoffCommandWithMutation(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := reports.WriteAll(filepath.Join(dir, "20261201-010000-abcd"), failedRun()); err != nil {
+		t.Fatal(err)
+	}
+	writeMeasurement(t, dir, 50*time.Millisecond)
+	// A baseline whose only run is a mutant's, far quicker than tonight's:
+	// compared with it, tonight would warn.
+	base := t.TempDir()
+	writeMeasurement(t, base, time.Millisecond)
+	slow := failedRun()
+	slow.ID = "20261201-020000-slow"
+	slow.Hops[0].Timings = []reports.Timing{{Phase: reports.PhaseKubeletStop, Duration: 5 * time.Second}}
+	if _, err := reports.WriteAll(filepath.Join(dir, slow.ID), slow); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "page")
+	var stdout bytes.Buffer
+	if err := signoffCmd(&stdout, []string{dir, "-baseline", base, "-out", out}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"FAIL: 2 runs, 1 cell (1 fail); 0 of 1 mutant killed in every placement (1 survived)\n",
+		"warning: the checks did not kill mutant quiet: survived (measurement 20261205-200000-mut1)\n",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout = %q, want %q in it", stdout.String(), want)
+		}
+	}
+	if strings.Contains(stdout.String(), "slower than the baseline") {
+		t.Errorf("compared with a mutant's run: %s", stdout.String())
+	}
+	for _, name := range []string{signoff.MarkdownFileName, signoff.HTMLFileName} {
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "How strong the verdicts are") || !strings.Contains(string(b), "quiet") {
+			t.Errorf("%s lacks the measurement", name)
+		}
+	}
+
+	stdout.Reset()
+	if err := signoffCmd(&stdout, []string{base}); err != nil {
+		t.Fatalf("signoff of a measurement alone = %v, want a page", err)
+	}
+	if !strings.HasPrefix(stdout.String(), "FAIL: 0 runs, 0 cells; 0 of 1 mutant killed") {
+		t.Errorf("stdout = %q, want no runs and the score", stdout.String())
+	}
+
+	bad := filepath.Join(dir, "mutation-20261205-200000-mut1", reports.MutationJSONFileName)
+	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := signoffCmd(&stdout, []string{dir, "-out", filepath.Join(t.TempDir(), "page")})
+	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), bad) {
+		t.Errorf("a broken mutation.json: %v, want bad input naming %s", err, bad)
+	}
+}

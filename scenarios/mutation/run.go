@@ -1,0 +1,185 @@
+package mutation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// Options are one measurement's.
+type Options struct {
+	// Run holds the settings every run of the batch shares (provider,
+	// artifacts, cache, BATCH_NODES, CLEANUP_TIMEOUT, ...).
+	Run skewrun.Options
+	// Mutants names the mutants to run (MUTANTS, comma-separated); empty
+	// for the whole set.
+	Mutants string
+}
+
+// ErrWeak marks a measurement in which some mutant was not killed in
+// every placement: the catalogue let a broken kubelet through (exit 1,
+// as a failed check).
+var ErrWeak = errors.New("the catalogue let a mutant through")
+
+// Run measures the catalogue's strength: it builds the control and the
+// chosen mutants of the base kubelet (patch sources of the module build),
+// runs every entry for each of them in each placement as one batch, on
+// one cluster's nodes at once, classifies each mutant against the
+// control, and writes mutation.json and mutation.md into the artifacts
+// root. The error is nil only when every mutant was killed in every
+// placement; ErrWeak (exit 1) when one survived or was masked; an
+// infrastructure error (exit 3) when some could not be decided.
+func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
+	start := time.Now()
+	set, err := Set()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", skewrun.ErrHarness, err)
+	}
+	chosen, err := Select(set, o.Mutants)
+	if err != nil {
+		return nil, fmt.Errorf("%w: MUTANTS=%s: %w", skewrun.ErrInvalid, o.Mutants, err)
+	}
+	base, partner, err := Versions()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", skewrun.ErrHarness, err)
+	}
+	logger := o.Run.Logger
+	// The patches go to a directory of this run's alone, removed at the
+	// end: the binaries are cached by the patches' content, not by where
+	// they were.
+	dir, err := os.MkdirTemp("", "skewtest-mutants-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
+	}
+	defer os.RemoveAll(dir)
+	kubelets := []Kubelet{{Name: ControlName}}
+	for i := range chosen {
+		if chosen[i].Equivalent != "" {
+			continue
+		}
+		kubelets = append(kubelets, Kubelet{Name: chosen[i].Name, Mutant: &chosen[i]})
+	}
+	for i := range kubelets {
+		var patch []byte
+		if kubelets[i].Mutant != nil {
+			patch = kubelets[i].Mutant.Patch()
+		}
+		file := filepath.Join(dir, kubelets[i].Name+".diff")
+		if err := os.WriteFile(file, patch, 0o600); err != nil {
+			return nil, fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
+		}
+		kubelets[i].Spec = "patch:" + file + "@" + base
+	}
+	m := &reports.Mutation{ID: reports.NewRunID(start), Started: start, Provider: o.Run.Provider, Base: base, Partner: partner}
+	for _, p := range Placements {
+		pl, specs := p.Plan(base, partner, "UNDER-TEST")
+		m.Placements = append(m.Placements, reports.MutationPlacement{Name: p.Name, Says: p.Says,
+			Plan: strings.Replace(strings.Join(specs, " → "), "UNDER-TEST", "kubelet under test ("+strings.Split(pl, ",")[p.at]+")", 1)})
+	}
+	built, err := build(ctx, o.Run, kubelets)
+	m.Builds = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	entries := Entries(o.Run)
+	for _, e := range entries {
+		m.Entries = append(m.Entries, e.Name)
+	}
+	logger.Info("mutation batch starts", "mutants", len(kubelets)-1, "placements", len(Placements), "entries", len(entries),
+		"runs", len(kubelets)*len(Placements)*len(entries), "built in", m.Builds.Round(time.Second))
+	batch, batchErr := skewrun.RunBatch(ctx, o.Run, Jobs(base, partner, kubelets, entries))
+	root := o.Run.ArtifactsDir
+	res := Results{}
+	if batch != nil {
+		root = filepath.Dir(batch.Dir)
+		m.Batch, _ = filepath.Rel(root, batch.Dir)
+		m.BatchTook, m.SumOfRuns = batch.Record.Took(), batch.Record.SumOfRuns()
+		for _, j := range batch.Jobs {
+			res[j.Job.Name] = j
+		}
+	}
+	m.Control, m.Mutants = Classify(kubelets, entries, res, root)
+	m.Control.Source, m.Control.SHA256 = built[ControlName].Source, built[ControlName].SHA256
+	for i := range m.Mutants {
+		b := built[m.Mutants[i].Name]
+		m.Mutants[i].Source, m.Mutants[i].SHA256, m.Mutants[i].Build = b.Source, b.SHA256, b.took
+	}
+	for _, mt := range chosen {
+		if mt.Equivalent != "" {
+			r := record(mt)
+			r.Outcome = reports.MutantEquivalent
+			m.Mutants = append(m.Mutants, r)
+		}
+	}
+	m.Finished = time.Now()
+	if batch == nil && batchErr != nil {
+		m.Failure = batchErr.Error()
+	}
+	m.Dir = filepath.Join(root, "mutation-"+m.ID)
+	files, werr := reports.WriteMutation(m.Dir, m)
+	if werr != nil {
+		return m, fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, werr)
+	}
+	killed, scored := m.Score()
+	logger.Info("mutation score", "killed", killed, "of", scored, "report", files[0], "took", m.Finished.Sub(start).Round(time.Second))
+	return m, verdict(m, batch, batchErr)
+}
+
+// builtKubelet is one kubelet under test, built.
+type builtKubelet struct {
+	binaries.Binary
+	took time.Duration
+}
+
+// build resolves every kubelet under test, one after another, saying how
+// far it is: a patch that does not apply or build is bad input (exit 2),
+// as the run's own resolve would find.
+func build(ctx context.Context, o skewrun.Options, kubelets []Kubelet) (map[string]builtKubelet, error) {
+	resolver := &binaries.Resolver{CacheDir: o.CacheDir, Logger: o.Logger, Module: &binaries.ModuleBuilder{CacheDir: o.CacheDir, Logger: o.Logger}}
+	out := map[string]builtKubelet{}
+	for i, k := range kubelets {
+		start := time.Now()
+		o.Logger.Info(fmt.Sprintf("building kubelet %d of %d", i+1, len(kubelets)), "name", k.Name)
+		b, err := resolver.Resolve(ctx, "kubelet", k.Spec)
+		if err != nil {
+			class := skewrun.ErrInfrastructure
+			if errors.Is(err, binaries.ErrBadSource) {
+				class = skewrun.ErrInvalid
+			}
+			return nil, fmt.Errorf("%w: mutant %s: %w", class, k.Name, err)
+		}
+		out[k.Name] = builtKubelet{Binary: b, took: time.Since(start)}
+	}
+	return out, nil
+}
+
+// verdict is the measurement's error: nil when every mutant was killed in
+// every placement.
+func verdict(m *reports.Mutation, batch *skewrun.BatchResult, batchErr error) error {
+	var weak, undecided []string
+	for _, r := range m.Mutants {
+		switch r.Outcome {
+		case reports.MutantSurvived, reports.MutantMasked:
+			weak = append(weak, r.Name+" ("+r.Outcome+")")
+		case reports.MutantUndecided:
+			undecided = append(undecided, r.Name)
+		}
+	}
+	switch {
+	case len(weak) > 0:
+		return fmt.Errorf("%w: %w: %s", skewrun.ErrKubelet, ErrWeak, strings.Join(weak, ", "))
+	case len(undecided) > 0:
+		return fmt.Errorf("%w: mutants not decided (see mutation.md): %s: %w", skewrun.ErrInfrastructure, strings.Join(undecided, ", "), errors.Join(batchErr, errors.New("run them again")))
+	case batch == nil && batchErr != nil:
+		return batchErr
+	}
+	return nil
+}

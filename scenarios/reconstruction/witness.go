@@ -1,0 +1,183 @@
+package reconstruction
+
+// This file tells the kubelet's metrics registration race from a
+// reconstruction counter that never moves. Both read
+// reconstruct_volume_operations_total below what the kubelet's log shows
+// it reconstructed; the race drops a start's increments now and then (5 of
+// 198 catalogue runs of kubelets whose metric code was untouched), a
+// counter that never moves reads 0 on every start. So a hop that looks like the race restarts the same kubelet
+// with the hop's running pods, whose volumes the new start reconstructs and
+// logs, and reads the counter again (kubeletmetrics.JudgeRace decides).
+// Hops that do not look like the race restart nothing.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+
+	"sigs.k8s.io/skewtest/clusters/conditions"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+)
+
+// explainRace cross-checks a reconstruct_volume_operations_total lower
+// than the volume dirs the kubelet found against the kubelet's own log;
+// when the log shows the reconstructions, witness starts of the same
+// kubelet decide between the metrics registration race (an expected
+// deviation) and a counter that never moves (a failure). Without the
+// node's log the counter stays failed, and a note says why. The error is
+// a witness start that failed.
+func (s *Scenario) explainRace(ctx context.Context, sc *scenarios.StepContext, results []kubeletmetrics.Result) ([]kubeletmetrics.Result, error) {
+	text, err := s.hopKubeletLog(ctx)
+	if errors.Is(err, errNoKubeletLog) {
+		sc.Note("reconstruct_volume_operations_total is low and node %s cannot show its kubelet's log, so the metrics registration race cannot be told from a kubelet that did not reconstruct", s.node)
+		return results, nil
+	}
+	if err != nil {
+		sc.Note("reconstruct_volume_operations_total is low and the kubelet's log could not be read to cross-check it: %v", err)
+		return results, nil
+	}
+	log := kubeletmetrics.ParseReconstructionLog(text)
+	if log.Attempts() == 0 {
+		sc.Note("the kubelet's log since its start names no reconstructed volume: either it reconstructed none, or it logs below level 2 (--v=2, or logging.verbosity: 2 in its configuration), where it names each one")
+	}
+	sc.Evidence(reports.Evidence{Name: "the kubelet's reconstruction log lines since its start", Kind: "log",
+		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", log.Reconstructed, log.Failed, strings.Join(log.Lines, "\n"))})
+	if !kubeletmetrics.LooksLikeRace(results, log, s.volsAtStart) {
+		return results, nil
+	}
+	var ws []kubeletmetrics.WitnessStart
+	noWitness := s.noWitness(ctx)
+	if noWitness != "" {
+		sc.Note("reconstruct_volume_operations_total is below the %d reconstructions the kubelet's log shows, as the metrics registration race and a counter that never moves both make it; the hop cannot take a witness start of the same kubelet to tell them apart: %s", log.Attempts(), noWitness)
+	}
+	for noWitness == "" && kubeletmetrics.NeedsWitness(ws) {
+		w, err := s.witnessStart(ctx, sc, len(ws)+1)
+		if err != nil {
+			return results, err
+		}
+		ws = append(ws, w)
+	}
+	return kubeletmetrics.JudgeRace(results, log, s.volsAtStart, ws, noWitness), nil
+}
+
+// noWitness says why the hop cannot take a witness start, "" when it can:
+// the start needs pods of the hop running, not being deleted, whose
+// volumes it reconstructs.
+// What the old pods left may stay: the catalogue judges what the hop's
+// cleanup wait recorded, and the same kubelet meets it again.
+func (s *Scenario) noWitness(ctx context.Context) string {
+	if s.stuck != "" {
+		return "the re-created pods did not run (" + s.stuck + "), so a restart would reconstruct volumes of pods the kubelet never set up, before the catalogue judges the hop"
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return "the workload's pods could not be listed: " + err.Error()
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == s.node.String() && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			return ""
+		}
+	}
+	return fmt.Sprintf("no pod of the workload runs on node %s but pods being deleted, so a restart would find no volume of a running pod to reconstruct, or restart the kubelet in the middle of a graceful deletion", s.node)
+}
+
+// witnessStart restarts the hop's kubelet (the same binary and
+// configuration) as witness start n, waits until the node is Ready with a
+// heartbeat of the new kubelet, its log shows the reconstruction finished
+// and its counter can be scraped, and reads the start. The node's kubelet
+// log must be readable (explainRace checked it). The start's notes,
+// scrape and log lines go into the step's record.
+func (s *Scenario) witnessStart(ctx context.Context, sc *scenarios.StepContext, n int) (kubeletmetrics.WitnessStart, error) {
+	fail := func(err error) (kubeletmetrics.WitnessStart, error) {
+		return kubeletmetrics.WitnessStart{}, fmt.Errorf("witness start %d of kubelet %s: %w", n, s.hop.To, err)
+	}
+	ln, ok := s.node.(nodes.WithKubeletLog)
+	if !ok {
+		return fail(errNoKubeletLog)
+	}
+	began := time.Now()
+	if err := s.node.StopKubelet(ctx); err != nil {
+		return fail(err)
+	}
+	// The stopped kubelet posts nothing more: a later heartbeat is the
+	// new one's.
+	getNode := conditions.ResourcesNodes(s.res)
+	node, err := getNode(ctx, s.node.String())
+	if err != nil {
+		return fail(fmt.Errorf("read node %s: %w", s.node, err))
+	}
+	before := readyHeartbeat(node)
+	if err := s.node.StartKubelet(ctx); err != nil {
+		return fail(err)
+	}
+	if wn, ok := s.node.(nodes.WithNotes); ok {
+		for _, note := range wn.Notes() {
+			sc.Note("witness start %d: %s", n, note)
+		}
+	}
+	var w kubeletmetrics.WitnessStart
+	var scrape *kubeletmetrics.Scrape
+	var text, last string
+	// getNode keeps the node it read, for its heartbeat.
+	readyAt := conditions.NodeReadyAtWith(func(ctx context.Context, name string) (*corev1.Node, error) {
+		node, err = getNode(ctx, name)
+		return node, err
+	}, s.node.String(), s.hop.To, &last)
+	cond := func(ctx context.Context) (bool, error) {
+		if ready, _ := readyAt(ctx); !ready {
+			return false, nil
+		}
+		if beat := readyHeartbeat(node); !beat.After(before) {
+			last = fmt.Sprintf("node %s Ready, its last heartbeat %s not after the stopped kubelet's last (%s)", s.node, beat.UTC().Format(time.RFC3339), before.UTC().Format(time.RFC3339))
+			return false, nil
+		}
+		var err error
+		if text, err = ln.KubeletLog(ctx); err != nil {
+			last = "the kubelet's log: " + err.Error()
+			return false, nil
+		}
+		if !kubeletmetrics.ParseReconstructionLog(text).Finished {
+			last = `the kubelet's log since its start has no "Volume reconstruction finished" yet`
+			return false, nil
+		}
+		if scrape, err = kubeletmetrics.Fetch(ctx, s.cs, s.node.String()); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if w, err = kubeletmetrics.ReadWitnessStart(n, scrape, s.hop.To, text); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		return true, nil
+	}
+	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(s.scaled(nodeReadyTimeout)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
+		return fail(fmt.Errorf("%w (last seen: %s)", err, last))
+	}
+	if path, err := sc.Artifact(fmt.Sprintf("metrics-witness-%d.txt", n), scrape.Raw); err == nil {
+		sc.Evidence(reports.Evidence{Name: fmt.Sprintf("kubelet metrics after witness start %d", n), Kind: "metrics", Path: path})
+	}
+	sc.Evidence(reports.Evidence{Name: fmt.Sprintf("the kubelet's reconstruction log lines since witness start %d", n), Kind: "log",
+		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", w.Log.Reconstructed, w.Log.Failed, strings.Join(w.Log.Lines, "\n"))})
+	sc.Note("restarted kubelet %s with the hop's running pods to tell the metrics registration race from a counter that never moves; %s (counted: %v), %s after the stop",
+		s.hop.To, w, w.Counted(), time.Since(began).Round(10*time.Millisecond))
+	return w, nil
+}
+
+// readyHeartbeat is the last heartbeat of node's Ready condition (zero
+// when it has none).
+func readyHeartbeat(node *corev1.Node) time.Time {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime.Time
+		}
+	}
+	return time.Time{}
+}

@@ -429,7 +429,7 @@ func All() []Entry {
 		{
 			Name: "unpublish-fails-final", Kind: Fault, Item: 17,
 			Plants: "with the kubelet down and the pods force-deleted, NodeUnpublishVolume of the workload's volume fails twice with FAILED_PRECONDITION, then goes through",
-			Checks: "the call record: for the old pod, two failed NodeUnpublishVolume then one that succeeds and nothing after; the re-created pod stages the uncertain device again and publishes; no NodeUnstageVolume; the kubelet logs each failed TearDown once; the old pod's mount and dir gone within 30 s, the global mount mounted once, the re-created pod Running with its data",
+			Checks: "the call record: for the old pod, two failed NodeUnpublishVolume then one that succeeds and nothing after; the re-created pod stages the uncertain device again and publishes; no NodeUnstageVolume; the kubelet logs each failed TearDown once; the old pod's mount and dir gone within the cleanup bound, as on the baseline, the global mount mounted once, the re-created pod Running with its data",
 			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: "a failed TearDown leaves the reconstructed volume uncertain, so the unmount is retried until the driver unpublishes, and only then is the old pod's dir removed"}},
 			Status: Runs, Providers: localOnly,
 		},

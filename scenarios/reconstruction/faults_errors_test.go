@@ -116,14 +116,16 @@ E1206 10:00:02.100100 nestedpendingoperations.go:348] Operation for "{volumeName
 }
 
 // The faults plant their knobs while the kubelet is down, before the
-// kubelet starts; the one that gives the volume up acts after the
-// cleanup, before the re-created pods are checked.
+// kubelet starts; each reads the kubelet's log after the cleanup (the one
+// that gives the volume up, after doing so), before the metrics step,
+// which may restart the kubelet and with it the log the failures are
+// counted in.
 func TestErrorFaultSteps(t *testing.T) {
 	for name, want := range map[string][]string{
 		"unpublish-fails-final": {"force-delete the pods while the kubelet is down", "plant fault unpublish-fails-final", "start kubelet v1.36.3",
-			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "re-created pods Running on the same volumes with their data"},
+			"wait for the node Ready at kubelet v1.36.3", "wait until the old pods' mounts and directories are gone", "fault unpublish-fails-final after the cleanup", "re-created pods Running on the same volumes with their data", "kubelet metrics"},
 		"restage-fails-final-until-deleted": {"plant fault restage-fails-final-until-deleted", "start kubelet v1.36.3", "wait for the node Ready at kubelet v1.36.3",
-			"wait until the old pods' mounts and directories are gone", "fault restage-fails-final-until-deleted after the cleanup", "re-created pods Running on the same volumes with their data"},
+			"wait until the old pods' mounts and directories are gone", "fault restage-fails-final-until-deleted after the cleanup", "re-created pods Running on the same volumes with their data", "kubelet metrics"},
 	} {
 		f, err := LookupFault(name)
 		if err != nil {

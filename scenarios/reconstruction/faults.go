@@ -121,6 +121,7 @@ func Faults() map[string]Fault {
 	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Observe: observeLeftovers}, "reboot-file-subpath")
 	addDisruptions(add)
 	addPodFaults(add)
+	addErrorFaults(add)
 	return out
 }
 

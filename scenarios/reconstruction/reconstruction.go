@@ -178,6 +178,7 @@ type Scenario struct {
 	// the catalogue's judge (a staged global mount no pod uses).
 	faultTraces []catalogue.Trace
 	podFaultState
+	errs    errorsState // faults_errors.go
 	running []running
 	// changes are what happened to the running pods since the kubelet was
 	// stopped, each a trace whose Detail says it in words.

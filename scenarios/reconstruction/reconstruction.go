@@ -203,7 +203,11 @@ type Scenario struct {
 	stuck         string
 	metricResults []kubeletmetrics.Result
 	// the hop's kubelet's log and reconstruction path (path.go)
-	hopLog      *string
+	hopLog *string
+	// hopStartLog is the hop's kubelet start's whole log, kept before a
+	// witness start of the metrics race replaced that kubelet; nil when
+	// none did.
+	hopStartLog *string
 	pathTried   bool
 	pathVolumes int
 	// shapes, when the workload carries catalogue shapes

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -160,16 +163,46 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	for i, raw := range m.Plan.Raw {
 		byVersion[raw] = kubelets[i]
 	}
+	// Each trail's workloads are recorded as they are made, and whatever
+	// they left goes with Finish, as a run's does (RunScenario).
+	var onMade func(workloads.Record) error
+	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
+		onMade = wr.RecordWorkload
+	}
+	var mu sync.Mutex
+	var made []*reconstruction.Scenario
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, sc := range made {
+			if sc.LeftInCluster() {
+				c.leave(sc.Workload(), sc.Remove)
+			}
+		}
+	}()
 	t := &matrix.Tour{
 		Trails: m.Trails, Nodes: testNodes, Usable: usable, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger,
+		Namespace: func(trail, deployment int) string {
+			if deployment > 1 {
+				return workloads.Namespace(run.ID, "trail", fmt.Sprint(trail), fmt.Sprint(deployment))
+			}
+			return workloads.Namespace(run.ID, "trail", fmt.Sprint(trail))
+		},
 		NewScenario: func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
 			bins := make([]binaries.Binary, len(p.Raw))
 			for i, raw := range p.Raw {
 				bins[i] = byVersion[raw]
 			}
-			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
-				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
-				FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
+			sc, err := reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
+				RunID: run.ID, Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
+				FirstHop: firstHop, Logger: o.Logger.With("node", node.String()), OnMade: onMade}, cluster, node, r)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			made = append(made, sc)
+			mu.Unlock()
+			return sc, nil
 		},
 	}
 	tourStart := time.Now()

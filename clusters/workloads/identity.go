@@ -7,11 +7,17 @@ package workloads
 // proves nothing.
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 )
 
 // RunLabel is set on every object a run makes (its namespace, the
@@ -66,4 +72,34 @@ func label(s string) string {
 		s = strings.TrimRight(s[:validation.DNS1123LabelMaxLength], "-")
 	}
 	return s
+}
+
+// MakeNamespace makes r's namespace, with r.Run's label, as the
+// scenario's own. record keeps what the run made where clean finds it: it
+// is called with the namespace owned before the create (so that a kill
+// right after it leaves the namespace to be found by name and label), and
+// with its UID once made. A namespace of that name that exists is not the
+// run's: the record drops it (nothing to remove) and the error wraps
+// ErrNotOurs. On any other failure the record keeps the namespace, which
+// Remove deletes only if it carries the run's label.
+func MakeNamespace(ctx context.Context, cs kubernetes.Interface, r Record, record func(Record) error) (Record, error) {
+	r.OwnsNamespace, r.NamespaceUID = true, ""
+	if err := record(r); err != nil {
+		return r, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Namespace, Labels: Labels(r.Run)}}
+	made, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		mine := Record{Run: r.Run, Namespace: r.Namespace}
+		if rerr := record(mine); rerr != nil {
+			return mine, rerr
+		}
+		return mine, fmt.Errorf("%w: namespace %s exists, and this run (%s=%s) did not make it; nothing was made in it or removed from it: %v",
+			ErrNotOurs, r.Namespace, RunLabel, r.Run, err)
+	case err != nil:
+		return r, fmt.Errorf("create namespace %s: %w", r.Namespace, err)
+	}
+	r.NamespaceUID = made.UID
+	return r, record(r)
 }

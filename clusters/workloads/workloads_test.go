@@ -2,6 +2,8 @@ package workloads_test
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -14,21 +16,21 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/workloads"
-	"sigs.k8s.io/skewtest/clusters/workloads/fakeapi"
+	"sigs.k8s.io/skewtest/clusters/workloads/workloadstest"
 )
 
 // made puts into api what run's scenario deploys in its namespace ns (the
 // namespace, a StatefulSet, its claim, the Retain PV bound to the claim),
 // marked with the run's label, and returns its record with every UID.
-func made(t *testing.T, api *fakeapi.Server, run, ns string) workloads.Record {
+func made(t *testing.T, api *workloadstest.Cluster, run, ns string) workloads.Record {
 	t.Helper()
 	l := workloads.Labels(run)
 	r := workloads.Record{Run: run, Namespace: ns, OwnsNamespace: true, StatefulSet: "web"}
-	r.NamespaceUID = api.Add(t, "namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: l}})
-	r.StatefulSetUID = api.Add(t, "statefulsets", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: l}})
-	claim := api.Add(t, "persistentvolumeclaims", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-web-0", Namespace: ns, Labels: l}})
+	r.NamespaceUID = api.Add(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: l}})
+	r.StatefulSetUID = api.Add(t, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: l}})
+	claim := api.Add(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-web-0", Namespace: ns, Labels: l}})
 	pv := "pv-" + ns
-	uid := api.Add(t, "persistentvolumes", &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv, Labels: l}, Spec: corev1.PersistentVolumeSpec{
+	uid := api.Add(t, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv, Labels: l}, Spec: corev1.PersistentVolumeSpec{
 		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "data-web-0", UID: claim}}})
 	r.Volumes = storage.Volumes{StorageClass: "owners-sc", PVs: []storage.PV{{Name: pv, Claim: "data-web-0", UID: uid, ClaimUID: claim}}}
@@ -38,19 +40,19 @@ func made(t *testing.T, api *fakeapi.Server, run, ns string) workloads.Record {
 // owners puts the cluster owner's objects into api under the names a
 // run of an older skewtest took (namespace skewtest, StatefulSet web,
 // claim data-web-0) and a PV, and returns their UIDs.
-func owners(t *testing.T, api *fakeapi.Server) map[fakeapi.Key]types.UID {
+func owners(t *testing.T, api *workloadstest.Cluster) map[workloadstest.Key]types.UID {
 	t.Helper()
-	return map[fakeapi.Key]types.UID{
-		{Resource: "namespaces", Name: "skewtest"}:                                       api.Add(t, "namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "skewtest"}}),
-		{Resource: "statefulsets", Namespace: "skewtest", Name: "web"}:                  api.Add(t, "statefulsets", &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "skewtest"}}),
-		{Resource: "persistentvolumeclaims", Namespace: "skewtest", Name: "data-web-0"}: api.Add(t, "persistentvolumeclaims", &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-web-0", Namespace: "skewtest"}}),
-		{Resource: "persistentvolumes", Name: "pv-owners"}:                              api.Add(t, "persistentvolumes", &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-owners"}, Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain}}),
+	return map[workloadstest.Key]types.UID{
+		{Resource: "namespaces", Name: "skewtest"}:                                      api.Add(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "skewtest"}}),
+		{Resource: "statefulsets", Namespace: "skewtest", Name: "web"}:                  api.Add(t, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "skewtest"}}),
+		{Resource: "persistentvolumeclaims", Namespace: "skewtest", Name: "data-web-0"}: api.Add(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-web-0", Namespace: "skewtest"}}),
+		{Resource: "persistentvolumes", Name: "pv-owners"}:                              api.Add(t, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-owners"}, Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain}}),
 	}
 }
 
 // untouched fails the test unless every object of want is there with the
 // same UID.
-func untouched(t *testing.T, api *fakeapi.Server, want map[fakeapi.Key]types.UID) {
+func untouched(t *testing.T, api *workloadstest.Cluster, want map[workloadstest.Key]types.UID) {
 	t.Helper()
 	for k, uid := range want {
 		got := api.Get(k)
@@ -63,16 +65,16 @@ func untouched(t *testing.T, api *fakeapi.Server, want map[fakeapi.Key]types.UID
 	}
 }
 
-func remove(t *testing.T, api *fakeapi.Server, r workloads.Record) error {
+func remove(t *testing.T, api *workloadstest.Cluster, r workloads.Record) error {
 	t.Helper()
-	return workloads.Remove(context.Background(), api.Clientset(t), r, 5*time.Second, 10*time.Millisecond, nil)
+	return workloads.Remove(context.Background(), api, r, 5*time.Second, 10*time.Millisecond, nil)
 }
 
 // Two runs on one cluster beside its owner's objects: each run's Remove
 // deletes its own namespace, the workload in it and its PV, and nothing of
 // the other run's or of the owner's.
 func TestRemoveDeletesOnlyTheRunsOwn(t *testing.T) {
-	api := fakeapi.Start(t)
+	api := workloadstest.New()
 	keep := owners(t, api)
 	a := made(t, api, "run-a", workloads.Namespace("run-a"))
 	b := made(t, api, "run-b", workloads.Namespace("run-b"))
@@ -120,11 +122,10 @@ func TestRemoveLeavesANamespaceThatIsNotTheRuns(t *testing.T) {
 		{"the run's label, another UID", workloads.Labels("run-a"), "recorded-uid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			api := fakeapi.Start(t)
-			keep := map[fakeapi.Key]types.UID{
-				{Resource: "namespaces", Name: "ns"}: api.Add(t, "namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: tc.label}}),
-				{Resource: "persistentvolumeclaims", Namespace: "ns", Name: "data-web-0"}: api.Add(t, "persistentvolumeclaims",
-					&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-web-0", Namespace: "ns"}}),
+			api := workloadstest.New()
+			keep := map[workloadstest.Key]types.UID{
+				{Resource: "namespaces", Name: "ns"}:                                      api.Add(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: tc.label}}),
+				{Resource: "persistentvolumeclaims", Namespace: "ns", Name: "data-web-0"}: api.Add(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-web-0", Namespace: "ns"}}),
 			}
 			r := workloads.Record{Run: "run-a", Namespace: "ns", OwnsNamespace: true, NamespaceUID: tc.uid, StatefulSet: "web",
 				Volumes: storage.Volumes{PVs: []storage.PV{{Name: "pv-gone", Claim: "data-web-0"}}}}
@@ -139,12 +140,12 @@ func TestRemoveLeavesANamespaceThatIsNotTheRuns(t *testing.T) {
 // A run killed between its record and its namespace's UID: the namespace
 // that has its label is its own, and goes.
 func TestRemoveFindsTheNamespaceByLabelBeforeItsUID(t *testing.T) {
-	api := fakeapi.Start(t)
-	api.Add(t, "namespaces", &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: workloads.Labels("run-a")}})
+	api := workloadstest.New()
+	api.Add(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: workloads.Labels("run-a")}})
 	if err := remove(t, api, workloads.Record{Run: "run-a", Namespace: "ns", OwnsNamespace: true}); err != nil {
 		t.Fatal(err)
 	}
-	if got := api.Deleted(); !slices.Equal(got, []fakeapi.Key{{Resource: "namespaces", Name: "ns"}}) {
+	if got := api.Deleted(); !slices.Equal(got, []workloadstest.Key{{Resource: "namespaces", Name: "ns"}}) {
 		t.Errorf("deleted %v, want the run's namespace", got)
 	}
 }
@@ -153,17 +154,17 @@ func TestRemoveFindsTheNamespaceByLabelBeforeItsUID(t *testing.T) {
 // deleted and made again under the same name, and Release leaves a PV
 // made again since it was recorded.
 func TestUIDPreconditionRefusesAnObjectMadeAgain(t *testing.T) {
-	api := fakeapi.Start(t)
-	cs := api.Clientset(t)
+	api := workloadstest.New()
+	cs := api
 	ctx := context.Background()
 	pv := func() *corev1.PersistentVolume {
 		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-0"}, Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain}}
 	}
-	old := api.Add(t, "persistentvolumes", pv())
+	old := api.Add(t, pv())
 	if err := cs.CoreV1().PersistentVolumes().Delete(ctx, "pv-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	again := api.Add(t, "persistentvolumes", pv())
+	again := api.Add(t, pv())
 	err := cs.CoreV1().PersistentVolumes().Delete(ctx, "pv-0", metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(old))})
 	if err == nil || !strings.Contains(err.Error(), "Precondition failed") {
 		t.Errorf("delete with the old UID: %v; want a failed precondition", err)
@@ -171,15 +172,15 @@ func TestUIDPreconditionRefusesAnObjectMadeAgain(t *testing.T) {
 	if err := storage.Release(ctx, cs, "ns", storage.Volumes{PVs: []storage.PV{{Name: "pv-0", UID: old}}}, time.Second, 10*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	untouched(t, api, map[fakeapi.Key]types.UID{{Resource: "persistentvolumes", Name: "pv-0"}: again})
+	untouched(t, api, map[workloadstest.Key]types.UID{{Resource: "persistentvolumes", Name: "pv-0"}: again})
 }
 
 // A namespace that does not go (its pods wait for a kubelet) is named in
 // the error, with how to look.
 func TestRemoveNamesWhatDoesNotGo(t *testing.T) {
-	api := fakeapi.Start(t)
+	api := workloadstest.New()
 	r := made(t, api, "run-a", "ns")
-	cs := api.Clientset(t)
+	cs := api
 	api.Terminating = true
 	err := workloads.Remove(context.Background(), cs, r, 200*time.Millisecond, 10*time.Millisecond, nil)
 	if err == nil || !strings.Contains(err.Error(), "namespace ns") || !strings.Contains(err.Error(), "kubectl get pods -n ns") {
@@ -202,5 +203,61 @@ func TestNamespace(t *testing.T) {
 		if got != tc.want || len(got) > 63 {
 			t.Errorf("Namespace(%q, %q) = %q, want %q", tc.run, tc.parts, got, tc.want)
 		}
+	}
+}
+
+// A run's namespace is made with its label, and recorded as owned before
+// the create and with its UID after.
+func TestMakeNamespaceRecordsItsUID(t *testing.T) {
+	api := workloadstest.New()
+	var records []workloads.Record
+	record := func(r workloads.Record) error { records = append(records, r); return nil }
+	r, err := workloads.MakeNamespace(context.Background(), api, workloads.Record{Run: "run-a", Namespace: "skewtest-run-a"}, record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := api.Get(workloadstest.Key{Resource: "namespaces", Name: "skewtest-run-a"})
+	switch {
+	case got == nil:
+		t.Fatal("no namespace made")
+	case got.GetLabels()[workloads.RunLabel] != "run-a":
+		t.Errorf("namespace labels %v, want %s=run-a", got.GetLabels(), workloads.RunLabel)
+	case r.NamespaceUID == "" || r.NamespaceUID != got.GetUID():
+		t.Errorf("recorded UID %q, the namespace's %q", r.NamespaceUID, got.GetUID())
+	}
+	if len(records) != 2 || !records[0].OwnsNamespace || records[0].NamespaceUID != "" || !reflect.DeepEqual(records[1], r) {
+		t.Errorf("records %+v; want the owned namespace before the create, then with its UID", records)
+	}
+}
+
+// A namespace of the run's name that exists is not the run's, whatever
+// its labels say: the create's AlreadyExists is ErrNotOurs, the record
+// drops it, and Remove of that record leaves it with what is in it.
+func TestMakeNamespaceFindsOneThatIsNotOurs(t *testing.T) {
+	for name, labels := range map[string]map[string]string{"the owner's": nil, "labelled as the run's": workloads.Labels("run-a")} {
+		t.Run(name, func(t *testing.T) {
+			api := workloadstest.New()
+			keep := map[workloadstest.Key]types.UID{
+				{Resource: "namespaces", Name: "skewtest-run-a"}: api.Add(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "skewtest-run-a", Labels: labels}}),
+				{Resource: "statefulsets", Namespace: "skewtest-run-a", Name: "web"}: api.Add(t,
+					&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "skewtest-run-a"}}),
+			}
+			var last workloads.Record
+			record := func(r workloads.Record) error { last = r; return nil }
+			r, err := workloads.MakeNamespace(context.Background(), api, workloads.Record{Run: "run-a", Namespace: "skewtest-run-a", StatefulSet: "web"}, record)
+			if !errors.Is(err, workloads.ErrNotOurs) {
+				t.Fatalf("MakeNamespace = %v, want ErrNotOurs", err)
+			}
+			if !last.Empty() || !r.Empty() {
+				t.Errorf("the record after AlreadyExists is %+v (returned %+v), want nothing to remove", last, r)
+			}
+			if err := remove(t, api, r); err != nil {
+				t.Fatal(err)
+			}
+			untouched(t, api, keep)
+			if d := api.Deleted(); len(d) > 0 {
+				t.Errorf("deleted %v", d)
+			}
+		})
 	}
 }

@@ -82,8 +82,9 @@ func statefulSet(name, namespace, node string, replicas int, sc, size string, mo
 }
 
 // labelWorkload puts labels on the StatefulSet, its pods' template and its
-// claims' templates, so that everything its controller makes from them is
-// marked too.
+// claims' templates (the generic ephemeral volumes' among them), so that
+// everything its controller and the ephemeral volume controller make from
+// them is marked too.
 func labelWorkload(sts *appsv1.StatefulSet, labels map[string]string) {
 	for _, meta := range []*metav1.ObjectMeta{&sts.ObjectMeta, &sts.Spec.Template.ObjectMeta} {
 		meta.Labels = mergeLabels(meta.Labels, labels)
@@ -91,6 +92,11 @@ func labelWorkload(sts *appsv1.StatefulSet, labels map[string]string) {
 	for i := range sts.Spec.VolumeClaimTemplates {
 		t := &sts.Spec.VolumeClaimTemplates[i].ObjectMeta
 		t.Labels = mergeLabels(t.Labels, labels)
+	}
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
+			e.VolumeClaimTemplate.Labels = mergeLabels(e.VolumeClaimTemplate.Labels, labels)
+		}
 	}
 }
 
@@ -139,27 +145,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	// The record goes first: a kill after any create below leaves what
 	// clean can find, the namespace by its name and the run's label until
 	// its UID is recorded.
-	r := s.madeWorkload()
-	r.OwnsNamespace = true
-	if err := s.setMade(r); err != nil {
-		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Namespace, Labels: s.labels()}}
-	switch err := s.res.Create(ctx, ns); {
-	case apierrors.IsAlreadyExists(err):
-		// Not the run's (its name is): never recorded, never touched.
-		if rerr := s.setMade(workloads.Record{Run: s.cfg.RunID, Namespace: s.cfg.Namespace}); rerr != nil {
-			return rerr
-		}
-		return fmt.Errorf("%w: namespace %s exists, and this run (%s=%s) did not make it; nothing was made in it or removed from it: %v", workloads.ErrNotOurs, s.cfg.Namespace, workloads.RunLabel, s.cfg.RunID, err)
-	case err != nil:
-		// A create that failed may still have been made: the record keeps
-		// the namespace, which Remove deletes only if it has the run's label.
-		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
-	}
-	r = s.made
-	r.NamespaceUID = ns.UID
-	if err := s.setMade(r); err != nil {
+	if _, err := workloads.MakeNamespace(ctx, s.cs, s.madeWorkload(), s.setMade); err != nil {
 		return err
 	}
 	claims := s.allClaims()
@@ -196,7 +182,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	if err := s.res.Create(ctx, sts); err != nil {
 		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, notOurs(err))
 	}
-	r = s.made
+	r := s.made
 	r.StatefulSetUID = sts.UID
 	if err := s.setMade(r); err != nil {
 		return err

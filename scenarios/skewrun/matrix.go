@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
@@ -163,47 +161,10 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	for i, raw := range m.Plan.Raw {
 		byVersion[raw] = kubelets[i]
 	}
-	// Each trail's workloads are recorded as they are made, and whatever
-	// they left goes with Finish, as a run's does (RunScenario).
-	var onMade func(workloads.Record) error
-	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
-		onMade = wr.RecordWorkload
-	}
-	var mu sync.Mutex
-	var made []*reconstruction.Scenario
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, sc := range made {
-			if sc.LeftInCluster() {
-				c.leave(sc.Workload(), sc.Remove)
-			}
-		}
-	}()
 	t := &matrix.Tour{
 		Trails: m.Trails, Nodes: testNodes, Usable: usable, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger,
-		Namespace: func(trail, deployment int) string {
-			if deployment > 1 {
-				return workloads.Namespace(run.ID, "trail", fmt.Sprint(trail), fmt.Sprint(deployment))
-			}
-			return workloads.Namespace(run.ID, "trail", fmt.Sprint(trail))
-		},
-		NewScenario: func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
-			bins := make([]binaries.Binary, len(p.Raw))
-			for i, raw := range p.Raw {
-				bins[i] = byVersion[raw]
-			}
-			sc, err := reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
-				RunID: run.ID, Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
-				FirstHop: firstHop, Logger: o.Logger.With("node", node.String()), OnMade: onMade}, cluster, node, r)
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			made = append(made, sc)
-			mu.Unlock()
-			return sc, nil
-		},
+		Namespace:   trailNamespace(run.ID),
+		NewScenario: m.trailScenario(c, cluster, run, byVersion),
 	}
 	tourStart := time.Now()
 	trails, err := t.Run(ctx)
@@ -217,6 +178,40 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), ErrKubelet)
 	}
 	return merged, nil
+}
+
+// trailScenario makes the tour's scenarios, on the tour's run's cluster
+// c: each trail's deployment in its own namespace (matrix.Tour.Namespace),
+// made, recorded and, on a shared cluster, removed as every scenario of a
+// run is (Cluster.newScenario).
+func (m *ValidatedMatrix) trailScenario(c *Cluster, cluster reconstruction.Cluster, run *reports.Run, byVersion map[string]binaries.Binary) func(nodes.Node, plan.Plan, int, matrix.Workload, *reports.Run) (matrix.Scenario, error) {
+	o := m.Options
+	return func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
+		bins := make([]binaries.Binary, len(p.Raw))
+		for i, raw := range p.Raw {
+			bins[i] = byVersion[raw]
+		}
+		sc, err := c.newScenario(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
+			RunID: run.ID, Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
+			FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
+		if err != nil {
+			return nil, err
+		}
+		return sc, nil
+	}
+}
+
+// trailNamespace names the namespace of trail i's deployment d (both
+// from 1) of run: skewtest-<run>-trail-<i>[-<d>], each its own and of this
+// run alone (workloads.Namespace).
+func trailNamespace(run string) func(trail, deployment int) string {
+	return func(trail, deployment int) string {
+		parts := []string{"trail", fmt.Sprint(trail)}
+		if deployment > 1 {
+			parts = append(parts, fmt.Sprint(deployment))
+		}
+		return workloads.Namespace(run, parts...)
+	}
 }
 
 // matrixNodes is MATRIX_NODES, or by default matrix.DefaultNodes capped

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/workloads"
@@ -75,19 +74,13 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
 	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), VolumesPerPod: o.VolumesPerPod, Kind: s.kind(c.v),
 		RunID: run.ID, Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
-	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
-		cfg.OnMade = wr.RecordWorkload
-	}
-	sc, err := reconstruction.New(cfg, cluster, node, run)
+	sc, err := c.newScenario(cfg, cluster, node, run)
 	if err != nil {
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return classify(err, ErrInfrastructure)
 	}
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
 	scenarioErr := runner.Execute(ctx, sc.Steps())
-	if sc.LeftInCluster() {
-		c.leave(sc.Workload(), sc.Remove)
-	}
 	run.ComputeVerdict()
 	if scenarioErr != nil {
 		return classify(scenarioErr, scenarioClass(scenarioErr))

@@ -41,10 +41,10 @@ type Cluster struct {
 	serverGit     string
 	v             *Validated
 	up            bool
-	// left is what failed scenarios left in a shared cluster, removed by
-	// Finish (removeLeftWorkloads).
+	// left are the run's scenarios, whatever they left in a shared
+	// cluster removed by Finish (removeLeftWorkloads).
 	leftMu sync.Mutex
-	left   []leftWorkload
+	left   []madeInCluster
 }
 
 // NewCluster makes the provider of v with one test node per initial

@@ -134,6 +134,10 @@ func Clean(ctx context.Context, dir string) error {
 	case l == Unknown:
 		slog.Default().Warn("whether the run is still live cannot be told; cleaning it because it was asked for by name", "dir", dir, "why", what)
 	}
+	if len(st.OlderWorkload) > 0 {
+		slog.Default().Warn("an older skewtest recorded what the run made in the cluster by name alone, which does not prove it the run's: left alone; remove it by hand if it is",
+			"dir", dir, "kubeconfig", st.Kubeconfig, "workload", string(st.OlderWorkload))
+	}
 	if len(st.Nodes) == 0 && len(st.Workloads) == 0 {
 		return os.RemoveAll(dir)
 	}

@@ -2,6 +2,7 @@ package existing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -43,6 +44,10 @@ type State struct {
 	// removes each once the nodes' own kubelets are back, and drops it
 	// from the state once its objects are gone.
 	Workloads []workloads.Record `json:"workloads,omitempty"`
+	// OlderWorkload is the one workload record an older skewtest kept,
+	// which named its objects by fixed names alone: nothing proves them
+	// the run's, so clean leaves them and says so.
+	OlderWorkload json.RawMessage `json:"workload,omitempty"`
 }
 
 // StateSSH is the SSH settings of the run.

@@ -3,6 +3,7 @@ package existing_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,30 @@ func TestCleanRefusesAnotherCluster(t *testing.T) {
 				t.Errorf("the state after the refusal: %+v, %v; want it kept", st, rerr)
 			}
 		})
+	}
+}
+
+// A state an older skewtest left names its workload by fixed names alone
+// (namespace skewtest, which may be another run's or the owner's): clean
+// removes nothing in the cluster and says what it left.
+func TestCleanLeavesAnOlderRecordOfFixedNames(t *testing.T) {
+	_, cfg := stateProvider(t, "")
+	older := `{"runID":"run-0","kubeconfig":"` + cfg.Kubeconfig + `","ssh":{},"nodes":[],"workload":{"namespace":"skewtest","madeNamespace":true,"statefulSet":"web"}}`
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, existing.StateFile), []byte(older), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := existing.Clean(ctx, cfg.StateDir); err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	if !strings.Contains(log.String(), "left alone") || !strings.Contains(log.String(), `\"namespace\":\"skewtest\"`) {
+		t.Errorf("clean did not say what it left:\n%s", log.String())
+	}
+	if _, err := os.Stat(cfg.StateDir); !os.IsNotExist(err) {
+		t.Errorf("the state directory after clean: %v", err)
 	}
 }

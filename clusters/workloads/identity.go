@@ -17,7 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
+
+	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
 // RunLabel is set on every object a run makes (its namespace, the
@@ -82,7 +83,7 @@ func label(s string) string {
 // run's: the record drops it (nothing to remove) and the error wraps
 // ErrNotOurs. On any other failure the record keeps the namespace, which
 // Remove deletes only if it carries the run's label.
-func MakeNamespace(ctx context.Context, cs kubernetes.Interface, r Record, record func(Record) error) (Record, error) {
+func MakeNamespace(ctx context.Context, cs storage.Client, r Record, record func(Record) error) (Record, error) {
 	r.OwnsNamespace, r.NamespaceUID = true, ""
 	if err := record(r); err != nil {
 		return r, err

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 
 	"sigs.k8s.io/skewtest/clusters/storage"
@@ -103,7 +102,7 @@ func (r Record) Owns(obj metav1.Object, uid types.UID) error {
 // everything in it. It waits up to timeout for the namespace to go, which
 // needs a running kubelet on the node to finish the pods: call it once
 // the node's own kubelet is back. The error names what is still there.
-func Remove(ctx context.Context, cs kubernetes.Interface, r Record, timeout, interval time.Duration, log *slog.Logger) error {
+func Remove(ctx context.Context, cs storage.Client, r Record, timeout, interval time.Duration, log *slog.Logger) error {
 	if r.Empty() {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -169,10 +170,21 @@ func TestUIDPreconditionRefusesAnObjectMadeAgain(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Precondition failed") {
 		t.Errorf("delete with the old UID: %v; want a failed precondition", err)
 	}
-	if err := storage.Release(ctx, cs, "ns", storage.Volumes{PVs: []storage.PV{{Name: "pv-0", UID: old}}}, time.Second, 10*time.Millisecond); err != nil {
+	// The run's StorageClass, deleted and made again by another run.
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "skewtest-csi"}, Provisioner: "kubernetes.io/no-provisioner"}
+	oldSC := api.Add(t, sc)
+	if err := cs.StorageV1().StorageClasses().Delete(ctx, "skewtest-csi", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	untouched(t, api, map[workloadstest.Key]types.UID{{Resource: "persistentvolumes", Name: "pv-0"}: again})
+	againSC := api.Add(t, sc)
+	vols := storage.Volumes{StorageClass: "skewtest-csi", DeleteStorageClass: true, StorageClassUID: oldSC, PVs: []storage.PV{{Name: "pv-0", UID: old}}}
+	if err := storage.Release(ctx, cs, "ns", vols, time.Second, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	untouched(t, api, map[workloadstest.Key]types.UID{
+		{Resource: "persistentvolumes", Name: "pv-0"}:      again,
+		{Resource: "storageclasses", Name: "skewtest-csi"}: againSC,
+	})
 }
 
 // A namespace that does not go (its pods wait for a kubelet) is named in

@@ -1,8 +1,8 @@
 // Package workloadstest is a fake clientset for tests of what a run makes
 // in a cluster it shares with others and of what it removes there
 // (workloads.Remove, workloads.MakeNamespace, storage.Release). It adds to
-// client-go's fake clientset what a real API server does and its object
-// tracker does not, for the question "whose is this object": a UID on
+// the core and storage groups' fake clientset (kubefake) what a real API
+// server does and its object tracker does not, for the question "whose is this object": a UID on
 // every create, a delete refused (409 Conflict) when its UID precondition
 // names another object, creates refused in a namespace that does not
 // exist or is terminating, and a namespace's delete taking everything in
@@ -27,9 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+
+	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 )
 
 // kinds are the kinds a run makes, by resource; the cascade of a
@@ -66,7 +67,7 @@ func (k Key) gvr() schema.GroupVersionResource {
 
 // Cluster is the fake clientset with its reactors.
 type Cluster struct {
-	*fake.Clientset
+	*kubefake.Clientset
 	// Terminating, when set, keeps a deleted namespace and its contents,
 	// Terminating, as a real cluster does while its pods wait for a
 	// kubelet to finish them.
@@ -78,7 +79,7 @@ type Cluster struct {
 
 // New is an empty cluster.
 func New() *Cluster {
-	c := &Cluster{Clientset: fake.NewClientset()}
+	c := &Cluster{Clientset: kubefake.New()}
 	c.PrependReactor("create", "*", c.create)
 	c.PrependReactor("delete", "*", c.delete)
 	return c

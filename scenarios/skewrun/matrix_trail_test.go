@@ -45,11 +45,8 @@ func (nowhere) ProvisionVolumes(context.Context, storage.Request) (storage.Volum
 func (nowhere) Workload() storage.Workload { return storage.Workload{} }
 
 // idleNode is a test node the scenario is made for and never drives.
-type idleNode struct{}
+type idleNode struct{ exec.Local }
 
-func (idleNode) Command(ctx context.Context, name string, args ...string) exec.Cmd {
-	return exec.Local{}.Command(ctx, name, args...)
-}
 func (idleNode) String() string                                     { return "w1" }
 func (idleNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
 func (idleNode) StopKubelet(context.Context) error                  { return nil }

@@ -26,7 +26,7 @@ import (
 // it, the shapes' ConfigMap and Secret), to the run's ID.
 const RunLabel = "skewtest.k8s.io/run"
 
-// Labels are the labels that mark an object as run's.
+// Labels mark an object as run's own.
 func Labels(run string) map[string]string { return map[string]string{RunLabel: run} }
 
 // ErrNotOurs marks a create that found an object of the run's name that

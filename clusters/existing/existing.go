@@ -112,9 +112,12 @@ type SSHConfig struct {
 
 // Provider attaches to an existing cluster. It implements clusters.Provider.
 type Provider struct {
-	cfg    Config
-	log    *slog.Logger
-	dialer *sshnode.Dialer
+	cfg Config
+	// context is the kubeconfig context the run's clients use:
+	// Config.Context, or the current one when New ran.
+	context string
+	log     *slog.Logger
+	dialer  *sshnode.Dialer
 
 	// stateMu guards state, which records the nodes the run changed.
 	stateMu sync.Mutex
@@ -195,10 +198,17 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, SSH: StateSSH{
+	// The run's own clients stay on the context it started with, and its
+	// state names that cluster, whatever the kubeconfig's current context
+	// becomes.
+	id, err := clusterIdentity(cfg.Kubeconfig, cfg.Context)
+	if err != nil {
+		return nil, fmt.Errorf("existing: %w", err)
+	}
+	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, Cluster: id, SSH: StateSSH{
 		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
 	}}
-	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
+	return &Provider{cfg: cfg, context: id.Context, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
 }
 
 // layout is where every test node keeps its kubelet.
@@ -257,7 +267,7 @@ func (p *Provider) clients() (*rest.Config, corev1client.CoreV1Interface, error)
 	}
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: p.cfg.Kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: p.cfg.Context},
+		&clientcmd.ConfigOverrides{CurrentContext: p.context},
 	).ClientConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("existing: kubeconfig %s: %w", p.cfg.Kubeconfig, err)
@@ -326,7 +336,7 @@ func (p *Provider) Up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.log.Info("attached to cluster", "kubeconfig", p.cfg.Kubeconfig, "context", p.cfg.Context, "version", v.String())
+	p.log.Info("attached to cluster", "kubeconfig", p.cfg.Kubeconfig, "context", p.context, "version", v.String())
 	if err := p.initState(); err != nil {
 		return err
 	}

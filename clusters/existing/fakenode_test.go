@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
@@ -113,19 +114,20 @@ type fakeAPIServer struct {
 	mu    sync.Mutex
 	nodes []corev1.Node
 	live  map[string]*fakeNode
-	// namespaces that exist; deleted, the ones a DELETE took out.
-	namespaces map[string]bool
+	// namespaces that exist, with their labels (a namespace's UID is
+	// "uid-" and its name); deleted, the ones a DELETE took out.
+	namespaces map[string]map[string]string
 	deleted    []string
 }
 
-// addNamespace makes namespace exist.
-func (f *fakeAPIServer) addNamespace(name string) {
+// addNamespace makes namespace exist, with labels.
+func (f *fakeAPIServer) addNamespace(name string, labels map[string]string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.namespaces == nil {
-		f.namespaces = map[string]bool{}
+		f.namespaces = map[string]map[string]string{}
 	}
-	f.namespaces[name] = true
+	f.namespaces[name] = labels
 }
 
 // deletedNamespaces are the namespaces DELETE took out, in order.
@@ -135,20 +137,32 @@ func (f *fakeAPIServer) deletedNamespaces() []string {
 	return slices.Clone(f.deleted)
 }
 
-// namespace answers GET and DELETE of one namespace.
+// namespace answers GET and DELETE of one namespace; a DELETE whose UID
+// precondition names another is refused, as the API server does.
 func (f *fakeAPIServer) namespace(w http.ResponseWriter, r *http.Request, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.namespaces[name] {
-		w.WriteHeader(http.StatusNotFound)
-		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure", Reason: metav1.StatusReasonNotFound, Code: 404})
+	labels, ok := f.namespaces[name]
+	uid := types.UID("uid-" + name)
+	status := func(code int, reason metav1.StatusReason) {
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: "Failure", Reason: reason, Code: int32(code)})
+	}
+	if !ok {
+		status(http.StatusNotFound, metav1.StatusReasonNotFound)
 		return
 	}
 	if r.Method == http.MethodDelete {
+		var opts metav1.DeleteOptions
+		_ = json.NewDecoder(r.Body).Decode(&opts)
+		if p := opts.Preconditions; p != nil && p.UID != nil && *p.UID != uid {
+			status(http.StatusConflict, metav1.StatusReasonConflict)
+			return
+		}
 		delete(f.namespaces, name)
 		f.deleted = append(f.deleted, name)
 	}
-	_ = json.NewEncoder(w).Encode(corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: name}})
+	_ = json.NewEncoder(w).Encode(corev1.Namespace{TypeMeta: metav1.TypeMeta{Kind: "Namespace", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid, Labels: labels}})
 }
 
 func (f *fakeAPIServer) setNodes(ns ...corev1.Node) {

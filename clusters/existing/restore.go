@@ -155,9 +155,12 @@ func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) e
 
 // Clean puts back the own kubelet of every node a killed run of the
 // existing provider changed, from the state it left in dir (see
-// StateFile), and removes dir once every node is Ready again. It reaches
-// the nodes with the run's SSH settings, so the key file, or the agent
-// holding the key, must still be there.
+// StateFile), removes what the run's scenarios made in the cluster, and
+// removes dir once every node is Ready again and every workload gone. It
+// reaches the nodes with the run's SSH settings, so the key file, or the
+// agent holding the key, must still be there. It refuses (ErrOtherCluster)
+// before touching anything while the kubeconfig points at another cluster
+// than the run's.
 func Clean(ctx context.Context, dir string) error {
 	st, err := ReadState(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -173,8 +176,15 @@ func Clean(ctx context.Context, dir string) error {
 	case l == Unknown:
 		slog.Default().Warn("whether the run is still live cannot be told; cleaning it because it was asked for by name", "dir", dir, "why", what)
 	}
-	if len(st.Nodes) == 0 && st.Workload == nil {
+	if len(st.OlderWorkload) > 0 {
+		slog.Default().Warn("an older skewtest recorded what the run made in the cluster by name alone, which does not prove it the run's: left alone; remove it by hand if it is",
+			"dir", dir, "kubeconfig", st.Kubeconfig, "workload", string(st.OlderWorkload))
+	}
+	if len(st.Nodes) == 0 && len(st.Workloads) == 0 {
 		return os.RemoveAll(dir)
+	}
+	if err := st.checkCluster(); err != nil {
+		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
 	p, err := New(Config{
 		Kubeconfig: st.Kubeconfig,
@@ -189,7 +199,10 @@ func Clean(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
-	p.state.Nodes, p.state.Workload = st.Nodes, st.Workload
+	p.state.Nodes, p.state.Workloads = st.Nodes, st.Workloads
+	if st.Cluster != (ClusterIdentity{}) {
+		p.state.Cluster = st.Cluster
+	}
 	// This process acts on the run now: another clean leaves it alone
 	// until it is done or gone.
 	p.state.Owner = self()
@@ -199,20 +212,41 @@ func Clean(ctx context.Context, dir string) error {
 	if err := p.Down(ctx); err != nil {
 		return err
 	}
-	if st.Workload == nil {
+	var errs []error
+	for _, w := range st.Workloads {
+		errs = append(errs, p.removeWorkload(ctx, w))
+	}
+	return errors.Join(errs...)
+}
+
+// checkCluster refuses, with ErrOtherCluster naming both, when the
+// kubeconfig, read as the run read it, now reaches another cluster than
+// the one the run recorded. A state of an older skewtest, which recorded
+// none, is not checked.
+func (st *State) checkCluster() error {
+	if st.Cluster == (ClusterIdentity{}) {
+		slog.Default().Warn("the state does not name the run's cluster (an older skewtest's); cleaning in the cluster the kubeconfig points at now", "kubeconfig", st.Kubeconfig)
 		return nil
 	}
-	return p.removeWorkload(ctx, *st.Workload)
+	now, err := clusterIdentity(st.Kubeconfig, st.Context)
+	if err != nil {
+		return err
+	}
+	if !now.Same(st.Cluster) {
+		return fmt.Errorf("%w: the run acted on the cluster of %s; the kubeconfig %s now points at %s. Nothing was touched: point the kubeconfig back (kubectl config use-context %s) and run clean again",
+			workloads.ErrOtherCluster, st.Cluster, st.Kubeconfig, now, st.Cluster.Context)
+	}
+	return nil
 }
 
 // workloadPollInterval is how often clean looks whether the workload it
 // deleted is gone.
 const workloadPollInterval = time.Second
 
-// removeWorkload removes what the killed run's scenario made in the
-// cluster, now that the nodes' own kubelets are back to finish its pods,
-// within the teardown bound; the record, and so the state directory, goes
-// once it is gone.
+// removeWorkload removes what one of the killed run's scenarios made in
+// the cluster, now that the nodes' own kubelets are back to finish its
+// pods, within the teardown bound; its record goes once it is gone, and
+// the state directory with the last.
 func (p *Provider) removeWorkload(ctx context.Context, r workloads.Record) error {
 	rc, err := p.RESTConfig()
 	if err != nil {
@@ -224,10 +258,10 @@ func (p *Provider) removeWorkload(ctx context.Context, r workloads.Record) error
 	}
 	timeout := timeouts.Scale(timeouts.Teardown, timeouts.FromEnv())
 	p.log.Info("removing what the killed run made in the cluster", "workload", r.String(), "timeout", timeout)
-	if err := workloads.Remove(ctx, cs, r, timeout, workloadPollInterval); err != nil {
+	if err := workloads.Remove(ctx, cs, r, timeout, workloadPollInterval, p.log); err != nil {
 		return fmt.Errorf("existing: clean %s: the run's workload (%s): %w\nthe state is kept: run `skewtest clean %s` again once the node's kubelet runs", p.cfg.StateDir, r, err, p.cfg.StateDir)
 	}
-	return p.RecordWorkload(workloads.Record{})
+	return p.RecordWorkload(workloads.Record{Run: r.Run, Namespace: r.Namespace})
 }
 
 // Owner is the process acting on a run (procfs.Owner), recorded in its

@@ -174,18 +174,29 @@ func TestDownReportsAFailedRestore(t *testing.T) {
 
 const helperEnv = "SKEWTEST_EXISTING_KILL_HELPER"
 
-// killedNamespace is the namespace the killed harness's scenario made.
-const killedNamespace = "skewtest-killed"
+// The killed harness ran two scenarios (a batch's jobs), each in a
+// namespace it made, and had recorded a third it was about to make when
+// someone else's of that name appeared.
+const (
+	killedNamespace  = "skewtest-run-1-1-killed"
+	killedNamespace2 = "skewtest-run-1-2-killed"
+	foreignNamespace = "skewtest-run-1-3-foreign"
+)
 
 // TestKilledMidHopThenClean kills a harness with SIGKILL between the swap
 // and the start of a hop, then runs `skewtest clean`'s code on the state
 // directory it left, which must put the node's own kubelet back, running
 // and Ready through the API server, and then remove the namespace the
-// run's scenario made in the cluster, and nothing else.
+// run's scenarios made in the cluster, each by its own record, and
+// nothing else: not the owner's, nor one of a recorded name that does not
+// carry the run's label.
 func TestKilledMidHopThenClean(t *testing.T) {
 	r := newRestoreRig(t)
-	r.api.addNamespace(killedNamespace)
-	r.api.addNamespace("owners")
+	for _, ns := range []string{killedNamespace, killedNamespace2} {
+		r.api.addNamespace(ns, workloads.Labels(r.cfg.RunID))
+	}
+	r.api.addNamespace(foreignNamespace, nil)
+	r.api.addNamespace("owners", nil)
 	ctx := r.context(t)
 	bin := newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")
 	c := r.cfg
@@ -239,8 +250,8 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	if err != nil || len(st.Nodes) != 1 || st.Nodes[0].OriginalVersion != "v1.37.2" {
 		t.Fatalf("state after the kill = %+v, %v", st, err)
 	}
-	if st.Workload == nil || st.Workload.Namespace != killedNamespace || !st.Workload.MadeNamespace {
-		t.Fatalf("the state after the kill records the workload %+v, want namespace %s, made by the run", st.Workload, killedNamespace)
+	if len(st.Workloads) != 3 {
+		t.Fatalf("the state after the kill records the workloads %+v, want one per scenario", st.Workloads)
 	}
 
 	r.fn.calls()
@@ -251,8 +262,8 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	if calls := r.fn.calls(); !strings.Contains(calls, "stop kubelet") || !strings.Contains(calls, "start kubelet") {
 		t.Errorf("clean's systemctl calls:\n%s", calls)
 	}
-	if got := r.api.deletedNamespaces(); !slices.Equal(got, []string{killedNamespace}) {
-		t.Errorf("clean deleted the namespaces %q, want only the run's %s", got, killedNamespace)
+	if got := r.api.deletedNamespaces(); !slices.Equal(got, []string{killedNamespace, killedNamespace2}) {
+		t.Errorf("clean deleted the namespaces %q, want only the run's %s and %s", got, killedNamespace, killedNamespace2)
 	}
 	if _, err := os.Stat(r.cfg.StateDir); !os.IsNotExist(err) {
 		t.Errorf("the state directory after clean: %v", err)
@@ -300,9 +311,12 @@ func TestKillHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The scenario deployed its workload in a namespace it made.
-	if err := p.RecordWorkload(workloads.Record{Namespace: killedNamespace, MadeNamespace: true}); err != nil {
-		t.Fatal(err)
+	// Two scenarios deployed their workloads in namespaces they made; a
+	// third recorded its namespace and was killed before its create.
+	for _, ns := range []string{killedNamespace, killedNamespace2, foreignNamespace} {
+		if err := p.RecordWorkload(workloads.Record{Run: hc.RunID, Namespace: ns, OwnsNamespace: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := ns[0].StopKubelet(ctx); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package existing
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,20 +23,31 @@ const StateFile = "state.json"
 // kubeconfig and SSH settings; never a secret, only the key file's path)
 // and what to put back.
 type State struct {
-	RunID      string      `json:"runID"`
-	Kubeconfig string      `json:"kubeconfig"`
-	Context    string      `json:"context,omitempty"`
-	SSH        StateSSH    `json:"ssh"`
-	Nodes      []NodeState `json:"nodes"`
+	RunID      string `json:"runID"`
+	Kubeconfig string `json:"kubeconfig"`
+	// Context is the kubeconfig context the run was told to use; empty
+	// when it used the current one.
+	Context string `json:"context,omitempty"`
+	// Cluster is the cluster the run acted on; clean refuses to act while
+	// the kubeconfig points at another. Zero in older state files.
+	Cluster ClusterIdentity `json:"cluster,omitzero"`
+	SSH     StateSSH        `json:"ssh"`
+	Nodes   []NodeState     `json:"nodes"`
 	// Owner is the process acting on the run: its harness, or the
 	// `skewtest clean` putting its nodes back. Such a run takes no host
 	// lock, so clean, looking through the run roots, leaves it alone while
 	// that process runs (Owner.Liveness). Zero in older state files.
 	Owner Owner `json:"owner,omitzero"`
-	// Workload is what the run's scenario made in the cluster and has not
-	// removed (RecordWorkload); clean removes it once the nodes' own
-	// kubelets are back.
-	Workload *workloads.Record `json:"workload,omitempty"`
+	// Workloads are what the run's scenarios (a run's one, a batch's
+	// jobs, a matrix tour's trails) made in the cluster and have not
+	// removed, one record each, keyed by namespace (RecordWorkload); clean
+	// removes each once the nodes' own kubelets are back, and drops it
+	// from the state once its objects are gone.
+	Workloads []workloads.Record `json:"workloads,omitempty"`
+	// OlderWorkload is the one workload record an older skewtest kept,
+	// which named its objects by fixed names alone: nothing proves them
+	// the run's, so clean leaves them and says so.
+	OlderWorkload json.RawMessage `json:"workload,omitempty"`
 }
 
 // StateSSH is the SSH settings of the run.
@@ -139,15 +151,16 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 }
 
 // RecordWorkload implements capabilities.WithWorkloadRecord: it writes r
-// into the state before the scenario makes what r adds. An empty r, once
-// every node is back, ends the state (saveLocked).
+// into the state, in place of the record of r's namespace, before the
+// scenario makes what r adds. An empty r drops that record; with no record
+// left and every node back, the state ends (saveLocked).
 func (p *Provider) RecordWorkload(r workloads.Record) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
 	next := *p.state
-	next.Workload = &r
-	if r.Empty() {
-		next.Workload = nil
+	next.Workloads = slices.DeleteFunc(slices.Clone(p.state.Workloads), func(w workloads.Record) bool { return w.Namespace == r.Namespace })
+	if !r.Empty() {
+		next.Workloads = append(next.Workloads, r)
 	}
 	if err := p.saveLocked(&next); err != nil {
 		return fmt.Errorf("existing: record the run's workload in %s: %w", p.cfg.StateDir, err)
@@ -176,7 +189,7 @@ func (p *Provider) saveLocked(st *State) error {
 	if p.cfg.StateDir == "" {
 		return nil
 	}
-	if len(st.Nodes) > 0 || st.Workload != nil {
+	if len(st.Nodes) > 0 || len(st.Workloads) > 0 {
 		return st.write(p.cfg.StateDir)
 	}
 	err := os.RemoveAll(p.cfg.StateDir)

@@ -31,7 +31,9 @@ type Prebound struct {
 
 // ProvisionPrebound makes a StorageClass and one PV per claim, each bound
 // to its claim in advance and pinned to req.Node: CSI PVs of b.CSIDriver or
-// local PVs at b.LocalPath.
+// local PVs at b.LocalPath, all with req.Labels. A StorageClass that
+// exists already is not this request's (another run's, or this run's
+// earlier request's): it is used, never deleted by this one.
 func ProvisionPrebound(ctx context.Context, cs Client, req Request, b Prebound) (Volumes, error) {
 	size := req.Size
 	if size == "" {
@@ -43,22 +45,25 @@ func ProvisionPrebound(ctx context.Context, cs Client, req Request, b Prebound) 
 	}
 	scName := "skewtest-" + string(req.Kind)
 	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: scName},
+		ObjectMeta:        metav1.ObjectMeta{Name: scName, Labels: req.Labels},
 		Provisioner:       "kubernetes.io/no-provisioner",
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
 		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain),
 	}
-	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	out := Volumes{StorageClass: scName}
+	switch made, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); {
+	case err == nil:
+		out.DeleteStorageClass, out.StorageClassUID = true, made.UID
+	case !apierrors.IsAlreadyExists(err):
 		return Volumes{}, fmt.Errorf("create StorageClass %s: %w", scName, err)
 	}
-	out := Volumes{StorageClass: scName, DeleteStorageClass: true}
 	for i, claim := range req.Claims {
 		pvName := fmt.Sprintf("%s-%d", b.NamePrefix, i)
 		if req.Group != "" {
 			pvName = fmt.Sprintf("%s-%s-%d", b.NamePrefix, req.Group, i)
 		}
 		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: pvName},
+			ObjectMeta: metav1.ObjectMeta{Name: pvName, Labels: req.Labels},
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: qty},
 				AccessModes:                   []corev1.PersistentVolumeAccessMode{req.Mode()},
@@ -100,9 +105,11 @@ func ProvisionPrebound(ctx context.Context, cs Client, req Request, b Prebound) 
 		default:
 			return Volumes{}, fmt.Errorf("volume kind %q not supported", req.Kind)
 		}
-		if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		made, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+		if err != nil {
 			return Volumes{}, fmt.Errorf("create PV %s for claim %s/%s: %w", pvName, req.Namespace, claim, err)
 		}
+		rec.UID = made.UID
 		out.PVs = append(out.PVs, rec)
 	}
 	return out, nil

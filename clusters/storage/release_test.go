@@ -17,8 +17,10 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/kubefake"
 )
 
-func pvWith(name string, policy corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
-	return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy}}
+// pvWith is a PV bound to claim in namespace ns (the scenario's).
+func pvWith(name string, policy corev1.PersistentVolumeReclaimPolicy, claim string) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: policy,
+		ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: claim}}}
 }
 
 func claim(name string) *corev1.PersistentVolumeClaim {
@@ -40,20 +42,27 @@ func TestRelease(t *testing.T) {
 	}{
 		{
 			name:          "pre-created volumes and their class are removed",
-			objects:       []runtime.Object{claim("c0"), claim("c1"), pvWith("pv0", corev1.PersistentVolumeReclaimRetain), pvWith("pv1", corev1.PersistentVolumeReclaimRetain), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "skewtest-csi"}}},
-			vols:          Volumes{StorageClass: "skewtest-csi", DeleteStorageClass: true, PVs: []PV{{Name: "pv0", Claim: "c0"}, {Name: "pv1", Claim: "c1"}}},
+			objects:       []runtime.Object{claim("c0"), claim("c1"), pvWith("pv0", corev1.PersistentVolumeReclaimRetain, "c0"), pvWith("pv1", corev1.PersistentVolumeReclaimRetain, "c1"), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "skewtest-csi", UID: "sc-uid"}}},
+			vols:          Volumes{StorageClass: "skewtest-csi", DeleteStorageClass: true, StorageClassUID: "sc-uid", PVs: []PV{{Name: "pv0", Claim: "c0"}, {Name: "pv1", Claim: "c1"}}},
 			wantDeletedPV: []string{"pv0", "pv1"},
 		},
 		{
+			name: "a PV of the name bound to another namespace's claim stays",
+			objects: []runtime.Object{claim("c0"), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv0"}, Spec: corev1.PersistentVolumeSpec{
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain, ClaimRef: &corev1.ObjectReference{Namespace: "owners", Name: "c0"}}}},
+			vols:     Volumes{PVs: []PV{{Name: "pv0", Claim: "c0"}}},
+			wantLeft: []string{"pv/pv0"},
+		},
+		{
 			name:        "a cluster's own class stays; dynamic PVs are left to their provisioner",
-			objects:     []runtime.Object{claim("c0"), pvWith("pvc-0", corev1.PersistentVolumeReclaimDelete), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "ebs-sc"}}},
+			objects:     []runtime.Object{claim("c0"), pvWith("pvc-0", corev1.PersistentVolumeReclaimDelete, "c0"), &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "ebs-sc"}}},
 			vols:        Volumes{StorageClass: "ebs-sc", PVs: []PV{{Name: "pvc-0", Claim: "c0"}}},
 			provisioner: true,
 			wantLeft:    []string{"storageclass/ebs-sc"},
 		},
 		{
 			name:     "a provisioner that does not delete its PV is reported",
-			objects:  []runtime.Object{claim("c0"), pvWith("pvc-0", corev1.PersistentVolumeReclaimDelete)},
+			objects:  []runtime.Object{claim("c0"), pvWith("pvc-0", corev1.PersistentVolumeReclaimDelete, "c0")},
 			vols:     Volumes{StorageClass: "ebs-sc", PVs: []PV{{Name: "pvc-0", Claim: "c0"}}},
 			wantErr:  "dynamically provisioned PVs [pvc-0] still exist",
 			wantLeft: []string{"pv/pvc-0"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	storagev1client "k8s.io/client-go/kubernetes/typed/storage/v1"
 
@@ -61,6 +62,9 @@ type Request struct {
 	// ReadWriteOnce. The API refuses ReadWriteOncePod beside any other
 	// mode, so a request has exactly one.
 	AccessMode corev1.PersistentVolumeAccessMode
+	// Labels go on every object made for the request (the run's label,
+	// which tells whose it is).
+	Labels map[string]string
 }
 
 // Mode is the request's access mode, ReadWriteOnce when unset.
@@ -80,6 +84,10 @@ type Volumes struct {
 	// this run alone, so Release deletes it; a class the cluster already
 	// had (STORAGE_CLASS on an existing cluster) is left alone.
 	DeleteStorageClass bool
+	// StorageClassUID is the UID of the StorageClass made for the run,
+	// the precondition of its delete: a class of that name made since by
+	// someone else is not deleted.
+	StorageClassUID types.UID `json:",omitempty"`
 	// NoStagingMount is set when the CSI driver stages without mounting
 	// anything at the global mount path (csi-driver-host-path's
 	// NodeStageVolume only checks its arguments; NodePublishVolume
@@ -100,6 +108,11 @@ type Volumes struct {
 type PV struct {
 	Name  string
 	Claim string
+	// UID and ClaimUID, once known, are the PV's and its claim's: the
+	// preconditions of their deletes, so that an object of the same name
+	// made since by someone else is left alone.
+	UID      types.UID `json:",omitempty"`
+	ClaimUID types.UID `json:",omitempty"`
 	// Driver and VolumeHandle identify a CSI volume (the global mount is
 	// named after the handle's sha256); empty for local volumes.
 	Driver       string

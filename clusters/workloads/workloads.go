@@ -3,53 +3,62 @@
 // existing one) must leave the owner's cluster as it found it: the run
 // removes what its scenarios left once the node's own kubelet is back, and
 // `skewtest clean` does the same from the record after the harness was
-// killed. The scenario and the provider's clean share this one removal.
+// killed. The scenario and the provider's clean share this one removal,
+// which touches only what the record proves the run's (identity.go).
 package workloads
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 
 	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
-// Record is what a scenario made in the API and has not removed yet. It is
-// written (by the provider that keeps it, in its run's state) before the
-// things it names are made.
+// Record is what one scenario (a run, a batch job, a matrix trail's
+// workload) made in the API and has not removed yet. It is written (by the
+// provider that keeps it, in its run's state) before the things it names
+// are made, and again with their UIDs once they exist.
 type Record struct {
-	// Namespace holds everything below; MadeNamespace says the scenario
-	// made it, so that removing it takes the rest along.
-	Namespace     string `json:"namespace"`
-	MadeNamespace bool   `json:"madeNamespace,omitempty"`
-	// StatefulSet, PodSelectors and Claims are the workload: its
-	// StatefulSet, the label selectors of its pods (the StatefulSet's and
-	// any a fault made beside them) and its claims. Empty once the
-	// scenario deleted them itself.
-	StatefulSet  string   `json:"statefulSet,omitempty"`
-	PodSelectors []string `json:"podSelectors,omitempty"`
-	Claims       []string `json:"claims,omitempty"`
-	// Volumes are the PVs made for, or bound to, the claims and the
-	// StorageClass made for the run, released as storage.Release does.
+	// Run is the run's ID: the value of RunLabel on what the scenario
+	// made.
+	Run string `json:"run"`
+	// Namespace holds the scenario's workload; it is the scenario's own
+	// (Namespace) and keys the record among a run's others.
+	Namespace string `json:"namespace"`
+	// OwnsNamespace is set just before the scenario creates its namespace
+	// and kept until the namespace is gone, so that a kill right after the
+	// create leaves it to be found by its name and the run's label.
+	// NamespaceUID is its UID once made.
+	OwnsNamespace bool      `json:"ownsNamespace,omitempty"`
+	NamespaceUID  types.UID `json:"namespaceUID,omitempty"`
+	// StatefulSet is the workload's StatefulSet in the namespace, with its
+	// UID once made; empty once the scenario deleted it itself.
+	StatefulSet    string    `json:"statefulSet,omitempty"`
+	StatefulSetUID types.UID `json:"statefulSetUID,omitempty"`
+	// Volumes are the PVs made for, or bound to, the workload's claims and
+	// the StorageClass made for the run, each with its UID once known,
+	// released as storage.Release does.
 	Volumes storage.Volumes `json:"volumes,omitzero"`
 }
 
 // Empty reports whether nothing is left to remove.
 func (r Record) Empty() bool {
-	return !r.MadeNamespace && !r.HasWorkload()
+	return !r.OwnsNamespace && !r.HasWorkload()
 }
 
 // HasWorkload reports whether the workload (objects or volumes) is left.
 func (r Record) HasWorkload() bool {
-	return r.StatefulSet != "" || len(r.PodSelectors) > 0 || len(r.Claims) > 0 || len(r.Volumes.PVs) > 0 || r.Volumes.DeleteStorageClass
+	return r.StatefulSet != "" || len(r.Volumes.PVs) > 0 || r.Volumes.DeleteStorageClass
 }
 
 // String names what is left, for messages.
@@ -61,120 +70,108 @@ func (r Record) String() string {
 	if n := len(r.Volumes.PVs); n > 0 {
 		what = append(what, fmt.Sprintf("%d PVs", n))
 	}
-	if r.MadeNamespace {
+	if r.OwnsNamespace {
 		what = append(what, "namespace "+r.Namespace)
 	}
 	if len(what) == 0 && r.HasWorkload() {
-		what = append(what, "the workload's objects in namespace "+r.Namespace)
+		what = append(what, "the workload's volumes")
 	}
 	return strings.Join(what, ", ")
 }
 
-// Remove deletes what r names: its namespace when the scenario made it
-// (the StatefulSet, its pods and claims go with it), else the StatefulSet,
-// the selected pods and the claims alone; then its volumes as
-// storage.Release does. It waits up to timeout for the pods, claims and
-// namespace to go, which needs a running kubelet on the node to finish the
-// pods: call it once the node's own kubelet is back. The error names what
-// is still there.
-func Remove(ctx context.Context, cs kubernetes.Interface, r Record, timeout, interval time.Duration) error {
+// Owns tells whether obj is what the record made: it carries the run's
+// label and, when uid is known, that UID. The error says why not.
+func (r Record) Owns(obj metav1.Object, uid types.UID) error {
+	switch got := obj.GetLabels()[RunLabel]; {
+	case r.Run == "":
+		return errors.New("the record names no run, so nothing proves it the run's")
+	case got != r.Run:
+		return fmt.Errorf("it carries %s=%q, not this run's %q", RunLabel, got, r.Run)
+	case uid != "" && obj.GetUID() != uid:
+		return fmt.Errorf("its UID is %s, not the recorded %s: it was made again since", obj.GetUID(), uid)
+	}
+	return nil
+}
+
+// Remove deletes what r names and the record proves the run's: its
+// namespace, when it carries the run's label and recorded UID (the
+// StatefulSet, its pods and claims go with it), deleted with that UID as
+// precondition; then its volumes as storage.Release does, each PV by its
+// UID. A namespace of that name that is not the run's (another run's,
+// the owner's, one made again since) is left alone and logged, with
+// everything in it. It waits up to timeout for the namespace to go, which
+// needs a running kubelet on the node to finish the pods: call it once
+// the node's own kubelet is back. The error names what is still there.
+func Remove(ctx context.Context, cs storage.Client, r Record, timeout, interval time.Duration, log *slog.Logger) error {
 	if r.Empty() {
 		return nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns := r.Namespace
 	var errs []error
-	if r.MadeNamespace {
-		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete namespace %s: %w", ns, err))
+	var deleting types.UID // the UID of the run's namespace being deleted
+	ours := false
+	if r.OwnsNamespace {
+		switch got, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); {
+		case apierrors.IsNotFound(err):
+			ours = true // gone, or never made: nothing of a stranger's is there
+		case err != nil:
+			return fmt.Errorf("get namespace %s to tell whether it is the run's: %w", ns, err)
+		default:
+			if why := r.Owns(got, r.NamespaceUID); why != nil {
+				log.Warn("left alone: not the run's", "namespace", ns, "why", why)
+				break
+			}
+			ours = true
+			deleting = got.UID
+			err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(got.UID))})
+			switch {
+			case apierrors.IsConflict(err):
+				log.Warn("left alone: made again since it was read", "namespace", ns, "err", err)
+				deleting = ""
+			case err != nil && !apierrors.IsNotFound(err):
+				errs = append(errs, fmt.Errorf("delete namespace %s (uid %s): %w", ns, got.UID, err))
+			}
 		}
-	} else {
-		errs = append(errs, deleteObjects(ctx, cs, r)...)
 	}
-	var left []string
-	gone := func(ctx context.Context) (bool, error) {
-		left = stillThere(ctx, cs, r)
-		return len(left) == 0, nil
-	}
-	if err := wait.For(gone, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(interval), wait.WithImmediate()); err != nil {
-		return errors.Join(append(errs, fmt.Errorf("still in the cluster %s after they were deleted: %s (their pods need the node's kubelet to finish; kubectl get pods -n %s -o wide shows them)",
-			timeout, strings.Join(left, ", "), ns))...)
+	if deleting != "" {
+		var phase string
+		gone := func(ctx context.Context) (bool, error) {
+			got, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return true, nil
+			case err != nil:
+				phase = err.Error()
+				return false, nil
+			}
+			phase = string(got.Status.Phase)
+			return got.UID != deleting, nil
+		}
+		if err := wait.For(gone, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(interval), wait.WithImmediate()); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("still in the cluster %s after it was deleted: namespace %s (%s) (its pods need the node's kubelet to finish; kubectl get pods -n %s -o wide shows them)",
+				timeout, ns, phase, ns))...)
+		}
 	}
 	if len(r.Volumes.PVs) > 0 || r.Volumes.DeleteStorageClass {
-		if err := storage.Release(ctx, cs, ns, r.Volumes, timeout, interval); err != nil {
+		vols := r.Volumes
+		if !ours {
+			// Claims of a namespace that is not the run's are not deleted
+			// by name; only by the UID the run recorded.
+			vols.PVs = slices.Clone(vols.PVs)
+			for i := range vols.PVs {
+				if vols.PVs[i].ClaimUID == "" {
+					vols.PVs[i].Claim = ""
+				}
+			}
+		}
+		if err := storage.Release(ctx, cs, ns, vols, timeout, interval); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// deleteObjects deletes the StatefulSet, the selected pods and the claims
-// in a namespace the scenario found (and so leaves in place).
-func deleteObjects(ctx context.Context, cs kubernetes.Interface, r Record) []error {
-	ns := r.Namespace
-	var errs []error
-	if r.StatefulSet != "" {
-		bg := metav1.DeletePropagationBackground
-		if err := cs.AppsV1().StatefulSets(ns).Delete(ctx, r.StatefulSet, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete StatefulSet %s/%s: %w", ns, r.StatefulSet, err))
-		}
-	}
-	for _, sel := range r.PodSelectors {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("list pods %s in %s: %w", sel, ns, err))
-			continue
-		}
-		for _, p := range pods.Items {
-			if err := cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", ns, p.Name, err))
-			}
-		}
-	}
-	for _, claim := range r.Claims {
-		if err := cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, claim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete PVC %s/%s: %w", ns, claim, err))
-		}
-	}
-	return errs
-}
-
-// stillThere names what Remove waits for: the namespace when it deletes
-// it, else the selected pods and the claims.
-func stillThere(ctx context.Context, cs kubernetes.Interface, r Record) []string {
-	ns := r.Namespace
-	if r.MadeNamespace {
-		n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return []string{fmt.Sprintf("namespace %s (%v)", ns, err)}
-		}
-		return []string{fmt.Sprintf("namespace %s (%s)", ns, n.Status.Phase)}
-	}
-	var left []string
-	for _, sel := range r.PodSelectors {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return []string{fmt.Sprintf("pods %s (%v)", sel, err)}
-		}
-		for _, p := range pods.Items {
-			left = append(left, "pod "+ns+"/"+p.Name)
-		}
-	}
-	for _, claim := range r.Claims {
-		if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			left = append(left, "PVC "+ns+"/"+claim)
-		}
-	}
-	return left
-}
-
-// Claims sorts and de-duplicates claim names, without empty ones.
-func Claims(names ...string) []string {
-	out := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "" })
-	slices.Sort(out)
-	return slices.Compact(out)
 }

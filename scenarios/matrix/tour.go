@@ -42,6 +42,10 @@ type Tour struct {
 	// Usable returns nil when node can go on at kubelet version after a
 	// failed hop, or why it cannot.
 	Usable func(ctx context.Context, node nodes.Node, version string) error
+	// Namespace names the namespace of trail i's deployment d (both from
+	// 1), each its own: the run's ID in it keeps it apart from another
+	// run's on a shared cluster. Nil for skewtest-trail-<i>[-<d>].
+	Namespace func(trail, deployment int) string
 	// ArtifactsDir is the tour's artifacts directory; trail i keeps its
 	// step artifacts in TrailDir(i, node) under it.
 	ArtifactsDir string
@@ -104,7 +108,7 @@ func (t *Tour) runTrail(ctx context.Context, i, first int, p plan.Plan, node nod
 	stop := ""
 	from := 0 // index in p.Versions where the current workload starts
 	for deployment := 1; stop == ""; deployment++ {
-		w := Workload{Namespace: fmt.Sprintf("skewtest-trail-%d", i+1), Name: "web"}
+		w := Workload{Namespace: t.namespace(i+1, deployment), Name: "web"}
 		if deployment > 1 {
 			w.Name = fmt.Sprintf("web-%d", deployment)
 		}
@@ -167,6 +171,17 @@ func (t *Tour) runTrail(ctx context.Context, i, first int, p plan.Plan, node nod
 	}
 	logger.Info("trail done", "took", time.Since(start).Round(10*time.Millisecond), "hops", len(tr.Run.Hops), "unreached", len(tr.Unreached))
 	return tr
+}
+
+// namespace is Tour.Namespace, or its default.
+func (t *Tour) namespace(trail, deployment int) string {
+	if t.Namespace != nil {
+		return t.Namespace(trail, deployment)
+	}
+	if deployment > 1 {
+		return fmt.Sprintf("skewtest-trail-%d-%d", trail, deployment)
+	}
+	return fmt.Sprintf("skewtest-trail-%d", trail)
 }
 
 // execute runs steps and reports whether they all passed.

@@ -182,7 +182,7 @@ func TestTourContinuesAfterFailedHopOnUsableNode(t *testing.T) {
 			t1 = append(t1, d)
 		}
 	}
-	if fmt.Sprint(t1) != "[worker-1/skewtest-trail-1/web worker-1/skewtest-trail-1/web-2]" {
+	if fmt.Sprint(t1) != "[worker-1/skewtest-trail-1/web worker-1/skewtest-trail-1-2/web-2]" {
 		t.Errorf("trail 1 deployments %v", t1)
 	}
 	names := stepNames(r)

@@ -64,7 +64,7 @@ func observeFaultAndUntouched(ctx context.Context, s *Scenario, sc *scenarios.St
 func (s *Scenario) faultPod(name string, volumes []corev1.Volume, grace int64) *corev1.Pod {
 	w := s.cluster.Workload()
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace, Labels: map[string]string{faultPodLabel: s.cfg.Fault.Entry.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace, Labels: mergeLabels(map[string]string{faultPodLabel: s.cfg.Fault.Entry.Name}, s.labels())},
 		Spec: corev1.PodSpec{
 			NodeName:                      s.node.String(),
 			AutomountServiceAccountToken:  ptr.To(false),

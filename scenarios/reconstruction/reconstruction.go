@@ -53,8 +53,16 @@ type Config struct {
 	VolumesPerPod int
 	Kind          storage.Kind
 	Size          string
-	Namespace     string
-	Name          string
+	// RunID is the value of workloads.RunLabel on everything the scenario
+	// makes, which tells its objects from another run's on a shared
+	// cluster; default a fresh run ID.
+	RunID string
+	// Namespace is the scenario's own: it makes it, and refuses one that
+	// exists (workloads.ErrNotOurs). Default workloads.Namespace(RunID);
+	// scenarios of one run at once (a batch's jobs, a matrix's trails)
+	// each need their own.
+	Namespace string
+	Name      string
 	// PollInterval is how often node state is read while waiting; the
 	// harness notices a change within this time.
 	PollInterval time.Duration
@@ -89,10 +97,6 @@ type Config struct {
 // unless Config.PollInterval says otherwise.
 const DefaultPollInterval = 250 * time.Millisecond
 
-// DefaultNamespace holds a scenario's workload unless Config.Namespace
-// names another.
-const DefaultNamespace = "skewtest"
-
 // The scenario's waits, before timeouts.Scale.
 const (
 	defaultCleanupTimeout = 3 * time.Minute
@@ -122,8 +126,11 @@ func (c *Config) defaults() {
 	if c.Size == "" {
 		c.Size = "16Mi"
 	}
+	if c.RunID == "" {
+		c.RunID = reports.NewRunID(time.Now())
+	}
 	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
+		c.Namespace = workloads.Namespace(c.RunID)
 	}
 	if c.Name == "" {
 		c.Name = "web"

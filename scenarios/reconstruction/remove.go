@@ -26,14 +26,18 @@ func (s *Scenario) LeftInCluster() bool { return !s.made.Empty() }
 // Workload names what Remove deletes, for messages.
 func (s *Scenario) Workload() string { return s.made.String() }
 
+// Namespace is the namespace the scenario puts its workload in, known
+// before it makes anything.
+func (s *Scenario) Namespace() string { return s.cfg.Namespace }
+
 // Remove deletes, through the API alone, what the scenario made and its
 // steps left (workloads.Remove), within timeout; call it once the node's
 // own kubelet is back to finish the pods.
 func (s *Scenario) Remove(ctx context.Context, timeout time.Duration) error {
-	if err := workloads.Remove(ctx, s.cs, s.made, timeout, s.cfg.PollInterval); err != nil {
+	if err := workloads.Remove(ctx, s.cs, s.made, timeout, s.cfg.PollInterval, s.cfg.Logger); err != nil {
 		return err
 	}
-	return s.setMade(workloads.Record{})
+	return s.setMade(workloads.Record{Run: s.cfg.RunID, Namespace: s.cfg.Namespace})
 }
 
 // setMade records r as what the scenario made and has not removed, and
@@ -51,38 +55,27 @@ func (s *Scenario) setMade(r workloads.Record) error {
 	return nil
 }
 
-// madeWorkload is the record of the deployed workload: the StatefulSet,
-// its pods' selectors, every claim and PV the scenario made or bound.
+// labels mark what the scenario makes as its run's.
+func (s *Scenario) labels() map[string]string { return workloads.Labels(s.cfg.RunID) }
+
+// madeWorkload is the record of the deployed workload: the StatefulSet
+// and every PV the scenario made or bound, in its namespace.
 func (s *Scenario) madeWorkload() workloads.Record {
 	r := s.made
-	r.Namespace, r.StatefulSet, r.PodSelectors, r.Claims, r.Volumes = s.cfg.Namespace, s.cfg.Name, s.podSelectors(), s.ownClaims(), s.allVolumes()
+	r.Run, r.Namespace, r.StatefulSet, r.Volumes = s.cfg.RunID, s.cfg.Namespace, s.cfg.Name, s.allVolumes()
 	return r
 }
 
-// podSelectors select the scenario's pods: the StatefulSet's and the ones
-// a fault made beside them.
-func (s *Scenario) podSelectors() []string {
-	sels := []string{appLabel + "=" + s.cfg.Name}
-	if s.cfg.Fault != nil {
-		sels = append(sels, faultPodLabel+"="+s.cfg.Fault.Entry.Name)
-	}
-	return sels
-}
-
-// ownClaims are the claims of the StatefulSet's replicas and of the
-// shapes' PVs.
-func (s *Scenario) ownClaims() []string {
-	names := s.allClaims()
-	for claim := range s.intendedPVs() {
-		names = append(names, claim)
-	}
-	return workloads.Claims(names...)
+// namespaceOnly is the record once the workload is gone but for its
+// namespace, which the scenario keeps until Remove.
+func (s *Scenario) namespaceOnly() workloads.Record {
+	return workloads.Record{Run: s.made.Run, Namespace: s.made.Namespace, OwnsNamespace: s.made.OwnsNamespace, NamespaceUID: s.made.NamespaceUID}
 }
 
 // allVolumes are the PVs the scenario made or its claims bound, the
 // shapes' included, with the StorageClass the provider made for the run.
 func (s *Scenario) allVolumes() storage.Volumes {
-	v := storage.Volumes{StorageClass: s.provisioned.StorageClass, DeleteStorageClass: s.provisioned.DeleteStorageClass}
+	v := storage.Volumes{StorageClass: s.provisioned.StorageClass, DeleteStorageClass: s.provisioned.DeleteStorageClass, StorageClassUID: s.provisioned.StorageClassUID}
 	seen := map[string]bool{}
 	add := func(list []storage.PV) {
 		for _, pv := range list {

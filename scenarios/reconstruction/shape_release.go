@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/wait"
 
 	"sigs.k8s.io/skewtest/clusters/storage"
-	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 )
@@ -178,5 +177,5 @@ func (s *Scenario) releaseShapes(ctx context.Context, sc *scenarios.StepContext)
 		return fmt.Errorf("shape volumes after the workload was deleted: %s", strings.Join(errs, "; "))
 	}
 	sc.Note("every shape volume unstaged%s; the block volumes' kubelet loop devices gone", map[bool]string{true: " and detached", false: ""}[sh.attaching])
-	return s.setMade(workloads.Record{Namespace: s.made.Namespace, MadeNamespace: s.made.MadeNamespace})
+	return s.setMade(s.namespaceOnly())
 }

@@ -15,7 +15,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -220,7 +219,7 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 		for i := range s.cfg.Replicas {
 			claims = append(claims, claimNameOf(blockVolume, s.cfg.Name, i))
 		}
-		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(blockVolume), Block: true})
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(blockVolume), Block: true, Labels: s.labels()})
 		if err != nil {
 			return fmt.Errorf("provision the block shape's volumes: %w", err)
 		}
@@ -237,7 +236,7 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 				reserved = append(reserved, reservedClaim(s.cfg.Name, i, k))
 			}
 		}
-		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: reserved, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(genVolume)})
+		v, err := s.cluster.ProvisionVolumes(ctx, storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: reserved, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(genVolume), Labels: s.labels()})
 		if err != nil {
 			return fmt.Errorf("provision the generic ephemeral shape's volumes: %w", err)
 		}
@@ -253,13 +252,15 @@ func (s *Scenario) provisionShapes(ctx context.Context, sc *scenarios.StepContex
 	}
 	if sh.has[ShapeSubpath] || sh.has[ShapeProjected] {
 		cfg, sec := shapeObjectsData(s.cfg.Namespace)
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace}, Data: cfg}
-		if err := s.res.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create ConfigMap %s/%s: %w", s.cfg.Namespace, shapeObjects, err)
+		// In the run's own namespace, made just before: nothing of that
+		// name can be there but another's (workloads.ErrNotOurs).
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace, Labels: s.labels()}, Data: cfg}
+		if err := s.res.Create(ctx, cm); err != nil {
+			return fmt.Errorf("create ConfigMap %s/%s: %w", s.cfg.Namespace, shapeObjects, notOurs(err))
 		}
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace}, StringData: sec}
-		if err := s.res.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create Secret %s/%s: %w", s.cfg.Namespace, shapeObjects, err)
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: shapeObjects, Namespace: s.cfg.Namespace, Labels: s.labels()}, StringData: sec}
+		if err := s.res.Create(ctx, secret); err != nil {
+			return fmt.Errorf("create Secret %s/%s: %w", s.cfg.Namespace, shapeObjects, notOurs(err))
 		}
 	}
 	return nil

@@ -68,9 +68,6 @@ func TestAddVolumesManyPerPod(t *testing.T) {
 	if got := s.allClaims(); !reflect.DeepEqual(got, want) {
 		t.Errorf("claims = %v, want %v", got, want)
 	}
-	if got := s.ownClaims(); len(got) != len(want) {
-		t.Errorf("claims recorded for clean = %v, want %v", got, want)
-	}
 }
 
 func TestVolumesPerPodSteps(t *testing.T) {

@@ -104,10 +104,10 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		write(corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
 				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(a.beat)}}}})
-	case "/api/v1/namespaces/" + DefaultNamespace + "/pods":
+	case "/api/v1/namespaces/" + witnessNamespace + "/pods":
 		list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 		if a.running {
-			list.Items = append(list.Items, corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: DefaultNamespace},
+			list.Items = append(list.Items, corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: witnessNamespace},
 				Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 		}
 		write(list)
@@ -126,6 +126,9 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// witnessNamespace is the scenario's namespace in the fake API.
+const witnessNamespace = "skewtest-witness"
+
 type apiCluster struct {
 	fakeCluster
 	url string
@@ -141,7 +144,7 @@ func witnessRun(t *testing.T, api *fakeAPI, node *restartNode) (*reports.Run, er
 	t.Cleanup(srv.Close)
 	node.api = api
 	r := &reports.Run{}
-	s, err := New(Config{Plan: mustPlan(t, "v1.37.2,v1.37.2"), Kubelets: make([]binaries.Binary, 2), PollInterval: 10 * time.Millisecond}, apiCluster{url: srv.URL}, node, r)
+	s, err := New(Config{Plan: mustPlan(t, "v1.37.2,v1.37.2"), Kubelets: make([]binaries.Binary, 2), Namespace: witnessNamespace, PollInterval: 10 * time.Millisecond}, apiCluster{url: srv.URL}, node, r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ package reconstruction
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 	"sigs.k8s.io/e2e-framework/klient/wait"
@@ -79,6 +81,54 @@ func statefulSet(name, namespace, node string, replicas int, sc, size string, mo
 	}
 }
 
+// labelWorkload puts labels on the StatefulSet, its pods' template and its
+// claims' templates (the generic ephemeral volumes' among them), so that
+// everything its controller and the ephemeral volume controller make from
+// them is marked too.
+func labelWorkload(sts *appsv1.StatefulSet, labels map[string]string) {
+	for _, meta := range []*metav1.ObjectMeta{&sts.ObjectMeta, &sts.Spec.Template.ObjectMeta} {
+		meta.Labels = mergeLabels(meta.Labels, labels)
+	}
+	for i := range sts.Spec.VolumeClaimTemplates {
+		t := &sts.Spec.VolumeClaimTemplates[i].ObjectMeta
+		t.Labels = mergeLabels(t.Labels, labels)
+	}
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
+			e.VolumeClaimTemplate.Labels = mergeLabels(e.VolumeClaimTemplate.Labels, labels)
+		}
+	}
+}
+
+// mergeLabels is a copy of a with b's labels added.
+func mergeLabels(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+// notOurs marks an AlreadyExists error as workloads.ErrNotOurs: in the
+// run's own namespace an object of the scenario's name is someone else's.
+func notOurs(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%w (it is not removed): %w", workloads.ErrNotOurs, err)
+	}
+	return err
+}
+
+// withUID makes a delete apply only to the object of uid (none when
+// empty): the one the scenario made, not one made since under its name.
+func withUID(uid types.UID) resources.DeleteOption {
+	return func(o *metav1.DeleteOptions) {
+		if uid != "" {
+			o.Preconditions = metav1.NewUIDPreconditions(string(uid))
+		}
+	}
+}
+
 // podVolumeDir is where the kubelet mounts a pod's PV, relative to its root.
 func podVolumeDir(kind storage.Kind, uid, pv string) string {
 	switch kind {
@@ -93,23 +143,13 @@ func podVolumeDir(kind storage.Kind, uid, pv string) string {
 // until every pod runs with its marker written.
 func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error {
 	// The record goes first: a kill after any create below leaves what
-	// clean can find. The namespace is recorded as made only once it is.
-	if err := s.setMade(s.madeWorkload()); err != nil {
+	// clean can find, the namespace by its name and the run's label until
+	// its UID is recorded.
+	if _, err := workloads.MakeNamespace(ctx, s.cs, s.madeWorkload(), s.setMade); err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Namespace}}
-	switch err := s.res.Create(ctx, ns); {
-	case err == nil:
-		r := s.made
-		r.MadeNamespace = true
-		if err := s.setMade(r); err != nil {
-			return err
-		}
-	case !apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("create namespace %s: %w", s.cfg.Namespace, err)
-	}
 	claims := s.allClaims()
-	req := storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup("")}
+	req := storage.Request{Kind: s.cfg.Kind, Namespace: s.cfg.Namespace, Claims: claims, Size: s.cfg.Size, Node: s.node.String(), Group: s.volumeGroup(""), Labels: s.labels()}
 	if s.cfg.Fault != nil {
 		req.AccessMode = s.cfg.Fault.AccessMode
 	}
@@ -117,7 +157,7 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 	if err != nil {
 		return fmt.Errorf("provision %s volumes: %w", s.cfg.Kind, err)
 	}
-	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.NoStagingMount
+	s.volumes.StorageClass, s.volumes.DeleteStorageClass, s.volumes.StorageClassUID, s.volumes.NoStagingMount = vols.StorageClass, vols.DeleteStorageClass, vols.StorageClassUID, vols.NoStagingMount
 	s.volumes.UnstageLosesData = vols.UnstageLosesData
 	s.provisioned = vols
 	if err := s.setMade(s.madeWorkload()); err != nil {
@@ -135,11 +175,17 @@ func (s *Scenario) deploy(ctx context.Context, sc *scenarios.StepContext) error 
 		}
 		s.addShapes(sts, vols.StorageClass)
 	}
+	labelWorkload(sts, s.labels())
 	if err := s.setMade(s.madeWorkload()); err != nil {
 		return err
 	}
 	if err := s.res.Create(ctx, sts); err != nil {
-		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
+		return fmt.Errorf("create StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, notOurs(err))
+	}
+	r := s.made
+	r.StatefulSetUID = sts.UID
+	if err := s.setMade(r); err != nil {
+		return err
 	}
 	start := time.Now()
 	pods, err := s.waitPodsRunning(ctx, sc, nil, s.scaled(podsRunningTimeout))
@@ -186,7 +232,7 @@ func (s *Scenario) boundVolumes(ctx context.Context, sc *scenarios.StepContext, 
 		if err := s.res.Get(ctx, pvc.Spec.VolumeName, "", &pv); err != nil {
 			return fmt.Errorf("get PV %q bound to claim %s: %w", pvc.Spec.VolumeName, claim, err)
 		}
-		rec := storage.PV{Name: pv.Name, Claim: claim}
+		rec := storage.PV{Name: pv.Name, Claim: claim, UID: pv.UID, ClaimUID: pvc.UID}
 		switch {
 		case pv.Spec.CSI != nil && s.cfg.Kind == storage.CSI:
 			rec.Driver, rec.VolumeHandle = pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle
@@ -244,7 +290,7 @@ func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext
 	}
 	start := time.Now()
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: s.cfg.Name, Namespace: s.cfg.Namespace}}
-	if err := s.res.Delete(ctx, sts, resources.WithDeletePropagation(string(metav1.DeletePropagationForeground))); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.res.Delete(ctx, sts, resources.WithDeletePropagation(string(metav1.DeletePropagationForeground)), withUID(s.made.StatefulSetUID)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete StatefulSet %s/%s: %w", s.cfg.Namespace, s.cfg.Name, err)
 	}
 	var last *nodestate.Snapshot
@@ -317,7 +363,7 @@ func (s *Scenario) deleteVolumes(ctx context.Context) error {
 	// The namespace stays for the next scenario on the cluster (a
 	// matrix's trails share it); what the run made in it is gone, but
 	// for the shapes' volumes, which their own step releases.
-	r := workloads.Record{Namespace: s.made.Namespace, MadeNamespace: s.made.MadeNamespace}
+	r := s.namespaceOnly()
 	if s.shapes != nil {
 		r.Volumes = storage.Volumes{PVs: append(slices.Clone(s.shapes.block.PVs), s.shapes.gen.PVs...)}
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
@@ -316,18 +316,12 @@ func notRun(jobs []*batchJob, why string, err error) {
 	}
 }
 
-// namespaceOf is the namespace of job i's workload: skewtest-<n>-<name>,
-// a DNS label.
-func namespaceOf(i int, name string) string {
-	s := nonLabel.ReplaceAllString(strings.ToLower(name), "-")
-	ns := strings.Trim(fmt.Sprintf("skewtest-%d-%s", i+1, s), "-")
-	if len(ns) > 63 {
-		ns = strings.TrimRight(ns[:63], "-")
-	}
-	return ns
+// namespaceOf is the namespace of job i's workload, whose run has ID run:
+// skewtest-<run>-<n>-<name>, a DNS label of that run alone
+// (workloads.Namespace).
+func namespaceOf(run string, i int, name string) string {
+	return workloads.Namespace(run, fmt.Sprint(i+1), name)
 }
-
-var nonLabel = regexp.MustCompile(`[^a-z0-9]+`)
 
 // gated tells whether plan entry i sets feature gates.
 func (j *batchJob) gated(i int) bool { return len(j.v.Plan.GatesOf(i)) > 0 }

@@ -148,11 +148,11 @@ func TestNamespaceOf(t *testing.T) {
 		name string
 		want string
 	}{
-		{0, "fault vol-data-deleted", "skewtest-1-fault-vol-data-deleted"},
-		{11, "plan v1.37.2,v1.34.4,v1.37.2 csi", "skewtest-12-plan-v1-37-2-v1-34-4-v1-37-2-csi"},
-		{2, strings.Repeat("x", 80), "skewtest-3-" + strings.Repeat("x", 52)},
+		{0, "fault vol-data-deleted", "skewtest-20261205-234126-ab12-1-fault-vol-data-deleted"},
+		{11, "plan v1.37.2,v1.34.4,v1.37.2 csi", "skewtest-20261205-234126-ab12-12-plan-v1-37-2-v1-34-4-v1-37-2-c"},
+		{2, strings.Repeat("x", 80), "skewtest-20261205-234126-ab12-3-" + strings.Repeat("x", 31)},
 	} {
-		if got := namespaceOf(tc.i, tc.name); got != tc.want || len(got) > 63 {
+		if got := namespaceOf("20261205-234126-ab12", tc.i, tc.name); got != tc.want || len(got) > 63 {
 			t.Errorf("namespaceOf(%d, %q) = %q, want %q", tc.i, tc.name, got, tc.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 )
 
 // Exit codes of skewtest, for the jobs and dashboards that act on them
@@ -86,7 +87,7 @@ func ExitCode(err error) int {
 		return exitSignalBase + int(syscall.SIGINT)
 	}
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, binaries.ErrBadSource), errors.Is(err, hostlock.ErrHostInUse):
+	case errors.Is(err, ErrInvalid), errors.Is(err, binaries.ErrBadSource), errors.Is(err, hostlock.ErrHostInUse), errors.Is(err, workloads.ErrOtherCluster):
 		return ExitInvalid
 	case errors.Is(err, ErrHarness):
 		return ExitHarness

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 )
@@ -55,6 +56,16 @@ func TestExitCode(t *testing.T) {
 	}
 	if errors.Is(ownPVs, scenarios.ErrControlPlane) {
 		t.Error("a harness fault is also a control plane fault: the suites would retry skewtest's own bug as a flake")
+	}
+	taken := step(fmt.Errorf("%w: namespace skewtest-20261206-010203-ab12 exists, and this run did not make it", workloads.ErrNotOurs))
+	if got := ExitCode(classify(taken, scenarioClass(taken))); got != ExitInfrastructure {
+		t.Errorf("a name of the run's taken by another's object: exit %d, want %d (neither the kubelet's nor skewtest's)", got, ExitInfrastructure)
+	}
+	// clean, refusing to act on a cluster that is not the run's, asks the
+	// user to point the kubeconfig back: bad input.
+	elsewhere := fmt.Errorf("existing: clean /var/lib/skewtest/x: %w: the kubeconfig now points at context \"other\"", workloads.ErrOtherCluster)
+	if got := ExitCode(elsewhere); got != ExitInvalid {
+		t.Errorf("clean refusing another cluster: exit %d, want %d", got, ExitInvalid)
 	}
 	leak := step(errors.New("mount of pod 93826acf left"))
 	if got := ExitCode(classify(leak, scenarioClass(leak))); got != ExitKubelet {

@@ -8,23 +8,50 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
+	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
-// leftWorkload is what a scenario left in the cluster (the namespace it
-// made; after a failure or an interrupt, its workload too), and how to
-// remove it.
-type leftWorkload struct {
-	name   string
-	remove func(ctx context.Context, timeout time.Duration) error
+// madeInCluster is a scenario that makes things in the cluster and may
+// leave some (the namespace it made; after a failure or an interrupt, its
+// workload too): reconstruction.Scenario.
+type madeInCluster interface {
+	// LeftInCluster reports whether something is left to remove.
+	LeftInCluster() bool
+	// Workload names what is left, for messages.
+	Workload() string
+	// Remove removes it within timeout.
+	Remove(ctx context.Context, timeout time.Duration) error
 }
 
-// leave records a workload a scenario left, for Finish to remove from a
-// shared cluster. Scenarios of one run may end at once (a matrix's trails).
-func (c *Cluster) leave(name string, remove func(context.Context, time.Duration) error) {
+// leave tracks a scenario, for Finish to remove from a shared cluster
+// whatever it left there. Scenarios of one run may start at once (a
+// matrix's trails).
+func (c *Cluster) leave(sc madeInCluster) {
 	c.leftMu.Lock()
 	defer c.leftMu.Unlock()
-	c.left = append(c.left, leftWorkload{name: name, remove: remove})
+	c.left = append(c.left, sc)
+}
+
+// newScenario makes the reconstruction scenario of cfg on node, as every
+// scenario of a run is made (a sign-off run's, a batch job's, a matrix
+// trail's): the provider keeps what it makes in the cluster where
+// `skewtest clean` finds it, when it keeps such records
+// (capabilities.WithWorkloadRecord), and Finish removes what it left in a
+// shared cluster.
+func (c *Cluster) newScenario(cfg reconstruction.Config, cluster reconstruction.Cluster, node nodes.Node, run *reports.Run) (*reconstruction.Scenario, error) {
+	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
+		cfg.OnMade = wr.RecordWorkload
+	}
+	sc, err := reconstruction.New(cfg, cluster, node, run)
+	if err != nil {
+		return nil, err
+	}
+	c.noteNamespace(sc.Namespace())
+	c.leave(sc)
+	return sc, nil
 }
 
 // noteNamespace records ns as one the run's scenarios put a workload in,
@@ -55,13 +82,17 @@ func (c *Cluster) removeLeftWorkloads(ctx context.Context) error {
 	timeout := timeouts.Scale(timeouts.Teardown, c.v.Options.TimeoutFactor)
 	var errs []error
 	for _, w := range left {
-		start := time.Now()
-		c.v.Options.Logger.Info("removing what the run made in the shared cluster", "workload", w.name, "cluster", sp.SharedCluster(), "timeout", timeout)
-		if err := w.remove(ctx, timeout); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s from %s: %w", w.name, sp.SharedCluster(), err))
+		if !w.LeftInCluster() {
 			continue
 		}
-		c.v.Options.Logger.Info("removed", "workload", w.name, "took", time.Since(start).Round(10*time.Millisecond))
+		name := w.Workload()
+		start := time.Now()
+		c.v.Options.Logger.Info("removing what the run made in the shared cluster", "workload", name, "cluster", sp.SharedCluster(), "timeout", timeout)
+		if err := w.Remove(ctx, timeout); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s from %s: %w", name, sp.SharedCluster(), err))
+			continue
+		}
+		c.v.Options.Logger.Info("removed", "workload", name, "took", time.Since(start).Round(10*time.Millisecond))
 	}
 	if len(errs) > 0 {
 		return classify(errors.Join(errs...), ErrInfrastructure)

@@ -41,6 +41,18 @@ type sharedBorrowed struct{ borrowed }
 
 func (sharedBorrowed) SharedCluster() string { return "https://cluster.example:6443" }
 
+// leftScenario is a scenario that left something in the cluster, or not.
+type leftScenario struct {
+	left   bool
+	remove func(context.Context, time.Duration) error
+}
+
+func (l *leftScenario) LeftInCluster() bool { return l.left }
+func (l *leftScenario) Workload() string    { return "StatefulSet skewtest/web" }
+func (l *leftScenario) Remove(ctx context.Context, timeout time.Duration) error {
+	return l.remove(ctx, timeout)
+}
+
 // A failed run on a cluster it shares with its owner must not leave its
 // workload there: Finish removes it after Down (which put the node's own
 // kubelet back to finish the pods), and a removal that fails is in the
@@ -66,11 +78,16 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 				c.Provider = &sharedBorrowed{b}
 			}
 			var gotTimeout time.Duration
-			c.leave("StatefulSet skewtest/web", func(_ context.Context, timeout time.Duration) error {
+			c.leave(&leftScenario{left: true, remove: func(_ context.Context, timeout time.Duration) error {
 				events = append(events, "remove StatefulSet skewtest/web")
 				gotTimeout = timeout
 				return tc.removeErr
-			})
+			}})
+			// A scenario that removed all it made is not removed again.
+			c.leave(&leftScenario{remove: func(context.Context, time.Duration) error {
+				events = append(events, "remove what a scenario did not leave")
+				return nil
+			}})
 			run := &reports.Run{ID: "r1", ArtifactsDir: t.TempDir(), Started: time.Now(), Verdict: reports.Fail, Failure: "hop 1: old pods not cleaned up"}
 			_, err := Finish(context.Background(), c, run, classify(errors.New("hop 1 failed"), ErrKubelet))
 			if strings.Join(events, ",") != strings.Join(tc.want, ",") {

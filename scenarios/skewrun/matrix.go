@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -162,16 +163,8 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	}
 	t := &matrix.Tour{
 		Trails: m.Trails, Nodes: testNodes, Usable: usable, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger,
-		NewScenario: func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
-			bins := make([]binaries.Binary, len(p.Raw))
-			for i, raw := range p.Raw {
-				bins[i] = byVersion[raw]
-			}
-			c.noteNamespace(w.Namespace)
-			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
-				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
-				FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
-		},
+		Namespace:   trailNamespace(run.ID),
+		NewScenario: m.trailScenario(c, cluster, run, byVersion),
 	}
 	tourStart := time.Now()
 	trails, err := t.Run(ctx)
@@ -185,6 +178,40 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), ErrKubelet)
 	}
 	return merged, nil
+}
+
+// trailScenario makes the tour's scenarios, on the tour's run's cluster
+// c: each trail's deployment in its own namespace (matrix.Tour.Namespace),
+// made, recorded and, on a shared cluster, removed as every scenario of a
+// run is (Cluster.newScenario).
+func (m *ValidatedMatrix) trailScenario(c *Cluster, cluster reconstruction.Cluster, run *reports.Run, byVersion map[string]binaries.Binary) func(nodes.Node, plan.Plan, int, matrix.Workload, *reports.Run) (matrix.Scenario, error) {
+	o := m.Options
+	return func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
+		bins := make([]binaries.Binary, len(p.Raw))
+		for i, raw := range p.Raw {
+			bins[i] = byVersion[raw]
+		}
+		sc, err := c.newScenario(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
+			RunID: run.ID, Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
+			FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)
+		if err != nil {
+			return nil, err
+		}
+		return sc, nil
+	}
+}
+
+// trailNamespace names the namespace of trail i's deployment d (both
+// from 1) of run: skewtest-<run>-trail-<i>[-<d>], each its own and of this
+// run alone (workloads.Namespace).
+func trailNamespace(run string) func(trail, deployment int) string {
+	return func(trail, deployment int) string {
+		parts := []string{"trail", fmt.Sprint(trail)}
+		if deployment > 1 {
+			parts = append(parts, fmt.Sprint(deployment))
+		}
+		return workloads.Namespace(run, parts...)
+	}
 }
 
 // matrixNodes is MATRIX_NODES, or by default matrix.DefaultNodes capped

@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -24,8 +24,9 @@ type Scenario struct {
 	// Kubelets holds one binary per plan entry.
 	Kubelets []binaries.Binary
 	// Name and Namespace name the workload (the StatefulSet and its
-	// namespace); empty for the scenario's defaults. Scenarios running at
-	// once on one cluster need distinct ones.
+	// namespace); empty for the scenario's defaults (the namespace of the
+	// run's ID alone, workloads.Namespace). Scenarios running at once on
+	// one cluster need distinct ones.
 	Name, Namespace string
 	// Fault is the catalogue fault each hop plants; nil for the baseline.
 	Fault *reconstruction.Fault
@@ -71,26 +72,15 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		return err
 	}
 	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
-	ns := s.Namespace
-	if ns == "" {
-		ns = reconstruction.DefaultNamespace
-	}
-	c.noteNamespace(ns)
 	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), VolumesPerPod: o.VolumesPerPod, Kind: s.kind(c.v),
-		Name: s.Name, Namespace: ns, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
-	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
-		cfg.OnMade = wr.RecordWorkload
-	}
-	sc, err := reconstruction.New(cfg, cluster, node, run)
+		RunID: run.ID, Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
+	sc, err := c.newScenario(cfg, cluster, node, run)
 	if err != nil {
 		run.Verdict, run.Failure = reports.Fail, err.Error()
 		return classify(err, ErrInfrastructure)
 	}
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
 	scenarioErr := runner.Execute(ctx, sc.Steps())
-	if sc.LeftInCluster() {
-		c.leave(sc.Workload(), sc.Remove)
-	}
 	run.ComputeVerdict()
 	if scenarioErr != nil {
 		return classify(scenarioErr, scenarioClass(scenarioErr))
@@ -102,14 +92,15 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 }
 
 // scenarioClass is the class of a failed scenario's error: the kubelet's,
-// unless the control plane did not act (scenarios.ErrControlPlane), which
-// is the infrastructure's, or skewtest itself was at fault
-// (scenarios.ErrHarness).
+// unless the control plane did not act (scenarios.ErrControlPlane) or a
+// name of the run's was taken by an object not its own
+// (workloads.ErrNotOurs), which are the infrastructure's, or skewtest
+// itself was at fault (scenarios.ErrHarness).
 func scenarioClass(err error) error {
 	switch {
 	case errors.Is(err, scenarios.ErrHarness):
 		return ErrHarness
-	case errors.Is(err, scenarios.ErrControlPlane):
+	case errors.Is(err, scenarios.ErrControlPlane), errors.Is(err, workloads.ErrNotOurs):
 		return ErrInfrastructure
 	}
 	return ErrKubelet

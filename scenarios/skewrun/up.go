@@ -41,12 +41,12 @@ type Cluster struct {
 	serverGit     string
 	v             *Validated
 	up            bool
-	// left is what failed scenarios left in a shared cluster, removed by
-	// Finish (removeLeftWorkloads); namespaces are those the run's
-	// scenarios put their workloads in, which are all of a shared cluster
-	// its evidence holds (apiScope). leftMu guards both.
+	// left are the run's scenarios, whatever they left in a shared
+	// cluster removed by Finish (removeLeftWorkloads); namespaces are
+	// those the run's scenarios put their workloads in, which are all of
+	// a shared cluster its evidence holds (apiScope). leftMu guards both.
 	leftMu     sync.Mutex
-	left       []leftWorkload
+	left       []madeInCluster
 	namespaces []string
 }
 

@@ -16,13 +16,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/scenarios/reconstruction"
+	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -170,16 +169,22 @@ func (k *kopsNode) expectOwnKubelet(ctx context.Context, g *guestVM) {
 }
 
 // expectNoRunNamespace checks that the node's cluster holds no namespace
-// of a run's workload: a run on the shared cluster (existing), its clean
-// after a kill, and the fake kops's delete each remove it.
+// of a run's workload (one carrying a run's label): a run on the shared
+// cluster (existing), its clean after a kill, and the fake kops's delete
+// each remove it.
 func (k *kopsNode) expectNoRunNamespace(ctx context.Context) {
 	GinkgoHelper()
 	rc, err := clientcmd.BuildConfigFromFlags("", k.kubeconfig())
 	Expect(err).NotTo(HaveOccurred())
 	cs, err := kubernetes.NewForConfig(rc)
 	Expect(err).NotTo(HaveOccurred())
-	_, err = cs.CoreV1().Namespaces().Get(ctx, reconstruction.DefaultNamespace, metav1.GetOptions{})
-	Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s of the run's workload in the node's cluster: %v", reconstruction.DefaultNamespace, err)
+	list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: workloads.RunLabel})
+	Expect(err).NotTo(HaveOccurred())
+	var left []string
+	for _, n := range list.Items {
+		left = append(left, n.Name+" ("+n.Labels[workloads.RunLabel]+")")
+	}
+	Expect(left).To(BeEmpty(), "namespaces of a run's workload in the node's cluster")
 }
 
 // nodeState is "Ready <kubelet version>" or what the node's Ready

@@ -14,8 +14,12 @@ import (
 	"time"
 )
 
-// pipeChildEnv makes the test binary the child of TestClosedOutputTearsDown.
-const pipeChildEnv = "SKEWTEST_TEST_PIPE_CHILD"
+// pipeChildEnv makes the test binary the child of TestClosedOutputTearsDown;
+// teardownEnv makes its teardown last that many milliseconds.
+const (
+	pipeChildEnv = "SKEWTEST_TEST_PIPE_CHILD"
+	teardownEnv  = "SKEWTEST_TEST_TEARDOWN_MS"
+)
 
 // The child logs to stderr until its context is cancelled, then "tears
 // down": it logs more (to the closed output), writes the marker file it
@@ -37,6 +41,11 @@ func TestMain(m *testing.M) {
 		for i := range 50 {
 			logger.Info("tearing down", "step", i)
 		}
+		if ms, err := time.ParseDuration(os.Getenv(teardownEnv) + "ms"); err == nil {
+			for end := time.Now().Add(ms); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				logger.Info("tearing down")
+			}
+		}
 		err := context.Cause(ctx)
 		_ = os.WriteFile(marker, []byte(err.Error()), 0o600)
 		stop()
@@ -49,6 +58,22 @@ func TestMain(m *testing.M) {
 // skewtest at its next log line: it is taken as SIGHUP, the run tears
 // down, logging into the closed pipe, and exits 129.
 func TestClosedOutputTearsDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// then is a signal sent once the child runs its teardown (0:
+		// none); it is the user's first, so the teardown goes on.
+		then os.Signal
+	}{
+		{name: "closed output"},
+		// Ctrl-C on "skewtest run 2>&1 | tee log": tee is gone, and the
+		// SIGINT reaches skewtest after its output closed.
+		{name: "closed output, then SIGINT", then: os.Interrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testClosedOutput(t, tc.then) })
+	}
+}
+
+func testClosedOutput(t *testing.T, then os.Signal) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +84,7 @@ func TestClosedOutputTearsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), pipeChildEnv+"="+marker)
+	cmd.Env = append(os.Environ(), pipeChildEnv+"="+marker, teardownEnv+"=1500")
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -69,6 +94,13 @@ func TestClosedOutputTearsDown(t *testing.T) {
 		t.Fatalf("the child wrote nothing: %v", err)
 	}
 	r.Close()
+	if then != nil {
+		// The child logs every 20 ms: by now it met the closed output.
+		time.Sleep(300 * time.Millisecond)
+		if err := cmd.Process.Signal(then); err != nil {
+			t.Fatal(err)
+		}
+	}
 	err = cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 129 {

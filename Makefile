@@ -62,7 +62,7 @@ help:
 	@echo "make test-skew   the reconstruction suite on PROVIDER=$(PROVIDER) (PLAN, REPLICAS, VOLUME_KIND, ARTIFACTS)"
 	@echo "make test-history  the kubelet's history: the KEP-3756 sign-off replayed on 1.26-1.28 kubelets, shipped bugs where they shipped and fixed"
 	@echo "make test-hosts  the local provider in a Debian 12 qemu guest: cgroup v2, systemd as PID 1 (root; tens of minutes under TCG)"
-	@echo "make test-chaos  runs interrupted at every phase by SIGINT, SIGTERM, SIGHUP or SIGKILL+clean, each checked to leave nothing (root; CHAOS_SEED, CHAOS_RUNS)"
+	@echo "make test-chaos  runs interrupted at every phase by SIGINT, SIGTERM, SIGHUP, SIGKILL+clean or a closed stderr then SIGINT, each checked to leave nothing (root; CHAOS_SEED, CHAOS_RUNS)"
 	@echo "make test-mutants the mutation score: the catalogue on each of the project's mutants of the kubelet and a control; every mutant must be killed (root; MUTANTS)"
 	@echo "make test-matrix the matrix tour: every (from, to) pair of MATRIX, trails on MATRIX_NODES nodes at once"
 	@echo "make bench-skew  ROUNDS=$(ROUNDS) runs of the default plan: phase timings; the matrix tour on the default nodes and on one; the catalogue one run after another and as one batch"

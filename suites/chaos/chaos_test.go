@@ -163,6 +163,12 @@ func interruptRun(ctx context.Context, bin, artifacts string, in interrupt) resu
 		received = received || (sent && strings.Contains(line, `msg="`+skewrun.ReceivedSignalMsg+`"`))
 		if !sent && in.phase.marker.MatchString(line) {
 			time.Sleep(in.delay)
+			if in.sig.closePipe {
+				// What the run logs from now on goes nowhere: a write
+				// to its stderr fails with EPIPE.
+				_ = logs.Close()
+				time.Sleep(pipeSettle)
+			}
 			// The run alone: its daemons have process groups of their own
 			// and are the run's to stop.
 			err := cmd.Process.Signal(in.sig.s)
@@ -171,6 +177,9 @@ func interruptRun(ctx context.Context, bin, artifacts string, in interrupt) resu
 				res.Missed = true
 			}
 			fmt.Fprintf(GinkgoWriter, "chaos: sent %s %s after %q (%v)\n", in.sig.name, in.delay, in.phase.name, err)
+			if in.sig.closePipe {
+				break
+			}
 		}
 	}
 	_, _ = io.Copy(io.Discard, logs)

@@ -136,6 +136,9 @@ func TestClassify(t *testing.T) {
 	if got := mutants[5].Placements[0].Outcome; got != reports.MutantKilled {
 		t.Errorf("halfkilled's upgrade-target placement: %s, want killed", got)
 	}
+	if c := mutants[3].Placements[0].Cells[0]; mutants[3].Name != "racy" || c.Outcome != reports.CellSame {
+		t.Errorf("racy's upgrade-target e1, the race where the control passed: %+v, want the same as the control", c)
+	}
 	if r := mutants[0].Placements[0].Cells[0].Report; r != "run" {
 		t.Errorf("report dir %q, want relative to the artifacts root", r)
 	}

@@ -283,5 +283,55 @@ func All() []Entry {
 			Expect: []Expectation{{Outcome: Clean, Says: "the kubelet exits; skewtest names the gate and the version"}},
 			Status: Runs, Providers: localOnly,
 		},
+		{
+			Name: "reboot-block", Kind: Fault,
+			Plants: "the block shape's workload (skewtest's driver in CSI_MODE=ebs); with the kubelet down and nothing deleted, what a reboot takes of the raw block volume: the pod's map link bind (plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid>), the driver's publish bind and the kubelet's loop device, dirs, links and vol_data.json kept; and its first re-stage made to fail, as a disk not back yet after a reboot fails it (a file where the kubelet makes the staging dir plugins/kubernetes.io/csi/volumeDevices/staging/<pv>); once the kubelet logs MapVolume.SetUpDevice failed, the pods are deleted (gracefully) and, once it unmaps them, the staging path is freed",
+			Checks: "the deleted pods gone from the API and the node within a bounded wait (their map link, publish target and pod dir removed) and the re-created pods running; where the bug shows, the stuck pods are force-deleted, as an admin would, so that the re-created pod maps the volume again and the kubelet finishes the old one",
+			// #122211 keeps a reconstructed device uncertain when its
+			// re-stage fails; without it markDeviceErrorState marks the
+			// device unmounted and clears its map path, from which
+			// GenerateUnmapVolumeFunc took the path to unmap (until PR
+			// #123032 in 1.30.0 read it from the volume's mapper).
+			Expect: ByFix("1.26",
+				Expectation{Outcome: KnownBug, Bug: "deleted pod stuck Terminating: UnmapVolume \"mapPath is empty\"",
+					Says: "the failed re-stage marks the reconstructed device unmounted and clears its map path, so every UnmapVolume of the deleted pod fails (\"UnmapVolume.UnmapBlockVolume failed ... mapPath is empty\"): the pod stays Terminating with pods/<uid>, its map link volumeDevices/<pv>/dev/<uid> and its publish target publish/<pv>/<uid>, until a pod maps the volume again",
+					Refs: []Ref{issue(119608), issue(122960), pr(122211)}},
+				Expectation{Outcome: Clean, Says: "the reconstructed device stays uncertain with its map path (\"markDeviceErrorState leaving volume uncertain\"), so the deleted pod is unmapped and the device unstaged",
+					Refs: []Ref{issue(119608), pr(122211), pr(123032)}},
+				"1.26.13", "1.27.10", "1.28.6", "1.29.1", "1.30.0"),
+			Status: Runs, Providers: blockProviders,
+		},
+		{
+			Name: "reboot-shared-volume", Kind: Fault,
+			Plants: "a second pod (nodeName set) on the StatefulSet pod's claim, made until its UID sorts after the StatefulSet pod's (the old reconstruction walks pods/ in that order); with the kubelet down the StatefulSet's pod force-deleted and every mount of both pods unmounted as a reboot takes them, the volume's CSI global mount kept (with it gone, #117513, never fixed on the old reconstruction, keeps the surviving pod's volume from being published on every old-path kubelet and would hide this bug)",
+			Checks: "the surviving pod's volume published again (pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount mounted, the StatefulSet pod's marker read through it) within a bounded watch from the kubelet's start; the deleted pod cleaned; the re-created pod mounts the volume",
+			// In 1.28.5's syncStates the deleted pod's and the surviving
+			// pod's reconstructed volumes share one globalVolumeInfo, so
+			// updateStates marks the surviving pod's volume Mounted too
+			// ("Volume is marked as mounted and added into the actual
+			// state" with its podName) and it is never set up again.
+			// #119923 keeps them apart; the new reconstruction marks every
+			// reconstructed volume uncertain, per pod.
+			Expect: append(ByFix("1.28",
+				Expectation{Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: KnownBug, Bug: "surviving pod's volume never published again",
+					Says: oldPathSharedSays, Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+				Expectation{Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: Clean, Says: "the surviving pod's volume is reconstructed on its own, marked uncertain and published again",
+					Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+				"1.28.6", "1.29.1", "1.30.0"),
+				ByFix("1.26",
+					Expectation{Outcome: KnownBug, Bug: "surviving pod's volume never published again", Says: oldPathSharedSays, Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+					Expectation{Outcome: Clean, Says: "the surviving pod's volume is marked uncertain on its own (the new reconstruction, or the old one with #119923) and published again",
+						Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+					"1.26.13", "1.27.10")...),
+			Status: Runs, Providers: localOnly,
+		},
 	}
 }
+
+// fixed119923 are the releases with #119923, the fix of #119921: every
+// minor's first, whichever range of it an expectation covers.
+const fixed119923 = "1.26.13, 1.27.10, 1.28.6, 1.29.1, 1.30.0"
+
+// oldPathSharedSays is what the old reconstruction before #119923 does
+// with a volume a deleted pod and a surviving one share.
+const oldPathSharedSays = "the old reconstruction adds the surviving pod's volume to the deleted pod's, and marks both Mounted (\"Volume is marked as mounted and added into the actual state\" with the surviving pod's UID): the kubelet never publishes the surviving pod's volume again, and pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount stays an empty dir"

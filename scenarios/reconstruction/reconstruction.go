@@ -174,6 +174,7 @@ type Scenario struct {
 	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
 	faultDetail string
 	podFaultState
+	sharedFaultState
 	running []running
 	changes []string
 	// logUnread says why the untouched watch could not read the kubelet's

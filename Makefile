@@ -34,8 +34,11 @@ TEST_P ?= $(shell echo $$(( $$(nproc) + 2 )))
 # Tests that build real images from Go modules and Debian packages, behind
 # the images build tag so that make test stays fast. ci/ checks that every
 # package with a `//go:build images` test file is listed here.
+# clusters/binaries comes last: go test runs at most -p (the cores, 2 in
+# CI) test binaries at once, so its patched-kubelet test starts after one
+# of the kind tests has built the v1.37.2 kubelet it patches.
 IMAGES_TAG = images
-IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind
+IMAGES_PKGS = ./clusters/kind/internal/nodeimage ./clusters/kind ./clusters/binaries
 GINKGO_ARGS ?=
 # go test's deadline for the suites. Ginkgo's own deadline ends the
 # provider's teardown bound (clusters.TeardownBound) before it, so an
@@ -179,8 +182,17 @@ signoff:
 # make exits 2 for any failed recipe and go run exits 1, whatever the
 # program's code: jobs that act on skewtest's exit code (docs/design.md, "Exit
 # codes") run bin/skewtest.
+# bin/skewtest carries its helper programs (podbin, the CSI driver, kindcni,
+# the runc shim: clusters/internal/helpers), built first into that package's
+# embedded/ and embedded under HELPERS_TAG, so that it runs from any
+# directory and on another machine of this architecture with no source tree
+# or Go toolchain. Warm, both steps find their builds up to date.
+# SKEWTEST_BIN is where it goes (tests build one into a directory of theirs).
+HELPERS_TAG = embedhelpers
+SKEWTEST_BIN ?= bin/skewtest
 skewtest:
-	go build -o bin/skewtest ./scripts/skewtest
+	go run ./clusters/internal/helpers/cmd/embedhelpers
+	go build -tags $(HELPERS_TAG) -o $(SKEWTEST_BIN) ./scripts/skewtest
 
 # The jobs call these. make exits 2 for any failed recipe, so the job's
 # verdict comes from .ci/exit-code: skewtest's own code is recorded in

@@ -217,7 +217,8 @@ func failedRun() *Run {
 		},
 		Binaries: []Binary{
 			{Component: "kubelet", Version: "v1.37.2", Source: "/var/cache/skewtest/kubelet-v1.37.2", SHA256: fakeSHA("a")},
-			{Component: "kubelet", Version: "v1.36.3", Source: "/var/cache/skewtest/kubelet-v1.36.3", SHA256: fakeSHA("b")},
+			{Component: "kubelet", Version: "v1.36.3", Source: "patch:skip-unmount.diff@v1.36.3", SHA256: fakeSHA("b"),
+				PatchSHA256: fakeSHA("skip-unmount.diff"), PatchFiles: "pkg/kubelet/volumemanager/reconciler/reconciler_common.go,pkg/volume/util/operationexecutor/operation_generator.go"},
 		},
 	}
 	var journal strings.Builder

@@ -287,7 +287,11 @@ func junitProperties(run *Run) []junitProperty {
 		props = append(props, junitProperty{"env." + oneLine(kv.Key), oneLine(kv.Value)})
 	}
 	for _, b := range run.Binaries {
-		props = append(props, junitProperty{"binary." + oneLine(b.Component) + "@" + oneLine(b.Version), oneLine(b.Source + " sha256:" + b.SHA256)})
+		value := b.Source + " sha256:" + b.SHA256
+		if b.PatchSHA256 != "" {
+			value += " patch-sha256:" + b.PatchSHA256 + " patch-files:" + b.PatchFiles
+		}
+		props = append(props, junitProperty{"binary." + oneLine(b.Component) + "@" + oneLine(b.Version), oneLine(value)})
 	}
 	return props
 }

@@ -167,9 +167,24 @@ func (m *mdWriter) binaries() {
 		if b.BuildTags != "" {
 			source += " built with " + mdCode("-tags "+b.BuildTags)
 		}
+		if b.PatchSHA256 != "" {
+			source += "; " + patchCell(b)
+		}
 		rows = append(rows, []string{mdText(b.Component), orDash(mdText(b.Version)), source, orDash(mdCode(shortSHA(b.SHA256)))})
 	}
 	m.table([]string{"Component", "Version", "Source", "SHA-256 (short)"}, rows)
+}
+
+// patchCell says which diff a patched binary has and what it touched.
+func patchCell(b Binary) string {
+	if b.PatchFiles == "" {
+		return "empty patch " + mdCode("sha256:"+shortSHA(b.PatchSHA256)) + " (the unpatched source, built as patches are)"
+	}
+	var files []string
+	for _, f := range strings.Split(b.PatchFiles, ",") {
+		files = append(files, mdCode(f))
+	}
+	return "patch " + mdCode("sha256:"+shortSHA(b.PatchSHA256)) + " touching " + strings.Join(files, ", ")
 }
 
 // phases renders the run-level timings (bring-up, teardown, whole run).

@@ -84,6 +84,12 @@ type Binary struct {
 	// where the proxy lacks a cloud provider's staging module), so a
 	// reviewer sees the binary was not the default build.
 	BuildTags string `json:"buildTags,omitempty"`
+	// PatchSHA256 and PatchFiles (comma-separated) name the diff a patch:
+	// build applied to its version's source and the files it touched, so a
+	// reviewer knows which change the run tested; an empty patch (a
+	// control) has the sha256 and no files.
+	PatchSHA256 string `json:"patchSHA256,omitempty"`
+	PatchFiles  string `json:"patchFiles,omitempty"`
 }
 
 // Step is one named step of a scenario, in order.

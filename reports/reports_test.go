@@ -239,6 +239,26 @@ func TestMarkdownPassing(t *testing.T) {
 	}
 }
 
+// A patched kubelet's row names its diff and the files it touched; an
+// empty patch (a mutation-testing control) says it is the unpatched
+// source.
+func TestMarkdownPatchedBinaries(t *testing.T) {
+	run := passingCSIRun()
+	run.Binaries = []Binary{
+		{Component: "kubelet", Version: "v1.37.2", Source: "patch:fix.diff@v1.37.2", SHA256: fakeSHA("patched"), PatchSHA256: fakeSHA("fix.diff"), PatchFiles: "pkg/kubelet/kubelet.go,pkg/kubelet/new.go"},
+		{Component: "kubelet", Version: "v1.37.2", Source: "patch:control.diff@v1.37.2", SHA256: fakeSHA("control"), PatchSHA256: fakeSHA("")},
+	}
+	md := string(render(t, WriteMarkdown, run))
+	for _, want := range []string{
+		"| kubelet | v1.37.2 | `patch:fix.diff@v1.37.2`; patch `sha256:" + fakeSHA("fix.diff")[:12] + "` touching `pkg/kubelet/kubelet.go`, `pkg/kubelet/new.go` | `" + fakeSHA("patched")[:12] + "` |",
+		"| kubelet | v1.37.2 | `patch:control.diff@v1.37.2`; empty patch `sha256:" + fakeSHA("")[:12] + "` (the unpatched source, built as patches are) | `" + fakeSHA("control")[:12] + "` |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
 // Each kubelet's reconstruction path, read from its log: a column of the
 // hop table, and one line under the title that reads like the plan. A
 // replay of KEP-3756's sign-off (v1.28 → v1.27 → v1.28) says new → old →

@@ -6,12 +6,13 @@
 # and busybox-static for the workload image of its kops-style node,
 # Chromium for the sign-off page's browser test, curl and util-linux's
 # setpriv for the spec that probes a cluster as user nobody, shellcheck for
-# make lint, and the Go modules. Kubernetes components and containerd are
+# make lint, git for the patch: kubelet source (git apply), and the Go
+# modules. Kubernetes components and containerd are
 # built from Go modules on first use and cached under $HOME/.cache/skewtest,
 # not installed here.
 set -euo pipefail
 
-packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps curl docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs busybox-static chromium shellcheck)
+packages=(etcd-server runc containernetworking-plugins openssh-server iptables iproute2 util-linux mount findutils procps curl docker.io debootstrap qemu-system-x86 qemu-utils e2fsprogs busybox-static chromium shellcheck git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -19,6 +19,7 @@ type Binary struct {
 	Component string `json:"component"`
 	Version   string `json:"version"`
 	// Source says where it came from: "release:<url>", "module:v1.36.3",
+	// "patch:<diff's file name>@v1.37.2",
 	// "file:/path", "checkout:/path", "image:<repository>@<digest>".
 	Source string `json:"source"`
 	Path   string `json:"path"`
@@ -45,6 +46,14 @@ type Binary struct {
 	// the same files with or without it (checked with go/build for
 	// v1.26.15 to v1.33.13: TestProxyBuildability fails if one differs).
 	BuildTags string `json:"buildTags,omitempty"`
+	// PatchSHA256 is the hex sha256 of the diff a patch: build applied
+	// (that of an empty file for an empty patch); empty for every other
+	// source.
+	PatchSHA256 string `json:"patchSHA256,omitempty"`
+	// PatchFiles are the files of k8s.io/kubernetes that diff changed,
+	// creates or removes, comma-separated and sorted (a string, as
+	// BuildTags is); empty for an empty patch and every other source.
+	PatchFiles string `json:"patchFiles,omitempty"`
 }
 
 // DefaultCacheDir is $SKEWTEST_CACHE, else $XDG_CACHE_HOME/skewtest, else

@@ -137,15 +137,7 @@ func (b *ModuleBuilder) buildGroup(ctx context.Context, v *version.Version, comp
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	pkgs := make([]string, 0, len(components))
-	for _, c := range components {
-		pkgs = append(pkgs, "k8s.io/kubernetes/cmd/"+c)
-	}
-	args := []string{"build", "-trimpath", "-ldflags", ldflags(v)}
-	if len(tags) > 0 {
-		args = append(args, "-tags", strings.Join(tags, ","))
-	}
-	args = append(append(args, "-o", tmp+"/"), pkgs...)
+	args := buildArgs(v, tags, tmp, components)
 	what := "go build " + strings.Join(components, ",")
 	if len(tags) > 0 {
 		what += " -tags " + strings.Join(tags, ",")
@@ -179,10 +171,29 @@ func (b *ModuleBuilder) buildGroup(ctx context.Context, v *version.Version, comp
 	return out, nil
 }
 
+// buildArgs are the arguments of the go build that puts components at
+// version v into outDir: the module build's, and the patch source's, whose
+// binaries must report v as module builds do.
+func buildArgs(v *version.Version, tags []string, outDir string, components []string) []string {
+	args := []string{"build", "-trimpath", "-ldflags", ldflags(v)}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	args = append(args, "-o", outDir+"/")
+	for _, c := range components {
+		args = append(args, "k8s.io/kubernetes/cmd/"+c)
+	}
+	return args
+}
+
 // buildRecord is the sidecar <binary>.build.json of a module-built binary:
 // how it was built, beyond its version.
 type buildRecord struct {
 	BuildTags []string `json:"buildTags,omitempty"`
+	// PatchSHA256 and PatchFiles describe the diff a patch: build applied
+	// (see Binary); a module build has neither.
+	PatchSHA256 string   `json:"patchSHA256,omitempty"`
+	PatchFiles  []string `json:"patchFiles,omitempty"`
 }
 
 func writeBuildRecord(bin string, r buildRecord) error {
@@ -212,6 +223,7 @@ func cachedModuleBinary(path string) (Binary, error) {
 		return Binary{}, fmt.Errorf("%s.build.json: %w", path, err)
 	}
 	bin.BuildTags = strings.Join(r.BuildTags, ",")
+	bin.PatchSHA256, bin.PatchFiles = r.PatchSHA256, strings.Join(r.PatchFiles, ",")
 	return bin, nil
 }
 
@@ -664,12 +676,18 @@ func (b *ModuleBuilder) goOutput(ctx context.Context, dir string, args ...string
 // goCmd runs a long go command, logging that it is still running every 30 s
 // and returning the tail of its output on failure.
 func (b *ModuleBuilder) goCmd(ctx context.Context, dir, what string, args ...string) error {
-	cmd := exec.CommandContext(ctx, b.goBinary(), args...)
-	cmd.Dir, cmd.Env = dir, b.goEnv()
-	if out, err := RunWithProgress(b.logger(), cmd, what); err != nil {
+	if out, err := b.goRun(ctx, dir, what, args...); err != nil {
 		return fmt.Errorf("%s: %w\n%s", what, err, lastLines(string(out), 20))
 	}
 	return nil
+}
+
+// goRun runs a long go command as goCmd does and returns its combined
+// output.
+func (b *ModuleBuilder) goRun(ctx context.Context, dir, what string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, b.goBinary(), args...)
+	cmd.Dir, cmd.Env = dir, b.goEnv()
+	return RunWithProgress(b.logger(), cmd, what)
 }
 
 func lastLines(s string, n int) string {

@@ -2,7 +2,7 @@ package binaries
 
 // This file resolves binary source specs: the Resolver, and the dispatch
 // of each parsed spec to its source (release.go, source_file.go,
-// checkout.go, image.go, and module.go through resolveModule).
+// checkout.go, image.go, patch.go, and module.go through resolveModule).
 
 import (
 	"context"
@@ -79,17 +79,21 @@ func (r *Resolver) ResolvePlan(ctx context.Context, component string, specs []st
 		}
 		parsed[i] = p
 	}
-	// A version the module proxy cannot build is refused before any
-	// build starts, not after the builds of the entries before it.
+	// A version the module proxy cannot build, and a patch that is not
+	// there, not a diff or does not apply, are refused before any build
+	// starts, not after the builds of the entries before it.
 	for i, p := range parsed {
-		if p.Kind != KindModule {
-			continue
+		var err error
+		switch p.Kind {
+		case KindModule:
+			var v *version.Version
+			if v, err = version.ParseSemantic(p.Value); err == nil {
+				err = r.moduleBuilder().CheckServed(ctx, v, component)
+			}
+		case KindPatch:
+			err = r.checkPatch(ctx, component, p)
 		}
-		v, err := version.ParseSemantic(p.Value)
 		if err != nil {
-			return nil, fmt.Errorf("plan entry %d: %w", i+1, err)
-		}
-		if err := r.moduleBuilder().CheckServed(ctx, v, component); err != nil {
 			return nil, fmt.Errorf("plan entry %d (%s): %w", i+1, strings.TrimSpace(specs[i]), err)
 		}
 	}
@@ -111,11 +115,18 @@ func (r *Resolver) ResolvePlan(ctx context.Context, component string, specs []st
 	return out, nil
 }
 
-// specKey makes equal sources equal: file:./k and file:/abs/k are one.
+// specKey makes equal sources equal: file:./k and file:/abs/k are one,
+// as are patch:./d@v and patch:/abs/d@v.
 func specKey(s Spec) Spec {
-	if s.Kind == KindFile || s.Kind == KindCheckout {
+	switch s.Kind {
+	case KindFile, KindCheckout:
 		if abs, err := absPath(s.Value); err == nil {
 			s.Value = abs
+		}
+	case KindPatch:
+		file, v := s.patchParts()
+		if abs, err := absPath(file); err == nil {
+			s.Value = abs + "@" + v
 		}
 	}
 	return s
@@ -149,6 +160,8 @@ func (r *Resolver) ResolveSpec(ctx context.Context, component string, s Spec) (B
 		}
 	case KindModule:
 		b, err = r.resolveModule(ctx, component, s.Value)
+	case KindPatch:
+		b, err = r.resolvePatch(ctx, component, s)
 	case KindFile:
 		b, err = r.resolveFile(ctx, component, s.Value)
 	case KindCheckout:
@@ -204,12 +217,18 @@ func (r *Resolver) moduleBuilder() *ModuleBuilder {
 	return &ModuleBuilder{CacheDir: r.cacheDir(), Logger: r.Logger}
 }
 
+// moduleVersion is the version v of a source built from the Go module
+// (spec, module: or patch:), which builds for this machine alone.
+func (r *Resolver) moduleVersion(spec, v string) (*version.Version, error) {
+	if r.arch() != runtime.GOARCH {
+		return nil, badSource("%s builds for this machine's architecture (%s), not %s: use %s or release:%s", spec, runtime.GOARCH, r.arch(), v, v)
+	}
+	return version.ParseSemantic(v)
+}
+
 // resolveModule builds a release from the k8s.io/kubernetes Go module.
 func (r *Resolver) resolveModule(ctx context.Context, component, v string) (Binary, error) {
-	if r.arch() != runtime.GOARCH {
-		return Binary{}, badSource("module:%s builds for this machine's architecture (%s), not %s: use %s or release:%s", v, runtime.GOARCH, r.arch(), v, v)
-	}
-	parsed, err := version.ParseSemantic(v)
+	parsed, err := r.moduleVersion(KindModule+":"+v, v)
 	if err != nil {
 		return Binary{}, err
 	}

@@ -139,8 +139,11 @@ func TestParseSpec(t *testing.T) {
 		{spec: "image:kindest/node:v1.36.3", want: Spec{KindImage, "kindest/node:v1.36.3"}},
 		{spec: "image:localhost:5000/kindest/node:v1.36.3", want: Spec{KindImage, "localhost:5000/kindest/node:v1.36.3"}},
 		{spec: "image:kindest/node@sha256:" + strings.Repeat("ab", 32), want: Spec{KindImage, "kindest/node@sha256:" + strings.Repeat("ab", 32)}},
+		{spec: "patch:/home/me/fix.diff@v1.37.2", want: Spec{KindPatch, "/home/me/fix.diff@v1.37.2"}},
+		{spec: "patch: ./fix.diff@1.37.2 ", want: Spec{KindPatch, "./fix.diff@v1.37.2"}},
+		{spec: "patch:/tmp/a@b/fix.diff@v1.37.2", want: Spec{KindPatch, "/tmp/a@b/fix.diff@v1.37.2"}},
 
-		{spec: "banana", wantErr: `unknown kubelet source "banana": want vX.Y.Z, release:, module:, file:, checkout:, image:, latest-X.Y, stable-X.Y or ci/latest-X.Y`},
+		{spec: "banana", wantErr: `unknown kubelet source "banana": want vX.Y.Z, release:, module:, patch:<diff>@vX.Y.Z, file:, checkout:, image:, latest-X.Y, stable-X.Y or ci/latest-X.Y`},
 		{spec: "", wantErr: "empty kubelet source"},
 		{spec: "ftp:v1.36.3", wantErr: `unknown kubelet source "ftp:v1.36.3"`},
 		{spec: "release:banana", wantErr: `"banana" is not a Kubernetes version`},
@@ -154,6 +157,11 @@ func TestParseSpec(t *testing.T) {
 		{spec: "file:", wantErr: "file: needs a path"},
 		{spec: "checkout: ", wantErr: "checkout: needs a path"},
 		{spec: "ci/banana", wantErr: `unknown kubelet source "ci/banana"`},
+		{spec: "patch:/home/me/fix.diff", wantErr: "patch: needs a diff and the release it applies to"},
+		{spec: "patch:@v1.37.2", wantErr: "patch: needs a diff and the release it applies to"},
+		{spec: "patch:fix.diff@v1.37.0-rc.1", wantErr: "patch: needs a release version"},
+		{spec: "patch:fix.diff@banana", wantErr: "patch: needs a release version"},
+		{spec: "patch:fix.diff@", wantErr: "patch: needs a release version"},
 		{spec: "image:kindest/node", wantErr: "give the image's tag or digest, e.g. image:kindest/node:v1.36.3"},
 		{spec: "image:localhost:5000/kindest/node", wantErr: "give the image's tag or digest"},
 		{spec: "image:", wantErr: "is not an image reference"},
@@ -176,6 +184,21 @@ func TestParseSpec(t *testing.T) {
 				t.Fatalf("ParseSpec(%q) = %v, %v; want %v", got.String(), again, err, got)
 			}
 		})
+	}
+}
+
+func TestBareVersion(t *testing.T) {
+	for spec, want := range map[string]string{
+		"v1.37.2": "1.37.2", " 1.36.3 ": "1.36.3", "v1.37.0-rc.1": "1.37.0-rc.1",
+		"release:v1.37.2": "", "module:v1.37.2": "", "patch:/d@v1.37.2": "", ciVersion: "", "latest-1.37": "", "banana": "",
+	} {
+		got := ""
+		if v, ok := BareVersion(spec); ok {
+			got = v.String()
+		}
+		if got != want {
+			t.Errorf("BareVersion(%q) = %q, want %q (empty: not a bare version)", spec, got, want)
+		}
 	}
 }
 

@@ -27,6 +27,9 @@ const (
 	// KindImage is a container image holding /usr/bin/<component>, such
 	// as kindest/node:<version>, pulled from its registry.
 	KindImage = "image"
+	// KindPatch is the module build of a release with a unified diff
+	// applied: patch:<diff file>@<version>.
+	KindPatch = "patch"
 )
 
 // Spec is a parsed binary source, as written per plan entry or globally.
@@ -35,8 +38,20 @@ type Spec struct {
 	Kind string
 	// Value is the version (release, module, and ci when it is a version,
 	// always with a leading "v"), the marker name (marker, ci), the path
-	// as written (file, checkout), or the image reference (image).
+	// as written (file, checkout), the image reference (image), or the
+	// diff's path as written, "@" and the version (patch).
 	Value string
+}
+
+// patchParts splits a patch spec's Value into the diff's path and the
+// version it applies to. The version follows the last "@": a path may
+// hold one.
+func (s Spec) patchParts() (file, version string) {
+	i := strings.LastIndex(s.Value, "@")
+	if i < 0 {
+		return s.Value, ""
+	}
+	return s.Value[:i], s.Value[i+1:]
 }
 
 // String returns the spec in the form ParseSpec reads.
@@ -74,15 +89,17 @@ func parseKubeVersion(s string) (string, *version.Version, bool) {
 	return "v" + v.String(), v, true
 }
 
-const specHelp = "want vX.Y.Z, release:, module:, file:, checkout:, image:, latest-X.Y, stable-X.Y or ci/latest-X.Y"
+const specHelp = "want vX.Y.Z, release:, module:, patch:<diff>@vX.Y.Z, file:, checkout:, image:, latest-X.Y, stable-X.Y or ci/latest-X.Y"
 
 // ParseSpec parses a binary source:
 //
-//	v1.36.3                        a release (the default source)
+//	v1.36.3                        a release (the default source here; a run maps
+//	                               a bare version through KUBELET_SOURCE, see BareVersion)
 //	release:v1.36.3                a release from <BaseURL>/release/
 //	latest-1.37, stable-1.36       a release marker, resolved when the run starts
 //	ci/latest-1.38                 a CI build marker (or ci/<ci version>)
 //	module:v1.36.3                 built from the k8s.io/kubernetes Go module
+//	patch:/path/fix.diff@v1.37.2   module:v1.37.2 with a unified diff (git diff's a/ b/ paths) applied
 //	file:/path/to/kubelet          a local executable
 //	checkout:/path/to/kubernetes   a local kubernetes checkout, built with make
 //	image:kindest/node:v1.36.3     /usr/bin/kubelet of a container image (tag or digest)
@@ -112,6 +129,8 @@ func ParseSpec(spec string) (Spec, error) {
 				return Spec{}, fmt.Errorf("kubelet source %q: module: needs a release version such as v1.36.3", spec)
 			}
 			return Spec{Kind: KindModule, Value: v}, nil
+		case KindPatch:
+			return parsePatchSpec(spec, value)
 		case KindFile, KindCheckout:
 			if strings.TrimSpace(value) == "" {
 				return Spec{}, fmt.Errorf("kubelet source %q: %s: needs a path", spec, kind)
@@ -144,4 +163,33 @@ func ParseSpec(spec string) (Spec, error) {
 		return Spec{Kind: KindRelease, Value: v}, nil
 	}
 	return Spec{}, fmt.Errorf("unknown kubelet source %q: %s", spec, specHelp)
+}
+
+// parsePatchSpec parses the value of patch:<diff>@<version>; the version
+// is a release, as for module:.
+func parsePatchSpec(spec, value string) (Spec, error) {
+	file, ver := Spec{Value: strings.TrimSpace(value)}.patchParts()
+	if strings.TrimSpace(file) == "" || !strings.Contains(value, "@") {
+		return Spec{}, fmt.Errorf("kubelet source %q: patch: needs a diff and the release it applies to, such as patch:/path/fix.diff@v1.37.2", spec)
+	}
+	v, parsed, ok := parseKubeVersion(ver)
+	if !ok || parsed.PreRelease() != "" || parsed.BuildMetadata() != "" {
+		return Spec{}, fmt.Errorf("kubelet source %q: patch: needs a release version such as v1.37.2 after the diff's path and @ (the diff is applied to the module build of that release)", spec)
+	}
+	return Spec{Kind: KindPatch, Value: strings.TrimSpace(file) + "@" + v}, nil
+}
+
+// BareVersion says whether spec is a release version alone (v1.37.2 or
+// 1.37.2, not release:v1.37.2), which a run takes from its default
+// source (KUBELET_SOURCE) as it does the versions of its plan, and
+// returns the version.
+func BareVersion(spec string) (*version.Version, bool) {
+	s := strings.TrimSpace(spec)
+	if strings.Contains(s, ":") {
+		return nil, false
+	}
+	if _, v, ok := parseKubeVersion(s); ok && v.BuildMetadata() == "" {
+		return v, true
+	}
+	return nil, false
 }

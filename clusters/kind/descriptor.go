@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/helpers"
 	"sigs.k8s.io/skewtest/clusters/registry"
 )
 
@@ -44,7 +45,13 @@ var Descriptor = registry.Descriptor{
 		if err := CheckCSI(st.CSI); err != nil {
 			return err
 		}
-		return checkCSIWorkers(st.CSI, len(o.InitialKubelets))
+		if err := checkCSIWorkers(st.CSI, len(o.InitialKubelets)); err != nil {
+			return err
+		}
+		// The workload image, the CSI driver's, the offline node image and
+		// the runtime shim hold helper programs: a skewtest that cannot
+		// get them says so before anything is built.
+		return helpers.Check(helpers.All()...)
 	},
 	New: func(o registry.Options, s any) (registry.Provider, error) {
 		st, err := registry.SettingsAs[Settings]("kind", s)

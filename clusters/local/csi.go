@@ -21,7 +21,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
-	"sigs.k8s.io/skewtest/clusters/internal/images"
+	"sigs.k8s.io/skewtest/clusters/internal/helpers"
 	"sigs.k8s.io/skewtest/clusters/local/internal/process"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -52,14 +52,14 @@ func (l nodeLayout) csiCallsFile() string { return l.path("csi", l.csiNodeName()
 // CSIStallDir implements nodes.WithCSIDriver.
 func (n *Node) CSIStallDir() string { return n.l.csiStallDir() }
 
-// buildCSIDriver compiles the driver's command into the run directory.
-func (p *Provider) buildCSIDriver(ctx context.Context) error {
-	bin, err := images.BuildCSIDriverBinary(ctx, p.csiPath("bin"))
+// writeCSIDriver writes the driver's program into the run directory.
+func (p *Provider) writeCSIDriver(ctx context.Context) error {
+	bins, err := helpers.Write(ctx, p.csiPath("bin"), helpers.CSIDriver)
 	if err != nil {
-		return fmt.Errorf("local provider: build the CSI driver: %w", err)
+		return fmt.Errorf("local provider: write the CSI driver's program: %w", err)
 	}
 	p.mu.Lock()
-	p.csiBin = bin
+	p.csiBin = bins[helpers.CSIDriver.Name]
 	p.mu.Unlock()
 	return nil
 }

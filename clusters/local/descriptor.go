@@ -1,9 +1,11 @@
 package local
 
 import (
+	"context"
 	"log/slog"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/helpers"
 	"sigs.k8s.io/skewtest/clusters/registry"
 )
 
@@ -27,6 +29,11 @@ var Descriptor = registry.Descriptor{
 	KubeletsOnHost: true,
 	QuickClusters:  true,
 	FromEnv:        func(func(string) string) (any, error) { return Settings{}, nil },
+	// Its pods' program and its CSI driver are helper programs: a skewtest
+	// that can get neither says so before anything is built.
+	Check: func(context.Context, registry.Options, any) error {
+		return helpers.Check(helpers.Podbin, helpers.CSIDriver)
+	},
 	New: func(o registry.Options, s any) (registry.Provider, error) {
 		if _, err := registry.SettingsAs[Settings]("local", s); err != nil {
 			return nil, err

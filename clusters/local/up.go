@@ -185,7 +185,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	}, func(context.Context) error {
 		_, err := imagesTarball()
 		return err
-	}, p.buildCSIDriver)
+	}, p.writeCSIDriver)
 	if err != nil {
 		return err
 	}

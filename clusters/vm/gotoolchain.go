@@ -15,8 +15,9 @@ const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // the host's go command offline: GOROOT and the module cache read-only,
 // the build cache read-write (entries are added atomically, and the
 // guest's compiles then hit the host's warm cache: under TCG a cold
-// compile is tens of times slower). The local provider needs it: it
-// compiles its pod images' program with go build at run time.
+// compile is tens of times slower). A skewtest not built by make skewtest
+// needs it: it builds its helper programs (clusters/internal/helpers)
+// with go build at run time.
 func GoToolchain(ctx context.Context) ([]Share, []string, error) {
 	out, err := osexec.CommandContext(ctx, "go", "env", "GOROOT", "GOMODCACHE", "GOCACHE").Output()
 	if err != nil {

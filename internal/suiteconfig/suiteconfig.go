@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec" // the suites' own child commands, which interrupts must reach
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,26 @@ func BuildSkewtest(ctx context.Context, dir string, env ...string) (string, erro
 	build.Env = append(os.Environ(), env...)
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", skewtestPackage, err, out)
+	}
+	return bin, nil
+}
+
+// BuildSkewtestWithHelpers builds the skewtest command into dir/skewtest
+// the way `make skewtest` builds bin/skewtest, by running that target of
+// the module's Makefile, and returns its path: a binary carrying its
+// helper programs, for runs outside the source tree (a test's temporary
+// directory, a guest with no Go toolchain). The module is the one the
+// working directory is in. A failed build's error holds make's output.
+func BuildSkewtestWithHelpers(ctx context.Context, dir string) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	bin := filepath.Join(dir, "skewtest")
+	build := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", root, "skewtest", "SKEWTEST_BIN="+bin)
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("make -C %s skewtest SKEWTEST_BIN=%s: %w\n%s", root, bin, err, out)
 	}
 	return bin, nil
 }

@@ -6,11 +6,12 @@
 // Ginkgo label, and whether skewtest runs it yet.
 //
 // A run of an entry is judged against the expectation for the kubelet that
-// started on the planted state (Judge): a known bug that reproduces is an
-// expected deviation citing the issue; a known bug that does not is
-// reported in words ("expected #85476 leak not seen: fixed upstream?
-// update the expectation"), never passed silently; an outcome the entry
-// calls clean that shows the bug fails.
+// started on the planted state (Judge): a known bug whose symptom shows
+// exactly is an expected deviation citing the issue; a known bug that
+// does not show is reported in words ("expected #85476 leak not seen:
+// fixed upstream? update the expectation"), never passed silently;
+// anything its symptom does not name, or its symptom in part, fails; an
+// outcome the entry calls clean that shows the bug fails.
 package catalogue
 
 import (
@@ -83,10 +84,14 @@ type Expectation struct {
 	Outcome Outcome
 	// Says what the kubelet does, in the report's words.
 	Says string
-	// Bug names the known bug's symptom for "expected ... not seen"
-	// ("global-mount leak"); KnownBug only.
-	Bug  string
-	Refs []Ref
+	// Bug names the known bug in a few words for the report ("expected
+	// ... not seen", "which the expected #85476 symptom (global-mount
+	// leak) does not name"); KnownBug only.
+	Bug string
+	// Symptom is exactly what the known bug shows, as Judge checks it;
+	// KnownBug only.
+	Symptom Symptom
+	Refs    []Ref
 	// FixedIn is the release that fixed it, "" while it is open.
 	FixedIn string
 }

@@ -52,6 +52,13 @@ func TestCatalogueIsWellFormed(t *testing.T) {
 			if x.Outcome == KnownBug && (x.Bug == "" || len(x.Refs) == 0) {
 				t.Errorf("%s: a known bug needs its symptom and a reference", e.Name)
 			}
+			if x.Outcome == KnownBug && len(x.Symptom.Traces) == 0 && len(x.Symptom.Counters) == 0 {
+				t.Errorf("%s %s: a known bug's symptom names neither what it leaves nor a counter", e.Name, x.Versions())
+			}
+			if x.Outcome != KnownBug && !x.Symptom.IsZero() {
+				t.Errorf("%s %s: a clean expectation has no symptom", e.Name, x.Versions())
+			}
+			checkSymptom(t, e.Name, x.Symptom)
 			for _, r := range x.Refs {
 				if r.ID == "" || r.URL == "" {
 					t.Errorf("%s: reference %+v", e.Name, r)
@@ -93,13 +100,22 @@ func TestCovers(t *testing.T) {
 	}
 }
 
+// leakSymptom is a global-mount leak's symptom, for the judge's tests.
+var leakSymptom = Symptom{Traces: []Trace{{Kind: Mounted, Path: "plugins/kubernetes.io/csi/" + Driver + "/" + VolumeHash + "/globalmount"}}}
+
+// leaked is an observation of that leak for one PV.
+func leaked(detail string) Observation {
+	return Observation{Detail: detail, Traces: []Trace{{Kind: Mounted, Path: "plugins/kubernetes.io/csi/drv/h1/globalmount"}},
+		Bind: map[string][]string{Driver: {"drv"}, VolumeHash: {"h1"}}}
+}
+
 func TestJudge(t *testing.T) {
-	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "global-mount leak", Says: "leaks", Refs: []Ref{issue(85476)}}}}
+	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "global-mount leak", Says: "leaks", Symptom: leakSymptom, Refs: []Ref{issue(85476)}}}}
 	clean := Entry{Name: "fine", Kind: Fault, Expect: []Expectation{{From: "1.30", Outcome: Clean, Refs: []Ref{issue(124057)}, FixedIn: "1.30"}}}
 	v := version.MustParseSemantic("1.37.2")
 
-	d, err := Judge(bug, v, nil, Observation{Seen: true, Detail: "globalmount of pv-1 still mounted"})
-	if err != nil || d == nil || !d.IsExpected() || !strings.Contains(d.Reason, "#85476 reproduces on kubelet v1.37.2") || d.Observed != "globalmount of pv-1 still mounted" {
+	d, err := Judge(bug, v, nil, leaked("globalmount of pv-1 still mounted"))
+	if err != nil || d == nil || !d.IsExpected() || !strings.Contains(d.Reason, "#85476 reproduces on kubelet v1.37.2") || !strings.HasPrefix(d.Observed, "globalmount of pv-1 still mounted") {
 		t.Errorf("known bug seen: %+v, %v", d, err)
 	}
 	d, err = Judge(bug, v, nil, Observation{Detail: "globalmount unmounted"})
@@ -139,7 +155,9 @@ func TestWrite(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"(fault 5)", "known bug", "not fixed yet", "label-filter=catalogue"} {
+	for _, want := range []string{"(fault 5)", "known bug", "not fixed yet", "label-filter=catalogue",
+		"symptom (reconstruction failure), exactly: shows pods/<old-uid> dir, pods/<old-uid>/volumes/kubernetes.io~csi/<pv>/mount mounted; logs",
+		"reconstruct_volume_operations_errors_total == " + string(Unreconstructable)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -229,16 +247,17 @@ func TestExpectationGates(t *testing.T) {
 	if got := e.Expect[0].Versions(); got != "1.28 ≤ v < 1.30 with NewVolumeManagerReconstruction=false" {
 		t.Errorf("Versions() = %q", got)
 	}
-	d, err := Judge(e, v, off, Observation{Seen: true, Detail: "no NodeStage"})
+	e.Expect[0].Symptom = Symptom{Traces: []Trace{{Kind: NotRunning}}}
+	d, err := Judge(e, v, off, Observation{Detail: "no NodeStage", Traces: []Trace{{Kind: NotRunning}}})
 	if err != nil || d == nil || !strings.Contains(d.Reason, "#117513 reproduces on kubelet v1.28.15+NewVolumeManagerReconstruction=false") {
 		t.Errorf("Judge with gates: %+v, %v", d, err)
 	}
 }
 
 func TestReproduced(t *testing.T) {
-	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{Outcome: KnownBug, Bug: "leak", Refs: []Ref{issue(85476)}}}}
+	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{Outcome: KnownBug, Bug: "leak", Symptom: leakSymptom, Refs: []Ref{issue(85476)}}}}
 	v := version.MustParseSemantic("1.37.2")
-	seen, _ := Judge(bug, v, nil, Observation{Seen: true, Detail: "leaked"})
+	seen, _ := Judge(bug, v, nil, leaked("leaked"))
 	missed, _ := Judge(bug, v, nil, Observation{Detail: "unmounted"})
 	if !seen.Reproduced() || missed.Reproduced() {
 		t.Errorf("Reproduced(seen) = %v, Reproduced(not seen) = %v", seen.Reproduced(), missed.Reproduced())

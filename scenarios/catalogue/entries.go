@@ -1,5 +1,7 @@
 package catalogue
 
+import "sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+
 // The providers an implemented entry runs on.
 var localOnly = []string{"local"}
 
@@ -29,8 +31,81 @@ var (
 // see kubeletmetrics.LocalVolumeReconstructionReason.
 const localVolumeSays = "reconstructVolume.NewMounter fails (local volume source is nil); the kubelet falls back to force cleanup, which still removes the mounts and dirs; reconstruct_volume_operations_errors_total equals the number of local volumes"
 
+// localVolumeSymptom: reconstruction fails for each deleted pod's local
+// volume (reconstructVolume, v1.34-v1.37: the plugin's NewMounter needs
+// the PV's source, which a reconstructed spec lacks), each is force-cleaned
+// once the desired state is populated (cleanOrphanVolumes), and the local
+// plugin's unmounter needs no spec, so the cleanup succeeds and nothing is
+// left.
+var localVolumeSymptom = Symptom{
+	Logs: []string{"Could not construct volume information*" + OldUID + "*reconstructVolume.NewMounter failed*local volume source is nil or local path is not set"},
+	Counters: []Counter{
+		{Metric: kubeletmetrics.ReconstructVolumeOperationsErrors, Of: LocalVolumeDirs},
+		{Metric: kubeletmetrics.ForceCleanedFailedVolumeOps, Of: LocalVolumeDirs},
+	},
+}
+
+// The names the catalogue's symptoms use of the scenario's workload: the
+// subpath shape's hostPath and configMap volumes, its container, and the
+// file file-for-dir plants (scenarios/reconstruction checks they are the
+// names it uses).
+const (
+	HostPathVolume  = "host"
+	ConfigMapVolume = "cfg"
+	ConfigMapKey    = "file.txt"
+	Container       = "workload"
+	StrayFile       = "skewtest-stray-file"
+)
+
+// oldPodDir is an old pod's dir, kept by what its symptom names inside.
+var oldPodDir = Trace{Kind: Dir, Path: "pods/" + OldUID}
+
+// globalMount is a workload PV's CSI global (staging) mount.
+var globalMount = Trace{Kind: Mounted, Path: "plugins/kubernetes.io/csi/" + Driver + "/" + VolumeHash + "/globalmount"}
+
+// volDataSymptom is what a CSI volume whose vol_data.json is missing or
+// unreadable shows (v1.37.2, pkg/kubelet/volumemanager/reconciler and
+// pkg/volume/csi): ConstructVolumeSpec cannot load the file, so
+// reconstruction fails ("Could not construct volume information", each
+// failure counted); the volume is force-cleaned (cleanupMounts, counted),
+// and the CSI plugin's NewUnmounter needs the same file, so that fails
+// too (counted): the pod's mount stays, a bind of the global mount. The
+// orphan sweep then finds a mounted volume and skips the pod (counted as a
+// pod with errors, logging nothing at error level). After the workload is
+// deleted, UnmountDevice refuses the global mount the old mount still
+// references. why is the loader's error ("no such file or directory",
+// "EOF").
+func volDataSymptom(why string, extra ...Trace) Symptom {
+	return Symptom{
+		Traces: append([]Trace{oldPodDir, {Kind: Mounted, Path: "pods/" + OldUID + "/volumes/kubernetes.io~csi/" + PV + "/mount"}}, extra...),
+		Logs: []string{
+			"Could not construct volume information*" + OldUID + "*vol_data.json*" + why,
+			"UnmountVolume.NewUnmounter failed*" + OldUID + "*vol_data.json*" + why,
+		},
+		Counters: []Counter{
+			{Metric: kubeletmetrics.ReconstructVolumeOperationsErrors, Of: Unreconstructable},
+			{Metric: kubeletmetrics.ForceCleanedFailedVolumeOps, Of: Unreconstructable},
+			{Metric: kubeletmetrics.ForceCleanedFailedVolumeOpErrors, Of: Unreconstructable},
+			{Metric: kubeletmetrics.OrphanPodCleanedVolumesErrors, Of: OldPodDirs},
+		},
+		AfterDelete: &Symptom{
+			Traces: []Trace{globalMount},
+			Logs:   []string{"GetDeviceMountRefs check failed*is still mounted by other references"},
+		},
+	}
+}
+
 // oldPathRebootSays is what the old reconstruction does after a reboot.
 const oldPathRebootSays = "the old reconstruction marks the deleted pods' volumes and their devices Mounted, so the re-created pods on the same volumes get NodePublish without NodeStage: their mount is not backed by the staged volume"
+
+// oldPathRebootSymptom: the re-created pods do not run, SetUp
+// (NodePublish) fails, and MountDevice (NodeStage) never ran for the PV:
+// a pod stuck with its volume staged is another failure.
+var oldPathRebootSymptom = Symptom{
+	Traces: []Trace{{Kind: NotRunning}},
+	Logs:   []string{"MountVolume.SetUp failed for volume*" + PV},
+	Absent: []string{"MountVolume.MountDevice succeeded for volume*" + PV},
+}
 
 // All is the catalogue, shapes first, then faults in issue 9's order.
 func All() []Entry {
@@ -46,8 +121,8 @@ func All() []Entry {
 		{
 			Name: "local-volume", Kind: Shape,
 			Plants: "csi-filesystem's workload on kubernetes.io/local-volume PVs (bind mounts of host dirs)",
-			Checks: "as csi-filesystem; reconstruction errors up to the number of local volumes are expected",
-			Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "local-volume reconstruction errors", Says: localVolumeSays,
+			Checks: "as csi-filesystem; the kubelet's reconstruction errors and force cleanups, exactly one each per local volume, are the known symptom",
+			Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "local-volume reconstruction errors", Says: localVolumeSays, Symptom: localVolumeSymptom,
 				Refs: []Ref{{ID: "local-cluster-facts.md", URL: "../shared/notes/local-cluster-facts.md"}}}},
 			Status: Runs, Providers: localOnly,
 		},
@@ -63,7 +138,18 @@ func All() []Entry {
 			Name: "subpath", Kind: Shape,
 			Plants: "directory subPaths of the pod's CSI PVC and of a hostPath directory (as #135698 was reported), and a file subPath of a configMap, the pod writing a marker through each directory; the pod force-deleted while the kubelet is down",
 			Checks: "the old UID's volume-subpaths bind mounts gone and pods/<uid> removed; the new pod's three subPath binds there, the markers read back through the directory binds, the configMap key through the file bind",
+			// A hostPath volume has no dir under pods/<uid>/volumes, so it
+			// is not reconstructed and no unmount cleans its subPath bind;
+			// the orphan sweep's remove of the bind fails (EBUSY; the
+			// message says rmdir() before v1.36, remove after).
 			Expect: []Expectation{{From: "1.31", Outcome: KnownBug, Bug: "subpath rmdir busy leak",
+				Symptom: Symptom{
+					Traces: []Trace{oldPodDir, {Kind: Mounted, Path: "pods/" + OldUID + "/volume-subpaths/" + HostPathVolume + "/" + Container + "/<n>"}},
+					Logs:   []string{"orphaned pod * found, but failed to * subpath at path */volume-subpaths/" + HostPathVolume + "/" + Container + "/*device or resource busy"},
+					Counters: []Counter{
+						{Metric: kubeletmetrics.OrphanPodCleanedVolumesErrors, Of: OldPodDirs},
+					},
+				},
 				Says:    "orphaned pod cleanup fails to remove the hostPath subPath bind (device or resource busy) every 2 s and the pod dir stays; reported with hostPath on 1.31.1, seen here on 1.36.3 and 1.37.2 (the PVC's and configMap's subPath binds are cleaned)",
 				Refs:    []Ref{issue(135698), pr(135696)},
 				FixedIn: ""}},
@@ -109,9 +195,9 @@ func All() []Entry {
 			// by default, 1.28 and 1.29 with the gate off.
 			Expect: []Expectation{
 				{From: "1.28", Before: "1.30", Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: KnownBug, Bug: "NodeStage skipped for the re-created pods",
-					Says: oldPathRebootSays, Refs: []Ref{issue(117513), pr(119827)}},
+					Says: oldPathRebootSays, Symptom: oldPathRebootSymptom, Refs: []Ref{issue(117513), pr(119827)}},
 				{From: "1.26", Before: "1.28", Outcome: KnownBug, Bug: "NodeStage skipped for the re-created pods",
-					Says: oldPathRebootSays, Refs: []Ref{issue(117513), pr(119827)}},
+					Says: oldPathRebootSays, Symptom: oldPathRebootSymptom, Refs: []Ref{issue(117513), pr(119827)}},
 				{From: "1.28", Outcome: Clean, Says: "reconstructed as uncertain; unpublish and unstage are idempotent; the new pods mount again",
 					Refs: []Ref{issue(124057)}, FixedIn: "1.30 (#124048, backported to 1.27-1.29)"}},
 			Status: Runs, Providers: kindFaultProviders,
@@ -119,9 +205,10 @@ func All() []Entry {
 		{
 			Name: "vol-data-deleted", Kind: Fault, Item: 2,
 			Plants: "with the kubelet down and the pods force-deleted, each old pod's pods/<uid>/volumes/kubernetes.io~csi/<pv>/vol_data.json is deleted",
-			Checks: "the kubelet cannot reconstruct (reconstruct_volume_operations_errors_total ≥ 1), force-cleans the pod dirs, and the pods come back with their data",
+			Checks: "the kubelet's reconstruction and force cleanup of each planted volume fail (one error each), the old pod's mount and dir stay and hold the global mount after the workload is deleted; the pods come back with their data",
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "reconstruction failure", Says: "reconstruction fails and the pod dir is force-cleaned without NodeUnstage: the global mount is left to the re-created pod (leaked when none comes)",
-				Refs: []Ref{issue(101791), issue(85280), {ID: "KEP-6058", URL: "https://github.com/kubernetes/enhancements/pull/6059"}}}},
+				Symptom: volDataSymptom("no such file or directory"),
+				Refs:    []Ref{issue(101791), issue(85280), {ID: "KEP-6058", URL: "https://github.com/kubernetes/enhancements/pull/6059"}}}},
 			Status: Runs, Providers: localOnly,
 		},
 		{
@@ -129,14 +216,34 @@ func All() []Entry {
 			Plants: "as vol-data-deleted, but each vol_data.json is truncated to 0 bytes",
 			Checks: "as vol-data-deleted",
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "reconstruction failure", Says: "the empty file cannot be decoded: reconstruction fails and the pod dir is force-cleaned, as vol-data-deleted",
-				Refs: []Ref{issue(108217), issue(101791)}}},
+				Symptom: volDataSymptom("EOF", Trace{Kind: File, Path: "pods/" + OldUID + "/volumes/kubernetes.io~csi/" + PV + "/vol_data.json"}),
+				Refs:    []Ref{issue(108217), issue(101791)}}},
 			Status: Runs, Providers: localOnly,
 		},
 		{
 			Name: "file-for-dir", Kind: Fault, Item: 3,
 			Plants: "a regular file where a volume directory is expected (pods/<uid>/volumes/kubernetes.io~csi/<name> is a file)",
-			Checks: "the old pod dir stays with the file; the kubelet logs \"not a directory\"; kubelet_orphan_pod_cleaned_volumes_errors ≥ 1",
+			Checks: "the old pod dir stays with the file, and nothing else of it; the file's reconstruction and force cleanup fail (one error each), the orphan sweep logs \"not a directory\" and counts the pod dir in kubelet_orphan_pod_cleaned_volumes_errors",
+			// The file is listed as a CSI volume: its reconstruction and
+			// force cleanup fail on <file>/vol_data.json (not a
+			// directory); the real volume is reconstructed and torn down;
+			// the orphan sweep skips the file as a volume path (no
+			// <file>/mount) and RemoveDirsOneFilesystem fails on it.
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "orphaned pod \"not a directory\" leak", Says: "orphaned pod cleanup fails every 2 s with \"not a directory\"; pods/<uid> stays",
+				Symptom: Symptom{
+					Traces: []Trace{oldPodDir, {Kind: File, Path: "pods/" + OldUID + "/volumes/kubernetes.io~csi/" + StrayFile}},
+					Logs: []string{
+						"Could not construct volume information*" + OldUID + "*" + StrayFile + "*not a directory",
+						"UnmountVolume.NewUnmounter failed*" + StrayFile + "*" + OldUID + "*not a directory",
+						"orphaned pod * found, but error occurred when trying to remove the volumes dir: not a directory",
+					},
+					Counters: []Counter{
+						{Metric: kubeletmetrics.ReconstructVolumeOperationsErrors, Of: Unreconstructable},
+						{Metric: kubeletmetrics.ForceCleanedFailedVolumeOps, Of: Unreconstructable},
+						{Metric: kubeletmetrics.ForceCleanedFailedVolumeOpErrors, Of: Unreconstructable},
+						{Metric: kubeletmetrics.OrphanPodCleanedVolumesErrors, Of: OldPodDirs},
+					},
+				},
 				Refs: []Ref{issue(105536), issue(111933), issue(119919), issue(114698)}}},
 			Status: Runs, Providers: localOnly,
 		},
@@ -152,7 +259,8 @@ func All() []Entry {
 			Plants: "with the kubelet up, the driver holds NodeUnstageVolume and the StatefulSet is scaled to 0; once the pod dir is gone and the unstage held, the kubelet is SIGKILLed; nothing is deleted while it is down",
 			Checks: "the global mount no pod uses is unstaged within a bounded wait; then the StatefulSet is scaled back and its pods run on the same volumes",
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "global-mount leak", Says: "nothing is left to reconstruct from, so the staged global mount leaks until a pod uses the volume again",
-				Refs: []Ref{issue(85476), issue(121937), pr(136771)}}},
+				Symptom: Symptom{Traces: []Trace{globalMount}},
+				Refs:    []Ref{issue(85476), issue(121937), pr(136771)}}},
 			Status: Runs, Providers: localOnly,
 		},
 		{
@@ -186,6 +294,13 @@ func All() []Entry {
 			Expect: ByFix("1.26",
 				Expectation{Outcome: KnownBug, Bug: "running pod's volume unmounted",
 					Says: "the desired-state populator skips the Terminating PVC (\"PVC is being deleted\"), so after the restart the reconciler unmounts the running pod's volume under it",
+					Symptom: Symptom{
+						Traces: []Trace{{Kind: Unmounted, Path: "pods/" + UID + "/volumes/kubernetes.io~csi/" + PV + "/mount"}},
+						Logs: []string{
+							"Error processing volume*PVC is being deleted",
+							"operationExecutor.UnmountVolume started for volume*" + UID,
+						},
+					},
 					Refs: []Ref{pr(130335)}},
 				Expectation{Outcome: Clean, Says: "the PVC still has its pvc-protection finalizer, so the running pod's volume stays in the desired state and stays mounted", Refs: []Ref{pr(130335)}},
 				"1.30.12", "1.31.8", "1.32.4", "1.33.0"),
@@ -233,8 +348,9 @@ func All() []Entry {
 			// #123104 was closed unmerged, and 1.27 and 1.29 got none.
 			Expect: ByFix("1.26",
 				Expectation{Outcome: KnownBug, Bug: "configMap key missing after the restart",
-					Says: "the volume's AtomicWriter finds the payload unchanged (\"no update required\") and returns before it makes the user-visible links: the key stays missing in the container",
-					Refs: []Ref{issue(121472), pr(122807)}},
+					Says:    "the volume's AtomicWriter finds the payload unchanged (\"no update required\") and returns before it makes the user-visible links: the key stays missing in the container",
+					Symptom: Symptom{Traces: []Trace{{Kind: Missing, Path: "pods/" + UID + "/volumes/kubernetes.io~configmap/" + ConfigMapVolume + "/" + ConfigMapKey}}},
+					Refs:    []Ref{issue(121472), pr(122807)}},
 				Expectation{Outcome: Clean, Says: "the AtomicWriter makes the user-visible links at every write, so the key is back once the volume is set up again after the start",
 					Refs: []Ref{issue(121472), pr(122807)}},
 				"1.30.0"),
@@ -249,6 +365,17 @@ func All() []Entry {
 			Expect: ByFix("1.26",
 				Expectation{Outcome: KnownBug, Bug: "orphaned pod dir kept: file subPath \"not a directory\"",
 					Says: "the orphan sweep removes each subPath mount point with rmdir, which fails on a file subPath's (\"not a directory\"): the old pod's dir stays for good",
+					// The reboot took the binds; the CSI volume is
+					// reconstructed and torn down with its subPaths, the
+					// hostPath subPath's empty mount point goes by rmdir,
+					// the configMap one (a file) stays.
+					Symptom: Symptom{
+						Traces: []Trace{oldPodDir, {Kind: File, Path: "pods/" + OldUID + "/volume-subpaths/" + ConfigMapVolume + "/" + Container + "/<n>"}},
+						Logs:   []string{"orphaned pod * found, but failed to rmdir() subpath at path */volume-subpaths/" + ConfigMapVolume + "/" + Container + "/*not a directory"},
+						Counters: []Counter{
+							{Metric: kubeletmetrics.OrphanPodCleanedVolumesErrors, Of: OldPodDirs},
+						},
+					},
 					Refs: []Ref{issue(106942), pr(123052)}},
 				Expectation{Outcome: Clean, Says: "the orphan sweep removes a file subPath's mount point as a file, and the old pod's dir goes",
 					Refs: []Ref{issue(106942), pr(123052)}},
@@ -269,7 +396,11 @@ func All() []Entry {
 			Expect: append(ByFix("1.28",
 				Expectation{Gates: map[string]bool{"SELinuxMountReadWriteOncePod": false}, Outcome: KnownBug, Bug: "killed container not started again",
 					Says: "the reconstructed volume keeps its provisional outer name, so the pod's sync reports its volumes unmounted (\"unmounted volumes=[...]\") and the kubelet never starts the dead container again",
-					Refs: []Ref{issue(124057), pr(124048)}},
+					// The sync's "unmounted volumes=[...]" error comes only
+					// after WaitForAttachAndMount's 2 min bound, past the
+					// watch: no log line is required.
+					Symptom: Symptom{Traces: []Trace{{Kind: NotRestarted, Path: "pods/" + UID}}},
+					Refs:    []Ref{issue(124057), pr(124048)}},
 				Expectation{Gates: map[string]bool{"SELinuxMountReadWriteOncePod": false}, Outcome: Clean, Says: "the reconstructed volume gets the pod's outer name, and the dead container is started again",
 					Refs: []Ref{issue(124057), pr(124048)}},
 				"1.28.9", "1.29.4", "1.30.0"),

@@ -9,7 +9,7 @@ import (
 // Write prints the catalogue for `skewtest scenarios`: per entry its name,
 // shape or fault, status and Ginkgo label, what it plants and checks, and
 // its expected outcome per kubelet version range with the upstream
-// references and the fix.
+// references and the fix, and a known bug's exact symptom.
 func Write(w io.Writer, entries []Entry) error {
 	counts := map[Status]int{}
 	kinds := map[Kind]int{}
@@ -50,6 +50,9 @@ func Write(w io.Writer, entries []Entry) error {
 				b.WriteString(" not fixed yet")
 			}
 			b.WriteString("\n")
+			if x.Outcome == KnownBug {
+				fmt.Fprintf(&b, "    symptom (%s), exactly: %s\n", x.Bug, x.Symptom)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -314,10 +314,10 @@ func (s *Snapshot) Leftovers(uids []string) []Leftover {
 // maxBlockers is how many entries a pod-dir leftover names.
 const maxBlockers = 3
 
-// volumeSubdirs are where the kubelet's orphan sweep starts: it removes
+// VolumeSubdirs are where the kubelet's orphan sweep starts: it removes
 // the volume dirs first and stops at the first it cannot remove, leaving
 // containers/, etc-hosts and plugins/ behind them.
-var volumeSubdirs = []string{"volumes/", "volumeDevices/", "volume-subpaths/"}
+var VolumeSubdirs = []string{"volumes/", "volumeDevices/", "volume-subpaths/"}
 
 // podDirBlockers names what keeps pods/<uid>: the deepest entries below
 // its volume dirs (or, when there are none, anywhere), each with why the
@@ -336,7 +336,7 @@ func (s *Snapshot) podDirBlockers(uid string, entries []string) string {
 		rel := strings.TrimPrefix(p, prefix)
 		d := quote(rel) + " (" + s.blockerKind(p, rel) + ")"
 		isVol := false
-		for _, v := range volumeSubdirs {
+		for _, v := range VolumeSubdirs {
 			if strings.HasPrefix(rel, v) {
 				isVol = true
 			}

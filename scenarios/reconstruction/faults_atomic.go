@@ -76,7 +76,7 @@ func plantMissingKey(ctx context.Context, s *Scenario, sc *scenarios.StepContext
 // checkUntouched, so a change to the pods' containers or mounts is seen
 // too.
 func observeMissingKey(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
-	if o, _ := observeUntouched(ctx, s, sc); o.Seen {
+	if o, _ := observeUntouched(ctx, s, sc); len(o.Traces) > 0 {
 		return o, nil
 	}
 	want, _ := shapeObjectsData(s.cfg.Namespace)
@@ -107,16 +107,18 @@ func observeMissingKey(ctx context.Context, s *Scenario, sc *scenarios.StepConte
 		}
 	}
 	var missing, found []string
+	var traces []catalogue.Trace
 	for _, r := range s.running {
 		if t, ok := back[string(r.uid)]; ok {
 			found = append(found, fmt.Sprintf("pod %s: back %.1fs after the start", r.name, t))
 		} else {
 			missing = append(missing, fmt.Sprintf("pod %s (uid %s): %s", r.name, r.uid, s.down.Abs(keyLink(string(r.uid)))))
+			traces = append(traces, catalogue.Trace{Kind: catalogue.Missing, Path: keyLink(string(r.uid)), Detail: "pod " + r.name})
 		}
 	}
 	window := fmt.Sprintf("watched until %s after the kubelet's start", s.scaled(keyLinkWatch))
 	if len(missing) > 0 {
-		return catalogue.Observation{Seen: true, Detail: fmt.Sprintf("configMap key %s still missing in %d of %d pods, %s: %s", cfgKey, len(missing), len(s.running), window, strings.Join(missing, "; "))}, nil
+		return catalogue.Observation{Traces: traces, Detail: fmt.Sprintf("configMap key %s still missing in %d of %d pods, %s: %s", cfgKey, len(missing), len(s.running), window, strings.Join(missing, "; "))}, nil
 	}
 	return catalogue.Observation{Detail: fmt.Sprintf("configMap key %s back in every pod with the ConfigMap's value (%s; %s)", cfgKey, strings.Join(found, ", "), window)}, nil
 }

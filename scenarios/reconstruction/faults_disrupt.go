@@ -87,12 +87,14 @@ func (s *Scenario) recordDown(ctx context.Context, sc *scenarios.StepContext) er
 	return nil
 }
 
-// observeFault: the bug is what the fault's own steps saw (s.faultSeen).
+// observeFault: what the fault's own steps saw: a sign of a bug in words
+// (s.faultSeen) or as traces (s.faultTraces).
 func observeFault(_ context.Context, s *Scenario, _ *scenarios.StepContext) (catalogue.Observation, error) {
+	o := catalogue.Observation{Detail: s.faultDetail, Traces: append([]catalogue.Trace(nil), s.faultTraces...)}
 	if len(s.faultSeen) > 0 {
-		return catalogue.Observation{Seen: true, Detail: strings.Join(s.faultSeen, "; ")}, nil
+		o.Seen, o.Detail = true, strings.Join(s.faultSeen, "; ")
 	}
-	return catalogue.Observation{Detail: s.faultDetail}, nil
+	return o, nil
 }
 
 // stall makes the node's CSI driver hold calls of method until release.
@@ -286,18 +288,13 @@ func killBetweenUnpublishUnstage(ctx context.Context, s *Scenario, sc *scenarios
 // the global mounts no pod uses, records what it left, then scales the
 // StatefulSet back up for the hop's checks and the next hop.
 func unstagedOrLeaked(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
-	var leaked []string
+	var leaked []catalogue.Trace
 	cond := func(ctx context.Context) (bool, error) {
 		snap, err := s.snapshot(ctx, sc.QuietNode)
 		if err != nil {
 			return false, nil
 		}
-		leaked = nil
-		for _, pv := range s.volumes.PVs {
-			if p, n := snap.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
-				leaked = append(leaked, fmt.Sprintf("CSI global mount %s of PV %s still mounted %d times", snap.Abs(p), pv.Name, n))
-			}
-		}
+		leaked = s.globalMountTraces(snap)
 		return len(leaked) == 0, nil
 	}
 	err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(mayLeaveBound), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
@@ -305,8 +302,9 @@ func unstagedOrLeaked(ctx context.Context, s *Scenario, sc *scenarios.StepContex
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		s.faultSeen = append(s.faultSeen, fmt.Sprintf("%s after %s with no pod using it (bounded wait)", strings.Join(leaked, "; "), mayLeaveBound))
-		sc.Note("the kubelet left %d staged global mounts no pod uses: %s", len(leaked), strings.Join(leaked, "; "))
+		s.faultTraces = append(s.faultTraces, leaked...)
+		s.faultDetail = fmt.Sprintf("%s after %s with no pod using it (bounded wait)", joinTraces(leaked), mayLeaveBound)
+		sc.Note("the kubelet left %d staged global mounts no pod uses: %s", len(leaked), joinTraces(leaked))
 	default:
 		s.faultDetail = fmt.Sprintf("the kubelet unstaged the %d global mounts no pod used", len(s.volumes.PVs))
 		sc.Note("%s", s.faultDetail)

@@ -44,22 +44,19 @@ func addPodFaults(add func(Fault, string)) {
 	// ReadWriteOncePod as upstream's multi-pod test has it: the scheduler
 	// would refuse a second pod on the claim, so only a replacement with
 	// nodeName set while the kubelet is down reaches the node.
-	add(Fault{AccessMode: corev1.ReadWriteOncePod, NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFaultAndLeftovers}, "replacement-pod")
+	add(Fault{AccessMode: corev1.ReadWriteOncePod, NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFault}, "replacement-pod")
 	add(Fault{KeepPods: true, Stop: deleteInPreStop, AfterStart: watchPreStop, Observe: observeFaultAndUntouched, Holds: preStopGrace}, "prestop-emptydir")
 }
 
-func observeFaultAndLeftovers(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
-	if o, _ := observeLeftovers(ctx, s, sc); o.Seen {
-		s.faultSeen = append(s.faultSeen, o.Detail)
-	}
-	return observeFault(ctx, s, sc)
-}
-
+// observeFaultAndUntouched: what the fault's steps saw, and each change
+// to the pods it keeps running.
 func observeFaultAndUntouched(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
-	if o, _ := observeUntouched(ctx, s, sc); o.Seen {
-		s.faultSeen = append(s.faultSeen, o.Detail)
+	o, err := observeFault(ctx, s, sc)
+	if u, _ := observeUntouched(ctx, s, sc); len(u.Traces) > 0 {
+		o.Traces = append(o.Traces, u.Traces...)
+		o.Detail = strings.TrimPrefix(o.Detail+"; "+u.Detail, "; ")
 	}
-	return observeFault(ctx, s, sc)
+	return o, err
 }
 
 // faultPod is a pod of the workload's image pinned to the node, outside

@@ -35,7 +35,7 @@ const killContainerScript = `for f in /proc/[0-9]*/cgroup; do if grep -q "$1" "$
 // stays down is the bug, with the pod's Warning events as the kubelet's
 // words for why.
 func observeContainerRestart(ctx context.Context, s *Scenario, sc *scenarios.StepContext) (catalogue.Observation, error) {
-	if o, _ := observeUntouched(ctx, s, sc); o.Seen {
+	if o, _ := observeUntouched(ctx, s, sc); len(o.Traces) > 0 {
 		return o, nil
 	}
 	pods, err := s.listPods(ctx)
@@ -84,16 +84,18 @@ func observeContainerRestart(ctx context.Context, s *Scenario, sc *scenarios.Ste
 	}
 	var down, up []string
 	var stuck []corev1.Pod
+	var traces []catalogue.Trace
 	for _, p := range last {
 		if t, ok := back[p.Name]; ok {
 			up = append(up, fmt.Sprintf("pod %s running again %.1fs after the kill", p.Name, t))
 		} else if _, killedIt := before[p.Name]; killedIt {
 			down = append(down, fmt.Sprintf("pod %s (uid %s)", p.Name, p.UID))
 			stuck = append(stuck, p)
+			traces = append(traces, catalogue.Trace{Kind: catalogue.NotRestarted, Path: "pods/" + string(p.UID), Detail: "pod " + p.Name})
 		}
 	}
 	if len(down) > 0 {
-		return catalogue.Observation{Seen: true, Detail: fmt.Sprintf("the killed container of %s did not run again within %s; %s", strings.Join(down, ", "), s.scaled(containerRestartWatch), s.whyNotStarted(ctx, stuck))}, nil
+		return catalogue.Observation{Traces: traces, Detail: fmt.Sprintf("the killed container of %s did not run again within %s; %s", strings.Join(down, ", "), s.scaled(containerRestartWatch), s.whyNotStarted(ctx, stuck))}, nil
 	}
 	return catalogue.Observation{Detail: fmt.Sprintf("every killed container ran again (%s)", strings.Join(up, "; "))}, nil
 }

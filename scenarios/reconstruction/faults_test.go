@@ -180,7 +180,7 @@ func TestMayStick(t *testing.T) {
 		t.Error("a fault that does not say its bug keeps pods down must not bound their wait")
 	}
 	s := &Scenario{stuck: "the kubelet set up PV pv-0 without staging it"}
-	if o, err := observeStuckOrLeftovers(t.Context(), s, nil); err != nil || !o.Seen || !strings.Contains(o.Detail, "without staging") {
+	if o, err := observeStuckOrLeftovers(t.Context(), s, nil); err != nil || len(o.Traces) != 1 || o.Traces[0].Kind != catalogue.NotRunning || !strings.Contains(o.Detail, "without staging") {
 		t.Errorf("stuck pods observed as %+v, %v", o, err)
 	}
 }

@@ -68,7 +68,7 @@ func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.Step
 		for _, p := range pods {
 			s.oldUIDs = append(s.oldUIDs, string(p.UID))
 		}
-		s.faultSeen, s.faultDetail = nil, ""
+		s.faultSeen, s.faultDetail, s.faultTraces = nil, "", nil
 		s.stopPodsUp()
 		start := time.Now()
 		s.unstagedInStop = nil
@@ -241,9 +241,10 @@ func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) 
 	if mayLeave && timeout > mayLeaveBound {
 		timeout = mayLeaveBound
 	}
-	s.left = nil
+	s.left, s.leftSnap = nil, nil
 	err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
 	dirsGone := time.Since(s.kubeletUp)
+	s.leftSnap = last
 	if last != nil {
 		s.snapshotEvidence(sc, "node state after cleanup", last)
 		sc.Evidence(reports.Evidence{Name: "changes since the kubelet was stopped", Kind: "diff", Text: nodestate.Diff(s.down, last)})
@@ -254,6 +255,9 @@ func (s *Scenario) awaitCleanup(ctx context.Context, sc *scenarios.StepContext) 
 		if s.shapes != nil && s.cfg.Fault == nil {
 			if un := s.unexplainedLeftovers(s.left, to); len(un) > 0 {
 				return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start, beyond what the shapes' known bugs leave (%d polls): %s", timeout, polls, s.leftoverHeadline(ctx, un))
+			}
+			if un := s.unexplainedTraces(oldPodTraces(last, s.left), to); len(un) > 0 {
+				return fmt.Errorf("old pods not cleaned up within %s of the kubelet's start, beyond what the shapes' known bugs leave (%d polls): left %s", timeout, polls, joinTraces(un))
 			}
 		}
 		sc.Note("%s: %d things of the old pods left %s after the kubelet started (bounded wait); the catalogue judges them", s.leakEntry().Name, len(s.left), timeout)
@@ -393,7 +397,8 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 	if s.cfg.Fault != nil && s.cfg.Fault.Metrics != nil {
 		exps = s.cfg.Fault.Metrics(s.volsAtStart)
 	}
-	exps = s.shapeMetrics(exps, version.MustParseGeneric(s.hop.To))
+	to := version.MustParseGeneric(s.hop.To)
+	exps = s.symptomMetrics(ctx, scrape, exps, to)
 	results, err := kubeletmetrics.Evaluate(scrape, s.hop.To, exps)
 	if err != nil {
 		return errors.Join(err, perr)
@@ -419,7 +424,7 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 		}
 	}
 	if len(failed) > 0 {
-		return errors.Join(fmt.Errorf("kubelet metrics: %s", strings.Join(failed, "; ")), perr)
+		return errors.Join(fmt.Errorf("kubelet metrics: %s%s", strings.Join(failed, "; "), s.symptomNote(to)), perr)
 	}
 	return perr
 }

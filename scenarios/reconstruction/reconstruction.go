@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -173,15 +174,30 @@ type Scenario struct {
 	// what a fault's observation reads
 	faultSeen   []string // the fault's own symptoms (faults_disrupt.go)
 	faultDetail string
+	// faultTraces are what the fault's own steps saw left, as traces for
+	// the catalogue's judge (a staged global mount no pod uses).
+	faultTraces []catalogue.Trace
 	podFaultState
 	sharedFaultState
 	running []running
-	changes []string
+	// changes are what happened to the running pods since the kubelet was
+	// stopped, each a trace whose Detail says it in words.
+	changes []catalogue.Trace
 	// logUnread says why the untouched watch could not read the kubelet's
 	// log for unmounts ("" when it read it).
 	logUnread string
 	left      []nodestate.Leftover
 	leftEver  []nodestate.Leftover
+	// leftSnap is the node state the hop's cleanup wait ended on.
+	leftSnap *nodestate.Snapshot
+	// plantedEver are the volume dirs (or files) a fault planted
+	// unreconstructable, this hop's and earlier hops'; unreconstructable
+	// is how many of them the hop's kubelet finds at its start.
+	plantedEver       []string
+	unreconstructable int
+	// raceLost is how many increments of the reconstruction counters the
+	// metrics registration race dropped on this hop, by the kubelet's log.
+	raceLost float64
 	// stuck says why the re-created pods did not run, on a hop whose
 	// fault may keep them from it (Fault.MayStick); "" when they ran.
 	stuck         string
@@ -302,6 +318,9 @@ func (s *Scenario) Steps() []scenarios.Step {
 			step(fmt.Sprintf("hop %d: re-created pods Running on the same volumes with their data", n), s.checkRecreated)
 		}
 		step(fmt.Sprintf("hop %d: kubelet metrics", n), s.checkMetrics)
+		if f == nil && s.cfg.Kind == storage.Local {
+			step(fmt.Sprintf("hop %d: catalogue %s %s on kubelet %s", n, catalogue.Shape, localVolumeEntry, to), s.judgeLocalVolume(h.To))
+		}
 		if f != nil {
 			step(fmt.Sprintf("hop %d: catalogue %s %s on kubelet %s", n, f.Entry.Kind, f.Entry.Name, to), s.judge(h.To))
 		}

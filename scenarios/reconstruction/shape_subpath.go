@@ -69,15 +69,18 @@ func checkSubpath(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _
 		}
 		fine = append(fine, fmt.Sprintf("pod %s uid %s: subPath binds %s (PVC directory, marker intact), %s (hostPath directory, marker intact) and %s (configMap key %s)", p.Name, uid, dirBind, hostBind, fileBind, cfgKey))
 	}
+	var traces []catalogue.Trace
 	for _, u := range s.oldUIDs {
 		for _, m := range snap.Pod(u).Mounts {
 			if strings.Contains(m.MountPoint, "/volume-subpaths/") {
 				seen = append(seen, "old pod "+u+"'s subPath bind mount "+m.MountPoint)
+				rel, _ := strings.CutPrefix(m.MountPoint, snap.Abs("")+"/")
+				traces = append(traces, catalogue.Trace{Kind: catalogue.Mounted, Path: rel, Detail: "old pod " + u + "'s subPath bind mount"})
 			}
 		}
 	}
 	if len(seen) > 0 {
-		return catalogue.Observation{Seen: true, Detail: strings.Join(seen, "; ")}, nil
+		return catalogue.Observation{Traces: traces, Detail: strings.Join(seen, "; ")}, nil
 	}
 	return catalogue.Observation{Detail: strings.Join(fine, "; ")}, nil
 }

@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
-	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
@@ -501,29 +500,6 @@ func (s *Scenario) recordShapesDown(ctx context.Context, sc *scenarios.StepConte
 
 func (s *Scenario) hasShape(name string) bool { return s.shapes != nil && s.shapes.has[name] }
 
-// shapeMetrics allows, on a kubelet where a shape expects a known bug that
-// leaves old pods' state, the orphan cleanup error gauge that bug raises
-// (the kubelet's orphan sweep fails on what it leaves), as an expected
-// deviation citing it.
-func (s *Scenario) shapeMetrics(exps []kubeletmetrics.Expectation, to *version.Version) []kubeletmetrics.Expectation {
-	if s.shapes == nil || s.cfg.Fault != nil {
-		return exps
-	}
-	for _, sh := range s.shapes.list {
-		x, ok := sh.Entry.ExpectationForKubelet(to, s.hopGates())
-		if !ok || x.Outcome != catalogue.KnownBug {
-			continue
-		}
-		reason := fmt.Sprintf("shape %s: known bug %s (%s) makes the orphan sweep fail on what it leaves", sh.Entry.Name, x.RefIDs(), x.Bug)
-		for i := range exps {
-			if exps[i].Metric == kubeletmetrics.OrphanPodCleanedVolumesErrors {
-				exps[i].Deviation = &kubeletmetrics.Deviation{Check: kubeletmetrics.AtMost(float64(s.volsAtStart)), Reason: reason}
-			}
-		}
-	}
-	return exps
-}
-
 // shapesMayLeave: a shape expects a known bug on kubelet to that leaves
 // old pods' state behind, so the cleanup wait is bounded and what is left
 // is judged by the shapes.
@@ -573,17 +549,85 @@ func ownsLeftover(sh Shape, l nodestate.Leftover, all []nodestate.Leftover) bool
 
 // unexplainedLeftovers are the old pods' leftovers that no shape expecting
 // a known bug on kubelet to owns: each fails the hop as in the baseline.
+// What a known-bug shape owns is judged against its bug's symptom
+// (judgeShape).
 func (s *Scenario) unexplainedLeftovers(left []nodestate.Leftover, to *version.Version) []nodestate.Leftover {
 	var out []nodestate.Leftover
 	for _, l := range left {
 		explained := false
-		for _, sh := range s.shapes.list {
-			if x, ok := sh.Entry.ExpectationForKubelet(to, s.hopGates()); ok && x.Outcome == catalogue.KnownBug && ownsLeftover(sh, l, left) {
+		for _, sh := range s.knownBugShapes(to) {
+			if ownsLeftover(sh, l, left) {
 				explained = true
 			}
 		}
 		if !explained {
 			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// unexplainedTraces are the files and links inside the old pods' dirs
+// (oldPodTraces) that no shape expecting a known bug on kubelet to owns:
+// each fails the hop as in the baseline.
+func (s *Scenario) unexplainedTraces(traces []catalogue.Trace, to *version.Version) []catalogue.Trace {
+	var out []catalogue.Trace
+	for _, t := range traces {
+		if t.Kind != catalogue.File {
+			continue // the leftovers themselves: unexplainedLeftovers
+		}
+		explained := false
+		for _, sh := range s.knownBugShapes(to) {
+			if shapeOwns(sh, nodestate.Leftover{Path: t.Path}) {
+				explained = true
+			}
+		}
+		if !explained {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// knownBugShapes are the run's shapes that expect a known bug on kubelet
+// to.
+func (s *Scenario) knownBugShapes(to *version.Version) []Shape {
+	var out []Shape
+	for _, sh := range s.shapes.list {
+		if x, ok := sh.Entry.ExpectationForKubelet(to, s.hopGates()); ok && x.Outcome == catalogue.KnownBug {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+func joinTraces(ts []catalogue.Trace) string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, t.String())
+	}
+	return strings.Join(out, "; ")
+}
+
+// shapeTraces are the old pods' leftovers the shape owns, as traces, and
+// the files and links inside the old pods' dirs that name the shape's
+// volumes.
+func (s *Scenario) shapeTraces(sh Shape, left []nodestate.Leftover) []catalogue.Trace {
+	var owned []nodestate.Leftover
+	for _, l := range left {
+		if ownsLeftover(sh, l, left) {
+			owned = append(owned, l)
+		}
+	}
+	var out []catalogue.Trace
+	for _, t := range oldPodTraces(s.leftSnap, owned) {
+		if t.Kind != catalogue.File {
+			out = append(out, t)
+		}
+	}
+	for _, t := range oldPodTraces(s.leftSnap, left) {
+		if t.Kind == catalogue.File && shapeOwns(sh, nodestate.Leftover{Path: t.Path}) {
+			out = append(out, t)
 		}
 	}
 	return out
@@ -629,15 +673,40 @@ func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Contex
 			return err
 		}
 		if len(left) > 0 {
-			o.Seen = true
 			// The headline names what the kubelet could not remove and
 			// quotes its own error line for the UID.
 			o.Detail = fmt.Sprintf("left by the old pods %s after the kubelet's start: %s; %s", mayLeaveBound, s.leftoverHeadline(ctx, left), o.Detail)
 		} else {
 			o.Detail = fmt.Sprintf("the old pods' %d mounts and entries of the shape are gone; %s", len(had), o.Detail)
 		}
+		s.evidence(ctx, &o, s.shapeTraces(sh, s.left))
 		sc.Note("observed: %s", o.Detail)
 		d, err := catalogue.Judge(sh.Entry, to, s.hopGates(), o)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			sc.Deviation(*d)
+		}
+		return nil
+	}
+}
+
+// judgeLocalVolume asks the catalogue what the hop of a run on local
+// volumes (the local-volume shape: the baseline on kubernetes.io/local-volume
+// PVs) means for kubelet to: the kubelets skewtest runs cannot
+// reconstruct such volumes, so the reconstruction errors and force
+// cleanups are the known symptom, exactly.
+func (s *Scenario) judgeLocalVolume(to *version.Version) func(context.Context, *scenarios.StepContext) error {
+	return func(ctx context.Context, sc *scenarios.StepContext) error {
+		e, ok := catalogue.Lookup(localVolumeEntry)
+		if !ok {
+			return fmt.Errorf("no catalogue entry %s", localVolumeEntry)
+		}
+		o := catalogue.Observation{Detail: fmt.Sprintf("old pods %s cleaned; %d local volumes of theirs at the kubelet's start", strings.Join(s.oldUIDs, ", "), s.symptomCounts()[catalogue.LocalVolumeDirs])}
+		s.evidence(ctx, &o, oldPodTraces(s.leftSnap, s.left))
+		sc.Note("observed: %s", o.Detail)
+		d, err := catalogue.Judge(e, to, s.hopGates(), o)
 		if err != nil {
 			return err
 		}

@@ -83,12 +83,12 @@ func TestUntouchedChangesSeeEveryMountOfThePod(t *testing.T) {
 		}
 		now[rel] = 200
 		got := s.untouchedChanges([]corev1.Pod{keptPod()}, keptSnapshot(t, root, now), nil)
-		if len(got) != 1 || !strings.Contains(got[0], "was remounted (mount ID "+fmt.Sprint(before[rel])+", now 200)") || !strings.Contains(got[0], rel) {
+		if len(got) != 1 || !strings.Contains(got[0].Detail, "was remounted (mount ID "+fmt.Sprint(before[rel])+", now 200)") || !strings.Contains(got[0].Detail, rel) {
 			t.Errorf("%s remounted: changes %q", what, got)
 		}
 		delete(now, rel)
 		got = s.untouchedChanges([]corev1.Pod{keptPod()}, keptSnapshot(t, root, now), nil)
-		if len(got) != 1 || !strings.Contains(got[0], "was unmounted") {
+		if len(got) != 1 || !strings.Contains(got[0].Detail, "was unmounted") {
 			t.Errorf("%s unmounted: changes %q", what, got)
 		}
 	}
@@ -149,7 +149,7 @@ func TestUntouchedChangesSeeFileContents(t *testing.T) {
 			}
 			return
 		}
-		if len(got) != 1 || !strings.Contains(got[0], want) {
+		if len(got) != 1 || !strings.Contains(got[0].Detail, want) {
 			t.Errorf("%s: changes %q, want one naming %q", what, got, want)
 		}
 	}

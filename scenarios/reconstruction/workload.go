@@ -275,7 +275,7 @@ func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext
 	}
 	if err := wait.For(cond, wait.WithContext(ctx), wait.WithTimeout(timeout), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate()); err != nil {
 		if len(s.leftEver) > 0 && last != nil && ctx.Err() == nil && len(last.Leftovers(uids)) == 0 {
-			if err := s.judgeLeakedGlobalMounts(sc, last); err != nil {
+			if err := s.judgeLeakedGlobalMounts(ctx, sc, last); err != nil {
 				return err
 			}
 			return s.deleteVolumes(ctx)
@@ -297,6 +297,13 @@ func (s *Scenario) deleteWorkload(ctx context.Context, sc *scenarios.StepContext
 		return fmt.Errorf("%s: %w", msg, err)
 	}
 	sc.Note("StatefulSet deleted; its pods' mounts, directories and global mounts gone after %s", time.Since(start).Round(10*time.Millisecond))
+	if len(s.leftEver) > 0 && last != nil {
+		// A known bug left old pods' state: what its symptom says of the
+		// global mounts then must show.
+		if err := s.judgeLeakedGlobalMounts(ctx, sc, last); err != nil {
+			return err
+		}
+	}
 	return s.deleteVolumes(ctx)
 }
 

@@ -635,3 +635,40 @@ func TestValidateRefusesAKubeletTheMetricsTableLacks(t *testing.T) {
 		t.Errorf("Validate: %v; want bad input naming v1.37.5 and the table", err)
 	}
 }
+
+// An artifacts root in a directory others can write (./_artifacts from
+// /tmp) is refused unless it is a directory of this user's that only it
+// can write: skewtest runs as root, and another user could have planted
+// it or a link.
+func TestValidateRefusesArtifactsOthersCouldPlant(t *testing.T) {
+	t.Parallel()
+	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	validate := func(root string) error {
+		_, err := skewrun.Validate(skewrun.Options{Kubelets: files, ArtifactsDir: root})
+		return err
+	}
+	if err := validate(filepath.Join(shared, "_artifacts")); skewrun.ExitCode(err) != skewrun.ExitInvalid || !strings.Contains(err.Error(), "other users can write") {
+		t.Errorf("a new root in a world-writable dir: %v; want bad input", err)
+	}
+	if _, err := os.Stat(filepath.Join(shared, "_artifacts")); err == nil {
+		t.Errorf("the refused root was made")
+	}
+	link := filepath.Join(shared, "planted")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(link); skewrun.ExitCode(err) != skewrun.ExitInvalid {
+		t.Errorf("a planted link: %v; want bad input", err)
+	}
+	mine := filepath.Join(shared, "mine")
+	if err := os.Mkdir(mine, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(mine); err != nil {
+		t.Errorf("a directory of mine only I can write: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
@@ -158,6 +159,9 @@ func Validate(o Options) (*Validated, error) {
 	if abs, err := filepath.Abs(root); err == nil {
 		root = abs
 	}
+	if err := ownedRoot(root); err != nil {
+		return nil, fmt.Errorf("%w: ARTIFACTS=%s: %v; set ARTIFACTS to a directory of yours (under your home, or a new one you made with mkdir -m 0700)", ErrInvalid, root, err)
+	}
 	if err := probeWritable(root); err != nil {
 		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", ErrInvalid, root, err)
 	}
@@ -172,6 +176,31 @@ func validateWaits(o Options) error {
 	}
 	if o.CleanupTimeout != 0 && o.CleanupTimeout < minCleanupTimeout {
 		return fmt.Errorf("%w: CLEANUP_TIMEOUT=%s is below the floor of %s: the kubelet's volume manager reconciler and pod cleanup need several seconds after it starts, so a shorter bound would report every hop as a kubelet regression (exit 1); set CLEANUP_TIMEOUT=%s or more, or leave it unset", ErrInvalid, o.CleanupTimeout, minCleanupTimeout, minCleanupTimeout)
+	}
+	return nil
+}
+
+// ownedRoot refuses an artifacts root another user could have made or
+// could replace: one in a directory others can write (./_artifacts from
+// /tmp), unless it exists already as a directory of this user's that
+// only it can write. skewtest runs as root; its reports must not go into
+// a directory or through a symbolic link another user planted.
+func ownedRoot(root string) error {
+	parent := filepath.Dir(root)
+	pfi, err := os.Stat(parent)
+	if err != nil {
+		return nil // probeWritable says what is wrong with it
+	}
+	if pfi.Mode().Perm()&0o022 == 0 {
+		return nil
+	}
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return fmt.Errorf("it would be made in %s, which other users can write (%s), so another user could have made it first", parent, pfi.Mode().Perm())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("it is in %s, which other users can write (%s), and is not a directory of yours that only you can write", parent, pfi.Mode().Perm())
 	}
 	return nil
 }
@@ -265,8 +294,6 @@ func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports
 	return run
 }
 
-// kubeletSpecs gives one binary spec per plan entry: KUBELETS as given, or
-// the plan's versions from KUBELET_SOURCE.
 // apiServerVersion is APISERVER parsed ("v1.28.15" or "1.28.15"), or the
 // plan's newest when it is empty.
 func apiServerVersion(s string, pl plan.Plan) (*version.Version, error) {
@@ -280,31 +307,55 @@ func apiServerVersion(s string, pl plan.Plan) (*version.Version, error) {
 	return v, nil
 }
 
+// kubeletSpecs gives one binary spec per plan entry: KUBELETS as given, or
+// the plan's versions from KUBELET_SOURCE. A bare version in KUBELETS
+// (v1.37.2) comes from KUBELET_SOURCE as a PLAN version does: the same
+// words mean the same kubelet in both; release:v1.37.2 downloads.
 func kubeletSpecs(pl plan.Plan, o Options) ([]string, error) {
 	if len(o.Kubelets) > 0 {
 		if len(o.Kubelets) != len(pl.Versions) {
 			return nil, fmt.Errorf("KUBELETS has %d entries for a plan of %d versions; give one per plan entry", len(o.Kubelets), len(pl.Versions))
 		}
-		return o.Kubelets, nil
+		specs := make([]string, len(o.Kubelets))
+		for i, k := range o.Kubelets {
+			specs[i] = k
+			if v, ok := binaries.BareVersion(k); ok {
+				s, err := sourceSpec(o.KubeletSource, v)
+				if err != nil {
+					return nil, err
+				}
+				specs[i] = s
+			}
+		}
+		return specs, nil
 	}
 	specs := make([]string, len(pl.Versions))
 	for i, v := range pl.Versions {
-		switch defaultStr(o.KubeletSource, "module") {
-		case "module":
-			specs[i] = "module:v" + v.String()
-		case "release":
-			specs[i] = "release:v" + v.String()
-		case "kindest":
-			specs[i] = "image:" + binaries.KindNodeImage(v)
-		default:
-			return nil, fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", o.KubeletSource)
+		s, err := sourceSpec(o.KubeletSource, v)
+		if err != nil {
+			return nil, err
 		}
+		specs[i] = s
 	}
 	return specs, nil
 }
 
+// sourceSpec is the binary spec of kubelet v from KUBELET_SOURCE.
+func sourceSpec(source string, v *version.Version) (string, error) {
+	switch defaultStr(source, "module") {
+	case "module":
+		return "module:v" + v.String(), nil
+	case "release":
+		return "release:v" + v.String(), nil
+	case "kindest":
+		return "image:" + binaries.KindNodeImage(v), nil
+	}
+	return "", fmt.Errorf("KUBELET_SOURCE=%q: want module (build from the Go module), release (download from dl.k8s.io) or kindest (extract from the kindest/node image of each version)", source)
+}
+
 func appendBinary(list []reports.Binary, b binaries.Binary) []reports.Binary {
-	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256, BuildTags: b.BuildTags}
+	rb := reports.Binary{Component: b.Component, Version: b.Version, Source: b.Source, SHA256: b.SHA256, BuildTags: b.BuildTags,
+		PatchSHA256: b.PatchSHA256, PatchFiles: b.PatchFiles}
 	for _, x := range list {
 		if x == rb {
 			return list

@@ -25,6 +25,10 @@
 //	                             record the host's footprint; compare the
 //	                             host with it, naming every difference
 //	skewtest settings            list the environment variables
+//	skewtest helpers DIR         write the helper programs (podbin, the CSI
+//	                             driver, kindcni, the runc shim) into DIR:
+//	                             carried by bin/skewtest, built from source
+//	                             by any other build
 //	skewtest signoff DIR         the sign-off page of the runs under DIR
 //	skewtest scenarios           the reconstruction catalogue: every shape and
 //	                             fault, expected outcome per kubelet version
@@ -45,6 +49,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/version"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -68,7 +73,7 @@ func main() {
 	os.Exit(skewrun.ExitCode(err))
 }
 
-const usage = "usage: skewtest run | matrix | catalogue | mutants | bench [-rounds N] [-out FILE] | bench-scale [-pods N,...] [-volumes N,...] [-modes M,...] [-out DIR] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
+const usage = "usage: skewtest run | matrix | catalogue | mutants | bench [-rounds N] [-out FILE] | bench-scale [-pods N,...] [-volumes N,...] [-modes M,...] [-out DIR] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | helpers DIR | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
@@ -145,6 +150,8 @@ func run(ctx context.Context, args []string) error {
 		return vmCmd(ctx, logger, args[1:])
 	case "janitor-aws":
 		return janitorAWS(ctx, os.Stdout, args[1:])
+	case "helpers":
+		return helpersCmd(ctx, os.Stdout, os.Stderr, args[1:])
 	case "settings":
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
@@ -158,10 +165,14 @@ func run(ctx context.Context, args []string) error {
 }
 
 // infrastructure marks a failed build or clean-up (exit 3); a version the
-// module proxy does not serve stays bad input (exit 2).
+// module proxy does not serve stays bad input (exit 2), and so does a
+// skewtest without its helper programs, whose fix is make skewtest.
 func infrastructure(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, clusters.ErrNoHelpers) {
+		return fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
 	}
 	return fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
 }

@@ -19,6 +19,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
+	"sigs.k8s.io/skewtest/internal/suiteconfig"
+	"sigs.k8s.io/skewtest/internal/testgate"
 )
 
 var (
@@ -27,21 +29,23 @@ var (
 	buildErr  error
 )
 
-// cli builds the skewtest command once per test binary and returns its path.
+// skewtestBinary builds the skewtest command once per test binary, as make
+// skewtest builds bin/skewtest (carrying its helper programs, so that it
+// runs from the tests' temporary directories), and returns its path.
 func skewtestBinary(t *testing.T) string {
 	t.Helper()
+	testgate.RequireTools(t, "make")
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "skewtest-cli-")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		builtCLI = filepath.Join(dir, "skewtest")
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), cliBuildTimeout)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", builtCLI, ".").CombinedOutput()
-		if err != nil {
-			buildErr = errors.New("go build: " + err.Error() + "\n" + string(out))
+		builtCLI, buildErr = suiteconfig.BuildSkewtestWithHelpers(ctx, dir)
+		if buildErr != nil {
+			os.RemoveAll(dir)
 		}
 	})
 	if buildErr != nil {
@@ -49,6 +53,10 @@ func skewtestBinary(t *testing.T) string {
 	}
 	return builtCLI
 }
+
+// cliBuildTimeout bounds make skewtest in a test: cold, it compiles the
+// helper programs and links two binaries on a busy 2-core machine.
+const cliBuildTimeout = 10 * time.Minute
 
 func TestMain(m *testing.M) {
 	code := m.Run()

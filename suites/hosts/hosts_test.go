@@ -73,15 +73,17 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		By("resolving the plan's binaries on the host (the guest's cache share is read-only)")
 		resolveOnHost(ctx, logger, cache)
 
-		By("building skewtest for the guest (CGO_ENABLED=0)")
+		// In the emulated guest go build took minutes even with a warm
+		// build cache and starved the control plane starting beside it (an
+		// API server exited; another's watch cache never synced): the
+		// guest's skewtest carries its helper programs, as bin/skewtest does.
+		By("building skewtest for the guest as make skewtest does (static, carrying its helper programs)")
 		binDir = GinkgoT().TempDir()
 		var err error
-		bin, err = suiteconfig.BuildSkewtest(ctx, binDir, "CGO_ENABLED=0")
+		bin, err = suiteconfig.BuildSkewtestWithHelpers(ctx, binDir)
 		Expect(err).NotTo(HaveOccurred())
 		busybox = filepath.Join(binDir, "busybox")
 
-		By("compiling on the host the programs the local provider compiles at run time")
-		prebuildGuestPrograms(ctx, src, binDir)
 		By("building the fakes of kops and AWS for the kops provider's runs")
 		buildFakeAWS(ctx, src, binDir)
 
@@ -104,7 +106,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		start := time.Now()
 		g, err = upGuest(bctx, bin, instanceName,
 			"-go", "-share", src+":ro", "-share", binDir+":ro", "-share", out, "-share", private,
-			"-env", prebuiltEnv+"="+binDir, "-forward", fmt.Sprint(guestAPIServerPort),
+			"-forward", fmt.Sprint(guestAPIServerPort),
 			"-serial-log", filepath.Join(out, "serial.log"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(g.inst.Running).To(BeTrue(), "vm show says the guest's qemu is not running")
@@ -320,32 +322,6 @@ func resolveOnHost(ctx context.Context, logger *slog.Logger, cache string) {
 	}
 	_, err := mb.BuildTool(ctx, binaries.Containerd)
 	Expect(err).NotTo(HaveOccurred())
-}
-
-// guestBuilds are the programs the local provider compiles at run time
-// (clusters/internal/images: its pods' program and its CSI driver).
-var guestBuilds = map[string]string{
-	"podbin":              "./clusters/internal/podbin",
-	"skewtest-csi-driver": "./clusters/internal/csidriver/cmd/skewtest-csi-driver",
-}
-
-// prebuiltEnv is clusters/internal/images.PrebuiltEnv.
-const prebuiltEnv = "SKEWTEST_PREBUILT"
-
-// prebuildGuestPrograms compiles guestBuilds on the host into dir, with
-// the images package's flags, for the guest to take (prebuiltEnv): in
-// the emulated guest go build took minutes even with a warm build cache
-// and starved the control plane starting beside it (an API server
-// exited; another's watch cache never synced).
-func prebuildGuestPrograms(ctx context.Context, src, dir string) {
-	GinkgoHelper()
-	for name, pkg := range guestBuilds {
-		build := osexec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, name), pkg)
-		build.Dir = src
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		o, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "go build %s: %s", pkg, o)
-	}
 }
 
 // moduleRoot is the skewtest source tree this test runs from.

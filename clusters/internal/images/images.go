@@ -1,7 +1,8 @@
 // Package images builds the container images skewtest's pods use from
-// podbin, a program of this module, so that no registry is needed: each
-// image is a single static binary, written as a docker-archive tarball that
-// `ctr images import` (local provider) or `kind load image-archive` takes.
+// podbin, a program of this module (package helpers gives it), so that no
+// registry is needed: each image is a single static binary, written as a
+// docker-archive tarball that `ctr images import` (local provider) or
+// `kind load image-archive` takes.
 package images
 
 import (
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec" // the Go toolchain on this host, building the pods' programs
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"sigs.k8s.io/skewtest/clusters/internal/helpers"
 )
 
 // Names of the images; localhost/ so that nothing ever tries a registry.
@@ -31,17 +33,10 @@ const (
 	CSIDriver = "localhost/skewtest/csi-driver:v1"
 )
 
-const (
-	podbinPackage    = "sigs.k8s.io/skewtest/clusters/internal/podbin"
-	csiDriverPackage = "sigs.k8s.io/skewtest/clusters/internal/csidriver/cmd/skewtest-csi-driver"
-)
-
-// Build compiles podbin and writes one tarball holding both images into
-// dir. It returns the tarball's path. It needs the skewtest module source
-// (the working directory must be inside it), which is where tests and
-// `make test-skew` run.
+// Build writes podbin (helpers.Podbin) and one tarball holding both
+// images into dir. It returns the tarball's path.
 func Build(ctx context.Context, dir string) (string, error) {
-	return build(ctx, dir, podbinPackage, "podbin", "images.tar", map[string][]string{
+	return build(ctx, dir, helpers.Podbin, "images.tar", map[string][]string{
 		Pause:    {"/podbin", "pause"},
 		Workload: {"/podbin", "workload", "/data"},
 	})
@@ -50,57 +45,20 @@ func Build(ctx context.Context, dir string) (string, error) {
 // BuildCSIDriver writes the CSI driver's image (CSIDriver) as a tarball
 // into dir and returns its path.
 func BuildCSIDriver(ctx context.Context, dir string) (string, error) {
-	return build(ctx, dir, csiDriverPackage, "skewtest-csi-driver", "csi-driver.tar", map[string][]string{
-		CSIDriver: {"/skewtest-csi-driver"},
+	return build(ctx, dir, helpers.CSIDriver, "csi-driver.tar", map[string][]string{
+		CSIDriver: {"/" + helpers.CSIDriver.Name},
 	})
 }
 
-// BuildCSIDriverBinary compiles the CSI driver's command into dir and
-// returns its path: the local provider runs it as processes of its own.
-func BuildCSIDriverBinary(ctx context.Context, dir string) (string, error) {
-	return compile(ctx, dir, csiDriverPackage, "skewtest-csi-driver")
-}
-
-// PrebuiltEnv names a directory holding the programs this package
-// compiles (podbin, skewtest-csi-driver), compiled in advance from the
-// same source tree with the same flags (CGO_ENABLED=0 go build -trimpath
-// -ldflags "-s -w"). make test-hosts sets it in its emulated guest: there
-// go build takes minutes even with every package in the build cache (it
-// hashes every source file), and starved the control plane starting
-// beside it; on the host it takes seconds.
-const PrebuiltEnv = "SKEWTEST_PREBUILT"
-
-// compile builds pkg into a static binary, dir/binName, or takes it from
-// $PrebuiltEnv.
-func compile(ctx context.Context, dir, pkg, binName string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if pre := os.Getenv(PrebuiltEnv); pre != "" {
-		b, err := os.ReadFile(filepath.Join(pre, binName))
-		if err != nil {
-			return "", fmt.Errorf("%s=%s: %w (or unset it to build %s here)", PrebuiltEnv, pre, err, pkg)
-		}
-		bin := filepath.Join(dir, binName)
-		return bin, os.WriteFile(bin, b, 0o755)
-	}
-	bin := filepath.Join(dir, binName)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", pkg, err, out)
-	}
-	return bin, nil
-}
-
-// build compiles pkg into a static binary, dir/binName, and writes images
-// holding only it (as /binName), one per reference, into one tarball.
-func build(ctx context.Context, dir, pkg, binName, tarName string, entrypoints map[string][]string) (string, error) {
-	bin, err := compile(ctx, dir, pkg, binName)
+// build writes the helper program prog into dir and images holding only
+// it (as /<its name>), one per reference, into one tarball.
+func build(ctx context.Context, dir string, prog helpers.Program, tarName string, entrypoints map[string][]string) (string, error) {
+	bins, err := helpers.Write(ctx, dir, prog)
 	if err != nil {
 		return "", err
 	}
-	content, err := os.ReadFile(bin)
+	binName := prog.Name
+	content, err := os.ReadFile(bins[binName])
 	if err != nil {
 		return "", err
 	}

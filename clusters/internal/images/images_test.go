@@ -171,19 +171,6 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-func TestBuildOutsideTheModule(t *testing.T) {
-	// Build needs the module source; from elsewhere it fails and says so.
-	t.Chdir(t.TempDir())
-	t.Setenv("GOPROXY", "off") // never fetch the module from the network
-	_, err := Build(t.Context(), t.TempDir())
-	if err == nil {
-		t.Fatal("Build outside the module succeeded")
-	}
-	if !strings.Contains(err.Error(), "run from inside the skewtest source tree") {
-		t.Errorf("error %q does not say where to run from", err)
-	}
-}
-
 // The busybox image holds the given busybox at /bin/busybox and a link for
 // every program storage.BusyboxCommand runs, with /bin on PATH.
 func TestBuildBusybox(t *testing.T) {
@@ -253,28 +240,5 @@ func TestBuildBusybox(t *testing.T) {
 	}
 	if _, err := BuildBusybox(dir, filepath.Join(dir, "missing"), ref); err == nil {
 		t.Error("BuildBusybox took a busybox that does not exist")
-	}
-}
-
-// With PrebuiltEnv set, the programs come from there, unbuilt; a missing
-// one is an error naming the setting.
-func TestBuildTakesPrebuiltPrograms(t *testing.T) {
-	pre := t.TempDir()
-	fake := []byte("\x7fELF prebuilt csi driver")
-	if err := os.WriteFile(filepath.Join(pre, "skewtest-csi-driver"), fake, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(PrebuiltEnv, pre)
-	dir := t.TempDir()
-	bin, err := BuildCSIDriverBinary(t.Context(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(bin); !bytes.Equal(got, fake) || filepath.Dir(bin) != dir {
-		t.Errorf("BuildCSIDriverBinary = %s holding %q; want the prebuilt program copied into %s", bin, got, dir)
-	}
-	_, err = Build(t.Context(), t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), PrebuiltEnv) {
-		t.Errorf("Build without a prebuilt podbin: %v; want an error naming %s", err, PrebuiltEnv)
 	}
 }

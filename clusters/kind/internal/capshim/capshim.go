@@ -22,10 +22,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec" // the Go toolchain on this host, building the shim
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"sigs.k8s.io/skewtest/clusters/internal/helpers"
 )
 
 // Cap is the capability the shim removes.
@@ -327,19 +328,15 @@ func capBnd(status []byte) (uint64, error) {
 	return 0, errors.New("no CapBnd line")
 }
 
-// CommandPackage is the import path of the shim's main package.
-const CommandPackage = "sigs.k8s.io/skewtest/clusters/kind/internal/capshim/cmd/skewtest-runc-shim"
+// BinaryName is the file name of the shim (helpers.RuncShim).
+var BinaryName = helpers.RuncShim.Name
 
-// BinaryName is the file name of the built shim.
-const BinaryName = "skewtest-runc-shim"
-
-// Build compiles the shim into <cacheDir>/kind/skewtest-runc-shim and
-// returns its path. It compiles every time, which Go's build cache makes
-// cheap, and replaces the cached file only when the new build differs: a
-// shim cached by older source is never used, and one that matches is left
-// alone (its modification time says when it last changed). It needs the
-// skewtest module source: the working directory must be inside it, as it
-// is for tests and suites.
+// Build writes the shim (helpers.RuncShim) to <cacheDir>/kind/
+// skewtest-runc-shim and returns its path. It gets the program every time
+// (carried by bin/skewtest, or built from source, which Go's build cache
+// makes cheap) and replaces the cached file only when it differs: a shim
+// cached by older source is never used, and one that matches is left
+// alone (its modification time says when it last changed).
 func Build(ctx context.Context, cacheDir string) (string, error) {
 	dir := filepath.Join(cacheDir, "kind")
 	out, err := filepath.Abs(filepath.Join(dir, BinaryName))
@@ -349,26 +346,22 @@ func Build(ctx context.Context, cacheDir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	// Build next to the target and rename, so that a concurrent Build or a
-	// killed one never leaves a half-written binary under the final name.
-	tmp, err := os.CreateTemp(dir, "."+BinaryName+"-*")
+	// Written next to the target and renamed, so that a concurrent Build
+	// or a killed one never leaves a half-written binary under the final
+	// name.
+	tmp, err := os.MkdirTemp(dir, "."+BinaryName+"-*")
 	if err != nil {
 		return "", err
 	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp.Name(), CommandPackage)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", CommandPackage, err, b)
-	}
-	if sameFile(tmp.Name(), out) {
-		return out, nil
-	}
-	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+	defer os.RemoveAll(tmp)
+	bins, err := helpers.Write(ctx, tmp, helpers.RuncShim)
+	if err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if sameFile(bins[BinaryName], out) {
+		return out, nil
+	}
+	if err := os.Rename(bins[BinaryName], out); err != nil {
 		return "", err
 	}
 	return out, nil

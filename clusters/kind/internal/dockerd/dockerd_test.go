@@ -339,6 +339,14 @@ func assertClean(ctx context.Context, t *testing.T, before footprint.Footprint, 
 		t.Errorf("cgroup %s still exists", d)
 	}
 	for _, d := range footprint.Diff(before, footprint.Take(ctx)) {
+		// Other packages' tests run beside this one (go test -p): a
+		// process of theirs that was orphaned when "before" was taken,
+		// and has ended since, is not this daemon's doing; what the
+		// daemon left is an added process, and its own are found by
+		// their directory above.
+		if strings.HasPrefix(d, "removed process ") {
+			continue
+		}
 		t.Errorf("host changed: %s", d)
 	}
 }

@@ -37,7 +37,7 @@ type builder struct {
 	kindDir  string
 	log      *slog.Logger
 	mb       *binaries.ModuleBuilder
-	// own are our own programs (buildOwnPrograms), built before the cache
+	// own are our own programs (ownPrograms), written before the cache
 	// was looked at, and ownSum their digest.
 	own    map[string]string
 	ownSum string

@@ -19,9 +19,8 @@
 //     each a single binary made with go-containerregistry, imported into
 //     the rootfs's containerd store by a throwaway containerd.
 //
-// Build needs root, debootstrap (apt-get install debootstrap) and the
-// skewtest source tree (the working directory must be inside it, as for
-// clusters/internal/images), because it compiles cmd/kindcni.
+// Build needs root and debootstrap (apt-get install debootstrap). Its own
+// programs, cmd/kindcni and podbin, come from package helpers.
 package nodeimage
 
 import (
@@ -143,10 +142,20 @@ func Build(ctx context.Context, cfg Config) (Image, error) {
 		return Image{}, err
 	}
 	defer unlock()
-	// Our own programs are built first, every time (Go's build cache makes
-	// that about a second): a cached image holding other builds of them is
-	// stale.
-	own, err := buildOwnPrograms(ctx, filepath.Join(kindDir, "own"))
+	// Our own programs are written first, every time (carried by
+	// bin/skewtest, or built from source, which Go's build cache makes
+	// about a second): a cached image holding other builds of them is
+	// stale. They go to a directory of this build's own, removed after it
+	// (under the lock, one a killed build of this version left is
+	// nobody's).
+	ownPattern := ".own-node-" + kv + "-"
+	debian.RemoveStale(filepath.Join(kindDir, ownPattern+"*"))
+	ownDir, err := os.MkdirTemp(kindDir, ownPattern)
+	if err != nil {
+		return Image{}, err
+	}
+	defer os.RemoveAll(ownDir)
+	own, err := ownPrograms(ctx, ownDir)
 	if err != nil {
 		return Image{}, fmt.Errorf("kind node image %s: %w", kv, err)
 	}

@@ -638,7 +638,7 @@ func TestOwnDigest(t *testing.T) {
 	own := filepath.Join(t.TempDir(), "own")
 	var sums []string
 	for range 2 {
-		built, err := buildOwnPrograms(ctx, own)
+		built, err := ownPrograms(ctx, own)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec" // the Go toolchain on this host, building the node image's programs
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/debian"
+	"sigs.k8s.io/skewtest/clusters/internal/helpers"
 )
 
 // goMain is a program built from a generated main package that calls into
@@ -110,41 +110,10 @@ func (b *builder) buildMain(ctx context.Context, m goMain) (string, error) {
 	return bin, nil
 }
 
-// Packages of this module built into images.
-const (
-	kindcniPackage = "sigs.k8s.io/skewtest/clusters/kind/internal/nodeimage/cmd/kindcni"
-	podbinPackage  = "sigs.k8s.io/skewtest/clusters/internal/podbin"
-)
-
-// buildOwnPrograms compiles kindcni (the CNI stand-in) and podbin (its
-// "pause" mode is the pause image) into dir and returns their paths by
-// name. It needs the skewtest source tree (see package doc).
-func buildOwnPrograms(ctx context.Context, dir string) (map[string]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(tmp)
-	// -buildvcs=false: the commit would be stamped into the binaries, and
-	// every commit would then make the cached node image stale (ownDigest).
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w", "-o", tmp+"/", kindcniPackage, podbinPackage)
-	cmd.Dir = sourceDir()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build %s (run from inside the skewtest source tree): %w\n%s", kindcniPackage, err, out)
-	}
-	out := map[string]string{}
-	for _, name := range []string{"kindcni", "podbin"} {
-		final := filepath.Join(dir, name)
-		if err := os.Rename(filepath.Join(tmp, name), final); err != nil {
-			return nil, err
-		}
-		out[name] = final
-	}
-	return out, nil
+// ownPrograms writes kindcni (the CNI stand-in) and podbin (its "pause"
+// mode is the pause image) into dir and returns their paths by name.
+func ownPrograms(ctx context.Context, dir string) (map[string]string, error) {
+	return helpers.Write(ctx, dir, helpers.KindCNI, helpers.Podbin)
 }
 
 // ownDigest is the sha256 of our own programs, by name and bytes.
@@ -164,19 +133,6 @@ func ownDigest(own map[string]string) (string, error) {
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// sourceDir is where to run `go build` of this module's packages: this
-// file's directory when the binary was built from a source tree that is
-// still there, else the working directory.
-func sourceDir() string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		if _, err := os.Stat(file); err == nil {
-			return filepath.Dir(file)
-		}
-	}
-	wd, _ := os.Getwd()
-	return wd
 }
 
 // goRun runs a long go command in dir, logging every 30 s that it is still

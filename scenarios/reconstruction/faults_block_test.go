@@ -1,6 +1,7 @@
 package reconstruction
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,10 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 )
@@ -74,30 +78,56 @@ func TestUnmapLines(t *testing.T) {
 	}
 }
 
-// #119608 is seen only whole: the deleted pod still Terminating, the
-// kubelet's "mapPath is empty" unmap error for it, and what it left on the
-// node; anything less names what is missing.
-func TestStuckUnmapIsTheWholeSymptom(t *testing.T) {
+// What the fault records of a deleted pod stuck on 1.28.5 (still
+// Terminating, its dir, map link and publish target left) with the
+// kubelet's "mapPath is empty" unmap error is #119608's symptom exactly;
+// the same on a kubelet with #122211 fails; another unmap error, the pod
+// gone from the API, or #122211's own line is not #119608.
+func TestStuckUnmapJudged(t *testing.T) {
+	f, err := LookupFault("reboot-block")
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := metav1.Now()
-	terminating := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", UID: keptUID, DeletionTimestamp: &now}}
-	left := []nodestate.Leftover{{UID: keptUID, Kind: nodestate.LeftoverPluginEntry, Path: blockMapDir(blockPV) + "/" + keptUID, Detail: "file"}}
-	full := stuckUnmapOf([]string{keptUID}, []corev1.Pod{terminating}, mapPathEmptyLine, left)
-	if m := full.missing(1); m != "" {
-		t.Errorf("the whole symptom reads as missing %q", m)
+	pods := []corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "web-0", UID: keptUID, DeletionTimestamp: &now}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "web-1", UID: otherID}},
 	}
-	if s := full.String(); !strings.Contains(s, "pod web-0 (uid "+keptUID+")") || !strings.Contains(s, "mapPath is empty") || !strings.Contains(s, blockMapDir(blockPV)) {
-		t.Errorf("the symptom does not name the pod, the error and the map link: %s", s)
+	terminating := terminatingTraces([]string{keptUID}, pods)
+	if len(terminating) != 1 || terminating[0].Path != "pods/"+keptUID {
+		t.Fatalf("terminating traces %v, want the deleted pod web-0's alone", terminating)
 	}
-	for name, st := range map[string]stuckUnmap{
-		"gone from the API":       stuckUnmapOf([]string{keptUID}, nil, mapPathEmptyLine, left),
-		"another unmap error":     stuckUnmapOf([]string{keptUID}, []corev1.Pod{terminating}, strings.Replace(mapPathEmptyLine, "mapPath is empty", "device or resource busy", 1), left),
-		"nothing left":            stuckUnmapOf([]string{keptUID}, []corev1.Pod{terminating}, mapPathEmptyLine, nil),
-		"another pod's error":     stuckUnmapOf([]string{otherID}, []corev1.Pod{terminating}, mapPathEmptyLine, left),
-		"not deleted, just there": stuckUnmapOf([]string{keptUID}, []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-0", UID: keptUID}}}, mapPathEmptyLine, left),
-	} {
-		if st.missing(1) == "" {
-			t.Errorf("%s: a part of the symptom is missing, yet it reads as whole: %s", name, st)
+	left := []nodestate.Leftover{
+		{UID: keptUID, Kind: nodestate.LeftoverPodDir, Path: "pods/" + keptUID},
+		{UID: keptUID, Kind: nodestate.LeftoverPluginEntry, Path: blockMapDir(blockPV) + "/" + keptUID},
+		{UID: keptUID, Kind: nodestate.LeftoverPluginEntry, Path: blockPublish(blockPV, keptUID)},
+	}
+	s := &Scenario{oldUIDs: []string{keptUID}}
+	s.volumes.PVs = []storage.PV{{Name: blockPV}}
+	observe := func(traces []catalogue.Trace, log string) catalogue.Observation {
+		return catalogue.Observation{Detail: "stuck", Traces: append(append([]catalogue.Trace(nil), traces...), oldPodTraces(nil, left)...), Bind: s.bindings(), Log: log, Logged: true}
+	}
+	shipped := version.MustParseSemantic("1.28.5")
+	if d, err := catalogue.Judge(f.Entry, shipped, nil, observe(terminating, mapPathEmptyLine)); err != nil || d == nil || !d.Reproduced() {
+		t.Errorf("#119608 on 1.28.5: deviation %+v, error %v; want it reproduced", d, err)
+	}
+	var seen *catalogue.BugSeenError
+	for _, v := range []string{"1.28.15", "1.37.2"} {
+		if _, err := catalogue.Judge(f.Entry, version.MustParseSemantic(v), nil, observe(terminating, mapPathEmptyLine)); !errors.As(err, &seen) {
+			t.Errorf("the same on %s: %v; want the bug seen where it is fixed", v, err)
 		}
+	}
+	var ue *catalogue.UnexpectedError
+	if _, err := catalogue.Judge(f.Entry, shipped, nil, observe(terminating, strings.Replace(mapPathEmptyLine, "mapPath is empty", "device or resource busy", 1))); !errors.As(err, &ue) || !strings.Contains(err.Error(), "UnmapVolume.UnmapBlockVolume failed") {
+		t.Errorf("another unmap error: %v; want another failure naming it", err)
+	}
+	var pe *catalogue.PartialError
+	if _, err := catalogue.Judge(f.Entry, shipped, nil, observe(nil, mapPathEmptyLine)); !errors.As(err, &pe) {
+		t.Errorf("the pod gone from the API: %v; want the symptom in part", err)
+	}
+	uncertain := `I1206 01:02:02.000000 1 operation_generator.go:785] "MountVolume.markDeviceErrorState leaving volume uncertain" volumeName="kubernetes.io/csi/csi.skewtest.k8s.io^vol-x"`
+	if _, err := catalogue.Judge(f.Entry, shipped, nil, observe(terminating, uncertain+"\n"+mapPathEmptyLine)); !errors.As(err, &ue) {
+		t.Errorf("#122211's line beside it: %v; want another failure", err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
@@ -33,15 +34,6 @@ const (
 	// running pod's volume within seconds of its start (its desired
 	// state populated); one that marked it Mounted never does.
 	sharerWatch = 30 * time.Second
-)
-
-// The old reconstruction's words (reconstruct.go of 1.26 to 1.29) for a
-// pod's volume it marks Mounted, and for one whose pod it did not find in
-// the desired state (a deleted pod's, or a pod the populator had not
-// added yet).
-const (
-	markedMountedLog = "Volume is marked as mounted and added into the actual state"
-	notInDSWLog      = "could not find pod information in desired state"
 )
 
 // sharedFaultState is what reboot-shared-volume carries between a hop's
@@ -139,41 +131,23 @@ func plantSharedReboot(ctx context.Context, s *Scenario, sc *scenarios.StepConte
 	return nil
 }
 
-// sharerMarking is what the kubelet's log says it did with the surviving
-// pod uid's reconstructed volume: the #119921 marking (Mounted although
-// its pod is in the desired state), the populator's race (its pod not in
-// the desired state yet when the old reconstruction ran, another failure),
-// or neither ("").
-func sharerMarking(log, uid string) (marked, notInDSW string) {
-	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, uid) {
-			continue
-		}
-		if marked == "" && strings.Contains(line, markedMountedLog) {
-			marked = quoteFrom(line, markedMountedLog)
-		}
-		if notInDSW == "" && strings.Contains(line, notInDSWLog) {
-			notInDSW = quoteFrom(line, notInDSWLog)
-		}
-	}
-	return marked, notInDSW
-}
-
 // watchSharer, once the deleted pods are cleaned: the surviving pod's
 // volume must be published again within sharerWatch of the kubelet's
-// start, and read the StatefulSet pod's marker. One that is not is #119921
-// when the kubelet's log says the old reconstruction marked it Mounted
-// with its pod in the desired state; anything else fails the hop. Then the
-// surviving pod is removed, for the next hop to make its own.
+// start, and read the StatefulSet pod's marker. One that is not is
+// recorded as a trace (its mount taken), for the catalogue's judge to hold
+// against #119921's symptom (the old reconstruction's line marking the
+// pod's volume Mounted). Then the surviving pod is removed, for the next
+// hop to make its own.
 func watchSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 	p := s.sharer
 	u := string(p.UID)
 	pv := s.pvOf[claimOf(p)]
-	vol := s.down.Abs(podVolumeDir(s.cfg.Kind, u, pv))
+	rel := podVolumeDir(s.cfg.Kind, u, pv)
+	vol := s.down.Abs(rel)
 	var marker string
 	mounted := func(ctx context.Context) (bool, error) {
 		snap, err := s.snapshot(ctx, sc.QuietNode)
-		if err != nil || snap.MountCount(podVolumeDir(s.cfg.Kind, u, pv)) == 0 {
+		if err != nil || snap.MountCount(rel) == 0 {
 			return false, nil
 		}
 		res, err := exec.Output(ctx, sc.QuietNode, "cat", vol+"/marker")
@@ -185,28 +159,24 @@ func watchSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext) er
 	}
 	timeout := time.Until(s.kubeletUp.Add(s.scaled(sharerWatch)))
 	err := wait.For(mounted, wait.WithContext(ctx), wait.WithTimeout(max(timeout, s.cfg.PollInterval)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	logs, ok := s.node.(nodes.WithKubeletLog)
-	var text string
-	if ok {
-		text, _ = logs.KubeletLog(ctx)
-	}
 	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
 	case err == nil && marker != s.markers[pv]:
 		return fmt.Errorf("the surviving pod %s (uid %s) has its volume %s published again at %s, but it reads marker %q, want %q", p.Name, u, pv, vol, marker, s.markers[pv])
 	case err == nil:
 		s.faultDetail = fmt.Sprintf("the surviving pod %s (uid %s) had its volume %s published again at %s %s after the kubelet's start, with the StatefulSet pod's marker", p.Name, u, pv, vol, time.Since(s.kubeletUp).Round(100*time.Millisecond))
-		if line := findUIDLine(text, "MountVolume.SetUp succeeded", u); line != "" {
-			s.faultDetail += "; the kubelet logged: " + line
+		if logs, ok := s.node.(nodes.WithKubeletLog); ok {
+			if text, err := logs.KubeletLog(ctx); err == nil {
+				if line := findUIDLine(text, "MountVolume.SetUp succeeded", u); line != "" {
+					s.faultDetail += "; the kubelet logged: " + line
+				}
+			}
 		}
 	default:
-		seen, err := sharerNotPublished(p, pv, vol, s.scaled(sharerWatch), text, ok)
-		if err != nil {
-			return err
-		}
-		s.faultSeen = append(s.faultSeen, seen)
+		t := sharerTrace(p, rel, s.scaled(sharerWatch))
+		s.faultTraces = append(s.faultTraces, t)
+		s.faultDetail = fmt.Sprintf("the surviving pod %s (uid %s): its volume %s not published again at %s within %s of the kubelet's start", p.Name, u, pv, vol, s.scaled(sharerWatch))
 	}
 	if err := s.removeFaultPod(ctx, sc, p); err != nil {
 		return err
@@ -215,24 +185,11 @@ func watchSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext) er
 	return nil
 }
 
-// sharerNotPublished says what the kubelet did with surviving pod p's
-// volume pv, not published again at vol within watch: #119921 when its
-// log (read: haveLog) says the old reconstruction marked the volume
-// Mounted with the pod in the desired state; an error otherwise.
-func sharerNotPublished(p corev1.Pod, pv, vol string, watch time.Duration, log string, haveLog bool) (string, error) {
-	u := string(p.UID)
-	what := fmt.Sprintf("the surviving pod %s (uid %s): its volume %s not published again at %s within %s of the kubelet's start", p.Name, u, pv, vol, watch)
-	if !haveLog {
-		return "", fmt.Errorf("%s, and the node cannot show the kubelet's log to say why", what)
-	}
-	marked, notInDSW := sharerMarking(log, u)
-	switch {
-	case notInDSW != "":
-		return "", fmt.Errorf("%s: the old reconstruction did not find the pod in the desired state (the populator had not added it yet), which is not #119921: %s", what, notInDSW)
-	case marked == "":
-		return "", fmt.Errorf("%s, and the kubelet's log does not say it marked the volume Mounted (%q), as #119921 does; its last error for the pod: %q", what, markedMountedLog, lastKubeletError(log, u))
-	}
-	return fmt.Sprintf("%s; the kubelet marked it Mounted with the deleted pod's: %s", what, marked), nil
+// sharerTrace is the surviving pod p's volume mount (rel, relative to the
+// kubelet root) that the reboot took and the kubelet did not set up again
+// within watch.
+func sharerTrace(p corev1.Pod, rel string, watch time.Duration) catalogue.Trace {
+	return catalogue.Trace{Kind: catalogue.Unmounted, Path: rel, Detail: fmt.Sprintf("pod %s, not mounted again within %s of the kubelet's start", p.Name, watch)}
 }
 
 // findUIDLine is the first line of log with msg about pod uid, quoted

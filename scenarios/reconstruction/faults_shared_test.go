@@ -1,6 +1,7 @@
 package reconstruction
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -8,9 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 )
@@ -36,8 +40,8 @@ func TestSortsAfter(t *testing.T) {
 }
 
 // The reboot takes every mount of the deleted pod and of the survivor,
-// deepest first, and leaves the volume's CSI global mount and a third
-// pod's mounts alone.
+// longest path first (a mount below another goes before it), and leaves
+// the volume's CSI global mount and a third pod's mounts alone.
 func TestSharedRebootMounts(t *testing.T) {
 	third := "5f0b8a2e-3333-4c1e-9d2b-cccccccccccc"
 	old := "pods/" + keptUID + "/volumes/kubernetes.io~csi/" + keptPV + "/mount"
@@ -49,39 +53,50 @@ func TestSharedRebootMounts(t *testing.T) {
 		"pods/" + third + "/volumes/kubernetes.io~csi/" + keptPV + "/mount": 105,
 	})
 	got := sharedRebootMounts(snap, []string{keptUID, otherID})
-	want := []string{snap.Abs(subpath), snap.Abs(old), snap.Abs(survivor)}
+	want := []string{snap.Abs(old), snap.Abs(survivor), snap.Abs(subpath)}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("mounts to take:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
-// Only the old reconstruction's marking of the survivor's volume as
-// Mounted is #119921; its pod missing from the desired state (the
-// populator's race), a log that says neither, or no log at all is another
-// failure.
-func TestSharerNotPublished(t *testing.T) {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-sharer-0", UID: otherID}}
-	marked := `I1206 01:02:03.000000 1 reconstruct.go:181] "Volume is marked as mounted and added into the actual state" pod="/" podName="` + otherID + `" volumeName="kubernetes.io/csi/csi.skewtest.k8s.io^vol-x"`
-	markedOld := strings.ReplaceAll(marked, otherID, keptUID)
-	notInDSW := `I1206 01:02:03.000000 1 reconstruct.go:110] "Reconciler sync states: could not find pod information in desired state, update it in actual state" reconstructedVolume={podName:` + otherID + `}`
-	vol := "/k/pods/" + otherID + "/volumes/kubernetes.io~csi/" + keptPV + "/mount"
-	seen, err := sharerNotPublished(p, keptPV, vol, 30*time.Second, markedOld+"\n"+marked+"\n", true)
-	if err != nil || !strings.Contains(seen, "marked it Mounted") || !strings.Contains(seen, `podName="`+otherID) || !strings.Contains(seen, vol) {
-		t.Errorf("#119921's marking: %q, %v", seen, err)
+// The survivor's mount not set up again, with the old reconstruction's
+// line marking its volume Mounted, is #119921's symptom exactly on the
+// kubelet that has it, and a failure on the fixed one; the populator's
+// race (the survivor not in the desired state) or no marking line is
+// another failure, even on the kubelet with the bug.
+func TestSharerJudged(t *testing.T) {
+	f, err := LookupFault("reboot-shared-volume")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, tc := range map[string]struct {
-		log     string
-		haveLog bool
-		want    string
-	}{
-		"the populator's race":       {notInDSW + "\n" + marked + "\n", true, "populator had not added it"},
-		"only the deleted pod's":     {markedOld + "\n", true, "does not say it marked the volume Mounted"},
-		"the node shows no log":      {"", false, "cannot show the kubelet's log"},
-		"another pod's marking only": {strings.ReplaceAll(marked, otherID, "x"), true, "does not say"},
-	} {
-		if seen, err := sharerNotPublished(p, keptPV, vol, 30*time.Second, tc.log, tc.haveLog); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: seen %q, error %v; want an error saying %q", name, seen, err, tc.want)
-		}
+	s := &Scenario{oldUIDs: []string{keptUID}}
+	s.sharer = corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-sharer-0", UID: otherID}}
+	s.volumes.PVs = []storage.PV{{Name: keptPV}}
+	trace := sharerTrace(s.sharer, podVolumeDir(storage.CSI, otherID, keptPV), 30*time.Second)
+	marked := `I1206 01:02:03.000000 1 reconstruct.go:154] "Volume is marked as mounted and added into the actual state" pod="/" podName="` + otherID + `" volumeName="kubernetes.io/csi/csi.skewtest.k8s.io^vol-x"`
+	notInDSW := `I1206 01:02:03.000000 1 reconstruct.go:102] "Reconciler sync states: could not find pod information in desired state, update it in actual state" reconstructedVolume={podName:` + otherID + `}`
+	observe := func(log string) catalogue.Observation {
+		return catalogue.Observation{Detail: "not published", Traces: []catalogue.Trace{trace}, Bind: s.bindings(), Log: log, Logged: true}
+	}
+	oldPath := map[string]bool{"NewVolumeManagerReconstruction": false}
+	shipped, fixed := version.MustParseSemantic("1.28.5"), version.MustParseSemantic("1.28.15")
+	if d, err := catalogue.Judge(f.Entry, shipped, oldPath, observe(marked)); err != nil || d == nil || !d.Reproduced() {
+		t.Errorf("#119921 on 1.28.5's old path: deviation %+v, error %v; want it reproduced", d, err)
+	}
+	var seen *catalogue.BugSeenError
+	if _, err := catalogue.Judge(f.Entry, fixed, oldPath, observe(marked)); !errors.As(err, &seen) {
+		t.Errorf("the same on 1.28.15 (#119923): %v; want the bug seen where it is fixed", err)
+	}
+	if _, err := catalogue.Judge(f.Entry, shipped, nil, observe(marked)); !errors.As(err, &seen) {
+		t.Errorf("the same on 1.28.5's new path: %v; want the bug seen where the new reconstruction runs", err)
+	}
+	var ue *catalogue.UnexpectedError
+	if _, err := catalogue.Judge(f.Entry, shipped, oldPath, observe(notInDSW+"\n"+marked)); !errors.As(err, &ue) {
+		t.Errorf("the populator's race: %v; want it another failure", err)
+	}
+	var pe *catalogue.PartialError
+	if _, err := catalogue.Judge(f.Entry, shipped, oldPath, observe(strings.ReplaceAll(marked, otherID, keptUID))); !errors.As(err, &pe) {
+		t.Errorf("only the deleted pod's volume marked: %v; want the symptom in part", err)
 	}
 }
 
@@ -97,7 +112,7 @@ func TestRebootSharedVolumeSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 2), Fault: &f}, fakeCluster{}, fakeGatesNode{}, &reports.Run{})
+	s, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 2), Fault: &f}, fakeCluster{}, &gatedNode{}, &reports.Run{})
 	if err != nil {
 		t.Fatal(err)
 	}

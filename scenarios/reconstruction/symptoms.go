@@ -207,6 +207,11 @@ func (s *Scenario) bindings() map[string][]string {
 		key = catalogue.UID
 	}
 	b[key] = append([]string(nil), s.oldUIDs...)
+	// A pod the fault keeps running beside the deleted ones
+	// (reboot-shared-volume's): its UID is the symptom's <uid>.
+	if s.sharer.UID != "" {
+		b[catalogue.UID] = append(b[catalogue.UID], string(s.sharer.UID))
+	}
 	for _, pv := range s.volumes.PVs {
 		b[catalogue.PV] = append(b[catalogue.PV], pv.Name)
 		if pv.VolumeHandle != "" {

@@ -102,8 +102,9 @@ func TestStuckUnmapJudged(t *testing.T) {
 		{UID: keptUID, Kind: nodestate.LeftoverPluginEntry, Path: blockMapDir(blockPV) + "/" + keptUID},
 		{UID: keptUID, Kind: nodestate.LeftoverPluginEntry, Path: blockPublish(blockPV, keptUID)},
 	}
-	s := &Scenario{oldUIDs: []string{keptUID}}
-	s.volumes.PVs = []storage.PV{{Name: blockPV}}
+	// The block shape's PVs are the shapes', not the StatefulSet's.
+	s := &Scenario{oldUIDs: []string{keptUID}, shapes: &shapeRun{block: storage.Volumes{PVs: []storage.PV{{Name: blockPV}}}}}
+	s.volumes.PVs = []storage.PV{{Name: keptPV}}
 	observe := func(traces []catalogue.Trace, log string) catalogue.Observation {
 		return catalogue.Observation{Detail: "stuck", Traces: append(append([]catalogue.Trace(nil), traces...), oldPodTraces(nil, left)...), Bind: s.bindings(), Log: log, Logged: true}
 	}

@@ -433,7 +433,7 @@ func All() []Entry {
 		},
 		{
 			Name: "reboot-shared-volume", Kind: Fault,
-			Plants: "a second pod (nodeName set) on the StatefulSet pod's claim, made until its UID sorts after the StatefulSet pod's (the old reconstruction walks pods/ in that order); with the kubelet down the StatefulSet's pod force-deleted and every mount of both pods unmounted as a reboot takes them, the volume's CSI global mount kept (with it gone, #117513, never fixed on the old reconstruction, keeps the surviving pod's volume from being published on every old-path kubelet and would hide this bug)",
+			Plants: "a second pod (nodeName set) on the StatefulSet pod's claim, made until its UID sorts after the StatefulSet pod's (the old reconstruction walks pods/ in that order); with the kubelet down the StatefulSet's pod force-deleted and every mount of both pods unmounted as a reboot takes them, the volume's CSI global mount kept (with it gone, #117513, never fixed on the old reconstruction, keeps the surviving pod's volume from being published on every old-path kubelet and would hide this bug); the CSI driver stopped, and started once the kubelet logs that it is not registered, as after a reboot (a driver already there lets the reconciler's first pass publish the surviving pod's volume before the old reconstruction runs, which hides the bug too)",
 			Checks: "the surviving pod's volume published again (pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount mounted, the StatefulSet pod's marker read through it) within a bounded watch from the kubelet's start; the deleted pod cleaned; the re-created pod mounts the volume",
 			// In 1.28.5's syncStates the deleted pod's and the surviving
 			// pod's reconstructed volumes share one globalVolumeInfo, so

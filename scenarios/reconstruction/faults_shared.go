@@ -113,7 +113,12 @@ func sharedRebootMounts(snap *nodestate.Snapshot, uids []string) []string {
 // as a reboot takes them; dirs and vol_data.json kept, and the volume's
 // CSI global mount kept: with it gone, every old-path kubelet, fixed or
 // not, would publish the surviving pod's volume without staging it
-// (#117513) and so hide this bug.
+// (#117513) and so hide this bug. Then the CSI driver is stopped, to
+// register late (startDriverLate), as a driver does after a reboot: the
+// old reconstruction runs once the desired state is populated, right
+// after the reconciler's first pass, and a driver already there lets that
+// pass publish the surviving pod's volume before the reconstruction marks
+// it Mounted (1.28.5 showed it), which hides the bug too.
 func plantSharedReboot(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 	u := string(s.sharer.UID)
 	pv := s.pvOf[claimOf(s.sharer)]
@@ -128,7 +133,7 @@ func plantSharedReboot(ctx context.Context, s *Scenario, sc *scenarios.StepConte
 		}
 	}
 	sc.Note("unmounted %d mounts of the deleted pods %s and of the surviving pod %s (uid %s) as a reboot would; dirs, vol_data.json and the CSI global mounts kept", len(points), strings.Join(s.oldUIDs, ", "), s.sharer.Name, u)
-	return nil
+	return stopDriver(ctx, s, sc)
 }
 
 // watchSharer, once the deleted pods are cleaned: the surviving pod's

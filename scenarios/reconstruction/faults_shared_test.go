@@ -101,8 +101,9 @@ func TestSharerJudged(t *testing.T) {
 }
 
 // The survivor is made with the kubelet up (the fault's Stop), its volume
-// taken with the deleted pod's while it is down, and watched after the
-// deleted pod's cleanup.
+// taken with the deleted pod's while it is down (and the driver stopped),
+// the driver started once the kubelet runs, and the survivor watched
+// after the deleted pod's cleanup.
 func TestRebootSharedVolumeSteps(t *testing.T) {
 	p, err := plan.Parse("v1.28.15,v1.28.5+NewVolumeManagerReconstruction=false")
 	if err != nil {
@@ -123,7 +124,7 @@ func TestRebootSharedVolumeSteps(t *testing.T) {
 		}
 	}
 	want := []string{"stop kubelet", "swap kubelet binary to v1.28.5+NewVolumeManagerReconstruction=false", "force-delete the pods while the kubelet is down", "plant fault reboot-shared-volume",
-		"start kubelet v1.28.5", "wait for the node Ready at kubelet v1.28.5", "wait until the old pods' mounts and directories are gone",
+		"start kubelet v1.28.5", "fault reboot-shared-volume once the kubelet runs", "wait for the node Ready at kubelet v1.28.5", "wait until the old pods' mounts and directories are gone",
 		"fault reboot-shared-volume after the cleanup", "re-created pods Running on the same volumes with their data", "kubelet metrics", "catalogue fault reboot-shared-volume on kubelet v1.28.5"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("hop 1 steps:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -15,6 +15,12 @@ const (
 	goTestLog = `ok  	sigs.k8s.io/skewtest/clusters/local	12.1s
 --- FAIL: TestFreePorts (0.02s)
     hostports_test.go:41: port 32001 handed out twice
+--- FAIL: TestDaemon (68.26s)
+    --- FAIL: TestDaemon/Seed (15.58s)
+        time=2026-12-05T23:40:01Z level=INFO msg="starting dockerd"
+        time=2026-12-05T23:40:02Z level=INFO msg="dockerd is up"
+        time=2026-12-05T23:40:03Z level=INFO msg="stopping dockerd"
+        dockerd_test.go:140: Stop took 1.738s
 FAIL
 FAIL	sigs.k8s.io/skewtest/clusters/internal/hostports	0.031s
 ok  	sigs.k8s.io/skewtest/reports	0.2s
@@ -65,6 +71,9 @@ func TestFailuresSaysWhatFailed(t *testing.T) {
 		"--- 04-make-test (whole log: " + goLog + ")",
 		"    --- FAIL: TestFreePorts (0.02s)",
 		"hostports_test.go:41: port 32001 handed out twice",
+		// the test's own line, after more log lines of the code under
+		// test than the context a failure line takes
+		"dockerd_test.go:140: Stop took 1.738s",
 		"FAIL\tsigs.k8s.io/skewtest/clusters/internal/hostports",
 		"make: *** [Makefile:88: test] Error 1",
 		"--- 06-make-test-skew",

@@ -28,11 +28,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
-	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
+	"sigs.k8s.io/skewtest/reports"
 )
 
 // Name is the provider's name.
@@ -125,6 +125,17 @@ type Provider struct {
 	// kubelet 10-18 times slower. 0 counts as 1.
 	slow time.Duration
 
+	// started is when the run made the provider: the nodes' journals
+	// before it are their owner's (logs.go).
+	started time.Time
+	// maxLog caps each node's kubelet log among the artifacts
+	// (reports.MaxLogBytes; smaller in tests).
+	maxLog int64
+	// restoreFacts say, per node, what the restore did to its kubelet's
+	// checkpoint files, for the report (restore.go).
+	factsMu      sync.Mutex
+	restoreFacts []reports.KeyValue
+
 	mu     sync.Mutex
 	rest   *rest.Config
 	core   corev1client.CoreV1Interface
@@ -187,7 +198,7 @@ func New(cfg Config) (*Provider, error) {
 	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, SSH: StateSSH{
 		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
 	}}
-	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor}, nil
+	return &Provider{cfg: cfg, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
 }
 
 // layout is where every test node keeps its kubelet.
@@ -526,43 +537,4 @@ func internalIP(n *corev1.Node) string {
 		}
 	}
 	return ""
-}
-
-// DumpClusterLogs writes each test node's kubelet log (journalctl -u
-// <unit>) to dir/<node>/kubelet.log. It is best effort: it
-// tries every node, keeps what each wrote, and returns the failures joined.
-func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
-	ns, err := p.resolve(ctx, false)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, n := range ns {
-		if err := n.dumpKubeletLog(ctx, filepath.Join(dir, n.String())); err != nil {
-			p.log.Warn("dump kubelet log", "node", n.String(), "err", err)
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (n *Node) dumpKubeletLog(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("dump kubelet log of %s: %w", n, err)
-	}
-	path := filepath.Join(dir, "kubelet.log")
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("dump kubelet log of %s: %w", n, err)
-	}
-	var stderr strings.Builder
-	argv := n.driver.LogsArgv()
-	err = n.Command(ctx, argv[0], argv[1:]...).SetStdout(f).SetStderr(&stderr).Run()
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("dump kubelet log of %s to %s: %s: %w %s", n, path, exec.JoinArgv(argv), err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }

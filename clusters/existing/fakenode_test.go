@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -24,11 +25,17 @@ import (
 // state lives in files under dir: "state" (active or inactive), "pid",
 // "restarts", and "calls" (one line per systemctl call). The unit runs
 // the real file Binary: a binary holding "crash" keeps being restarted,
-// any other runs and answers /healthz. Binaries hold "kubelet <version>",
-// which the fake API server reports as the node's kubelet version.
+// any other runs and answers /healthz. A binary that is a script is run:
+// with "start" when the unit starts (a stand-in kubelet writing its
+// checkpoint files under Root), and with "check" on every state read,
+// where a non-zero exit is a kubelet that exits at once and is restarted.
+// Binaries hold "kubelet <version>", which the fake API server reports as
+// the node's kubelet version.
 type fakeNode struct {
 	dir    string
 	Binary string
+	// Root is the kubelet's --root-dir (Config.KubeletRootDir).
+	Root string
 }
 
 func newFakeNode(t *testing.T, srv *sshdtest.Server, own string) *fakeNode {
@@ -39,6 +46,10 @@ func newFakeNode(t *testing.T, srv *sshdtest.Server, own string) *fakeNode {
 		t.Fatal(err)
 	}
 	filetest.Write(t, f.Binary, own, 0o755)
+	f.Root = filepath.Join(f.dir, "var", "lib", "kubelet")
+	if err := os.MkdirAll(f.Root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	filetest.Write(t, filepath.Join(f.dir, "state"), "active\n", 0o644)
 	filetest.Write(t, filepath.Join(f.dir, "pid"), "100\n", 0o644)
 	filetest.Write(t, filepath.Join(f.dir, "restarts"), "0\n", 0o644)
@@ -46,10 +57,11 @@ func newFakeNode(t *testing.T, srv *sshdtest.Server, own string) *fakeNode {
 d=` + f.dir + `
 b=` + f.Binary + `
 echo "$*" >> "$d/calls"
-crash() { grep -q crash "$b"; }
+script() { [ "$(head -c 2 "$b")" = "#!" ]; }
+crash() { grep -q crash "$b" || { script && ! "$b" check >>"$d/kubelet.log" 2>&1; }; }
 case "$1" in
 stop) echo inactive > "$d/state"; echo 0 > "$d/pid" ;;
-start) echo active > "$d/state"; echo 4242 > "$d/pid" ;;
+start) echo active > "$d/state"; echo 4242 > "$d/pid"; if script; then "$b" start >>"$d/kubelet.log" 2>&1; fi ;;
 reset-failed) ;;
 show)
   s=$(cat "$d/state"); r=$(cat "$d/restarts")
@@ -85,9 +97,14 @@ func (f *fakeNode) running() string {
 		return ""
 	}
 	b, _ := os.ReadFile(f.Binary)
-	_, v, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-	return v
+	if m := kubeletVersion.FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return ""
 }
+
+// kubeletVersion finds a stand-in kubelet's version in its content.
+var kubeletVersion = regexp.MustCompile(`kubelet (v[0-9][^\s:]*)`)
 
 // fakeAPIServer serves /version and the nodes a test sets; a node backed
 // by a fakeNode is Ready, at the version of the kubelet it runs, only

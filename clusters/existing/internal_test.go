@@ -2,6 +2,7 @@ package existing
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,8 +88,10 @@ func TestDumpClusterLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Down(context.Background())
-	// A stand-in for journalctl, first in the sshd's PATH.
-	journalctl := "#!/bin/sh\necho \"journal of $2\"\necho line2\n"
+	p.maxLog = int64(len(fmt.Sprintf("journal of -u kubelet-x --no-pager --since @%d\n", p.started.Unix()))) + 20
+	// A stand-in for journalctl, first in the sshd's PATH: it prints its
+	// arguments and a line longer than the cap below.
+	journalctl := "#!/bin/sh\necho \"journal of $*\"\necho 0123456789012345678901234567890123456789\n"
 	if err := os.WriteFile(filepath.Join(srv.BinDir, "journalctl"), []byte(journalctl), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +111,11 @@ func TestDumpClusterLogs(t *testing.T) {
 		t.Errorf("DumpClusterLogs = %v, want an error for node-b only", err)
 	}
 	b, rerr := os.ReadFile(filepath.Join(out, "node-a", "kubelet.log"))
-	if rerr != nil || string(b) != "journal of kubelet-x\nline2\n" {
-		t.Errorf("node-a kubelet.log = %q, %v", b, rerr)
+	// The journal from the run's start on: before it, it is the owner's.
+	// And no more of it than the cap, saying it was cut.
+	head := fmt.Sprintf("journal of -u kubelet-x --no-pager --since @%d\n", p.started.Unix())
+	if rerr != nil || !strings.HasPrefix(string(b), head) || !strings.Contains(string(b), "[skewtest cut this file here") || len(b) > len(head)+20+200 {
+		t.Errorf("node-a kubelet.log = %q, %v; want it to begin with %q and be cut after 20 more bytes", b, rerr, head)
 	}
 	if err != nil && strings.Contains(err.Error(), "node-a") {
 		t.Errorf("node-a failed: %v", err)

@@ -67,10 +67,12 @@ func (n *Node) StopKubelet(ctx context.Context) error {
 
 // SwapKubelet installs bin as the node's kubelet binary (Config.KubeletBinary)
 // through the shared systemd driver: upload beside it, sha256 checked on
-// the node, the node's own binary kept once as <KubeletBinary>.skewtest-orig,
-// one rename. The kubelet must be stopped. Only the binary changes: its
-// flags and config file stay the node's, so bin must be a version that
-// accepts them.
+// the node, the node's own binary renamed aside once to
+// <KubeletBinary>.skewtest-orig, one rename; before the first swap the
+// driver keeps the kubelet's checkpoint files too, since the run's
+// kubelets rewrite them in formats the node's own may refuse. The kubelet
+// must be stopped. Only the binary changes: its flags and config file stay
+// the node's, so bin must be a version that accepts them.
 func (n *Node) SwapKubelet(ctx context.Context, bin binaries.Binary) error {
 	if err := n.p.record(ctx, n); err != nil {
 		return fmt.Errorf("swap kubelet on %s: %w", n, err)

@@ -19,8 +19,10 @@ import (
 	"sigs.k8s.io/skewtest/clusters/conditions"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/clusters/workloads"
+	"sigs.k8s.io/skewtest/reports"
 )
 
 // readyTimeout bounds the wait for a restored node to report Ready through
@@ -63,10 +65,15 @@ func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
 	n := p.Node(rec.Name, rec.Address)
 	d := *n.driver
 	d.Layout = rec.layout()
+	if err := rec.checkKept(d.Layout); err != nil {
+		return fmt.Errorf("restore kubelet on %s: %w", rec.Name, err)
+	}
 	if err := p.removeUpload(ctx, n, rec.Binary+NewSuffix); err != nil {
 		return fmt.Errorf("restore kubelet on %s: %w", rec.Name, err)
 	}
-	if err := d.Restore(ctx, rec.OriginalSHA256); err != nil {
+	r, err := d.RestoreReport(ctx, rec.OriginalSHA256)
+	p.noteRestored(rec.Name, r)
+	if err != nil {
 		return err
 	}
 	if err := p.waitReady(ctx, rec.Name, rec.OriginalVersion); err != nil {
@@ -77,6 +84,41 @@ func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
 		return fmt.Errorf("restore kubelet on %s: update the state in %s: %w", rec.Name, p.cfg.StateDir, err)
 	}
 	return nil
+}
+
+// checkKept refuses a state that recorded its originals elsewhere than
+// where this skewtest's driver keeps them for l: putting back, or
+// removing, from the wrong place would not give the node what it had.
+func (s NodeState) checkKept(l systemdkubelet.Layout) error {
+	if s.KeptAs != "" && s.KeptAs != l.Binary+OrigSuffix {
+		return fmt.Errorf("the state says the node's own kubelet was kept as %s, but this skewtest keeps it as %s: rename it back over %s by hand", s.KeptAs, l.Binary+OrigSuffix, l.Binary)
+	}
+	if s.StateKeptIn != "" && s.StateKeptIn != l.StateDir() {
+		return fmt.Errorf("the state says the kubelet's checkpoint files were kept in %s, but this skewtest keeps them in %s: move them back under %s by hand", s.StateKeptIn, l.StateDir(), l.RootDir)
+	}
+	return nil
+}
+
+// noteRestored keeps what the restore did to node's checkpoint files for
+// the report (RunFacts).
+func (p *Provider) noteRestored(node string, r systemdkubelet.Restored) {
+	if len(r.State) == 0 {
+		return
+	}
+	p.factsMu.Lock()
+	defer p.factsMu.Unlock()
+	p.restoreFacts = append(p.restoreFacts, reports.KeyValue{
+		Key:   "kubelet checkpoints of " + node,
+		Value: strings.Join(r.State, "; ") + " (as the node's own kubelet had them before the first swap)",
+	})
+}
+
+// RunFacts implements capabilities.WithRunFacts: which checkpoint files
+// each node's restore put back or removed.
+func (p *Provider) RunFacts() []reports.KeyValue {
+	p.factsMu.Lock()
+	defer p.factsMu.Unlock()
+	return slices.Clone(p.restoreFacts)
 }
 
 // removeUploadScript removes $1 if it is there (a file or a link) and

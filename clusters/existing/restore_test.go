@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/workloads"
 )
@@ -33,12 +34,14 @@ type restoreRig struct {
 	api   *fakeAPIServer
 	cfg   existing.Config
 	cache string
+	// own is the content of the node's own kubelet.
+	own string
 }
 
 func newRestoreRig(t *testing.T) *restoreRig {
 	t.Helper()
-	r := &restoreRig{srv: sshdtest.Start(t), api: &fakeAPIServer{}, cache: t.TempDir()}
-	r.fn = newFakeNode(t, r.srv, "kubelet v1.37.2")
+	r := &restoreRig{srv: sshdtest.Start(t), api: &fakeAPIServer{}, cache: t.TempDir(), own: "kubelet v1.37.2"}
+	r.fn = newFakeNode(t, r.srv, r.own)
 	url := r.api.start(t)
 	r.api.setNodes(apiNode("w1", true, "127.0.0.1", nil))
 	r.api.backBy("w1", r.fn)
@@ -47,11 +50,12 @@ func newRestoreRig(t *testing.T) *restoreRig {
 		t.Fatal(err)
 	}
 	r.cfg = existing.Config{
-		Kubeconfig:    kc,
-		KubeletBinary: r.fn.Binary,
-		RunID:         "run-1",
-		StateDir:      filepath.Join(t.TempDir(), "existing-run-1"),
-		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Kubeconfig:     kc,
+		KubeletBinary:  r.fn.Binary,
+		KubeletRootDir: r.fn.Root,
+		RunID:          "run-1",
+		StateDir:       filepath.Join(t.TempDir(), "existing-run-1"),
+		Logger:         slog.New(slog.NewTextHandler(t.Output(), nil)),
 		SSH: existing.SSHConfig{
 			User: r.srv.User, Port: r.srv.Port, KeyFile: r.srv.ClientKeyFile, KnownHostsFile: r.srv.KnownHostsFile, Timeout: 5 * time.Second,
 		},
@@ -90,9 +94,10 @@ func (r *restoreRig) context(t *testing.T) context.Context {
 // the API server, with nothing of the run left.
 func (r *restoreRig) assertRestored(t *testing.T) {
 	t.Helper()
-	filetest.AssertContent(t, r.fn.Binary, "kubelet v1.37.2", 0o755)
+	filetest.AssertContent(t, r.fn.Binary, r.own, 0o755)
 	filetest.AssertMissing(t, r.fn.Binary+existing.OrigSuffix)
 	filetest.AssertMissing(t, r.fn.Binary+existing.NewSuffix)
+	filetest.AssertMissing(t, r.fn.Root+systemdkubelet.StateSuffix)
 	if v := r.fn.running(); v != "v1.37.2" {
 		t.Errorf("the node runs kubelet %q, want its own v1.37.2", v)
 	}
@@ -184,7 +189,7 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	ctx := r.context(t)
 	bin := newBinary(t, r.cache, "v1.36.3", "kubelet v1.36.3")
 	c := r.cfg
-	hc := helperConfig{Kubeconfig: c.Kubeconfig, KubeletBinary: c.KubeletBinary, RunID: c.RunID, StateDir: c.StateDir,
+	hc := helperConfig{Kubeconfig: c.Kubeconfig, KubeletBinary: c.KubeletBinary, KubeletRootDir: c.KubeletRootDir, RunID: c.RunID, StateDir: c.StateDir,
 		User: c.SSH.User, Port: c.SSH.Port, KeyFile: c.SSH.KeyFile, KnownHostsFile: c.SSH.KnownHostsFile,
 		Binary: bin.Path, SHA256: bin.SHA256}
 	cfg, err := json.Marshal(hc)
@@ -261,10 +266,11 @@ func TestKilledMidHopThenClean(t *testing.T) {
 // helperConfig is what the killed harness is told: the provider's
 // settings and the kubelet to swap in.
 type helperConfig struct {
-	Kubeconfig, KubeletBinary, RunID, StateDir string
-	User, KeyFile, KnownHostsFile              string
-	Port                                       int
-	Binary, SHA256                             string
+	Kubeconfig, KubeletBinary, KubeletRootDir string
+	RunID, StateDir                           string
+	User, KeyFile, KnownHostsFile             string
+	Port                                      int
+	Binary, SHA256                            string
 }
 
 // TestKillHelper is the harness TestKilledMidHopThenClean kills; it does
@@ -280,7 +286,7 @@ func TestKillHelper(t *testing.T) {
 	}
 	ctx := context.Background()
 	p, err := existing.New(existing.Config{
-		Kubeconfig: hc.Kubeconfig, KubeletBinary: hc.KubeletBinary, RunID: hc.RunID, StateDir: hc.StateDir,
+		Kubeconfig: hc.Kubeconfig, KubeletBinary: hc.KubeletBinary, KubeletRootDir: hc.KubeletRootDir, RunID: hc.RunID, StateDir: hc.StateDir,
 		SSH:    existing.SSHConfig{User: hc.User, Port: hc.Port, KeyFile: hc.KeyFile, KnownHostsFile: hc.KnownHostsFile},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})

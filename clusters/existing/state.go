@@ -60,6 +60,13 @@ type NodeState struct {
 	// the node before the run touched it; empty if unknown.
 	OriginalVersion string    `json:"originalVersion,omitempty"`
 	Recorded        time.Time `json:"recorded"`
+	// KeptAs is where the first swap renames the node's own binary aside
+	// (Binary+OrigSuffix), and StateKeptIn the directory where it keeps
+	// the kubelet's checkpoint files: recorded before the first swap, so
+	// that `skewtest clean` after a kill finds the originals. Empty in
+	// older state files.
+	KeptAs      string `json:"keptAs,omitempty"`
+	StateKeptIn string `json:"stateKeptIn,omitempty"`
 }
 
 func (s NodeState) layout() systemdkubelet.Layout {
@@ -117,6 +124,7 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 		Name: n.String(), Address: n.Address(),
 		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir,
 		OriginalSHA256: orig.SHA256, OriginalVersion: n.kubeletVersion, Recorded: time.Now().UTC(),
+		KeptAs: orig.Binary + OrigSuffix, StateKeptIn: n.driver.Layout.StateDir(),
 	}
 	next := *p.state
 	next.Nodes = append(slices.Clone(p.state.Nodes), st)

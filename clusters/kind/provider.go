@@ -270,7 +270,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	hostDocker := p.docker == nil
 	p.mu.Unlock()
 	// Before the cluster exists: clean after a kill finds it by name.
-	if err := writeState(p.dir, State{RunID: p.cfg.RunID, Cluster: p.name, HostDocker: hostDocker}); err != nil {
+	if err := writeState(p.dir, runState(p.cfg.RunID, p.name, hostDocker)); err != nil {
 		return err
 	}
 	p.logger.Info("creating kind cluster", "name", p.name, "image", image)
@@ -335,8 +335,9 @@ func (p *Provider) DumpClusterLogs(_ context.Context, dir string) error {
 }
 
 // Down implements clusters.Provider: deletes the cluster, stops the
-// private dockerd (restoring iptables and links) and removes the run
-// directory. When any of that fails the run directory is kept, and the
+// private dockerd (restoring iptables, links and kernel settings) or, on
+// the host's Docker, restores the kernel settings the nodes changed, and
+// removes the run directory. When any of that fails the run directory is kept, and the
 // error names it, for a second Down or `skewtest clean`.
 func (p *Provider) Down(ctx context.Context) error {
 	var errs []error
@@ -363,6 +364,17 @@ func (p *Provider) Down(ctx context.Context) error {
 			p.mu.Unlock()
 		}
 		ph.done("stopDocker")
+	}
+	if len(errs) == 0 {
+		// The nodes are gone: on the host's Docker, their kernel settings
+		// are the run's to put back (a private dockerd's teardown did).
+		if s, err := readState(p.dir); err == nil {
+			if err := restoreHostSettings(s, p.logger); err != nil {
+				errs = append(errs, err)
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("kind provider: read the run's state: %w", err))
+		}
 	}
 	if oldHost != nil {
 		if *oldHost == "" {
@@ -427,9 +439,10 @@ func (p *Provider) RunDir() string { return p.dir }
 
 // Clean removes what a kind run left when the harness was killed: its
 // private dockerd (which takes the node containers with it, restoring
-// iptables and links) and its directory.
+// iptables, links and kernel settings), or its cluster on the host's
+// Docker and the kernel settings that cluster changed, and its directory.
 func Clean(ctx context.Context, dir string) error {
-	if err := cleanHostCluster(ctx, dir, filepath.Join(dir, "kubeconfig")); err != nil {
+	if err := cleanHostCluster(ctx, dir, filepath.Join(dir, "kubeconfig"), slog.Default()); err != nil {
 		return fmt.Errorf("clean %s: %w", dir, err)
 	}
 	if err := dockerd.Clean(ctx, filepath.Join(dir, "docker")); err != nil {

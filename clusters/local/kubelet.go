@@ -175,7 +175,7 @@ func (n *Node) StartKubelet(ctx context.Context) error {
 		return err
 	}
 	var removed []string
-	for _, f := range []string{"cpu_manager_state", "memory_manager_state", "dra_manager_state"} {
+	for _, f := range nodes.KubeletCheckpoints {
 		path := filepath.Join(n.KubeletRootDir(), f)
 		if os.Remove(path) == nil {
 			removed = append(removed, f)
@@ -235,10 +235,8 @@ func (n *Node) startOnce(ctx context.Context) error {
 	n.mu.Unlock()
 	_ = proc.Stop(5 * time.Second)
 	logTail := process.TailFile(logFile, 40)
-	for _, line := range strings.Split(logTail, "\n") {
-		if strings.Contains(line, "checkpoint is corrupted") || strings.Contains(line, "checkpoint is corrupt") {
-			return &checkpointError{line: strings.TrimSpace(line)}
-		}
+	if line, ok := nodes.FindRefusedCheckpoint(logTail); ok {
+		return &checkpointError{line: line}
 	}
 	if gate, line, ok := nodes.FindRejectedFeatureGate(logTail); ok {
 		return &nodes.RejectedFeatureGateError{Node: n.l.name, Version: n.bin.Version, Gate: gate, Line: line}

@@ -195,12 +195,8 @@ func clean(ctx context.Context, runDir string, log *slog.Logger) error {
 	}
 	// The kubelets are gone: their kernel settings go back.
 	if !rebooted {
-		_, left, err := sysctl.Restore(st.Sysctls)
-		if err != nil {
+		if err := sysctl.RestoreLogged(st.Sysctls, log, "run", runDir); err != nil {
 			errs = append(errs, err)
-		}
-		for _, l := range left {
-			log.Warn("kernel setting left as it is: someone else set it since the run", "setting", l, "run", runDir)
 		}
 	}
 	if !st.ContainerdRunDirExisted && len(st.Nodes) > 0 {

@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 )
 
 // Node is one Kubernetes node a scenario may disrupt.
@@ -47,7 +48,7 @@ type WithKubeletLog interface {
 
 // WithCSIDriver is a node whose CSI driver's node service the harness runs
 // as a process of its own and can control: for scenarios where the driver
-// registers after the kubelet starts, or stalls in a call.
+// registers after the kubelet starts, stalls in a call, or fails one.
 type WithCSIDriver interface {
 	// StopCSIDriver stops the node's CSI driver process; its sockets go,
 	// so the kubelet deregisters it. Mounts stay.
@@ -55,11 +56,19 @@ type WithCSIDriver interface {
 	// StartCSIDriver starts it again and returns once it listens; the
 	// kubelet registers it through the plugin registration socket.
 	StartCSIDriver(ctx context.Context) error
-	// CSIStallDir is the driver's stall directory on the node: while a
+	// CSIStallDir is the driver's knob directory on the node: while a
 	// file named after a CSI method (e.g. NodePublishVolume) exists there,
-	// calls of that method wait.
+	// calls of that method wait (the stall knob); while a CSIFail's file
+	// (CSIFail.Path) exists there, calls of its method for its volume fail
+	// (the fail knob).
 	CSIStallDir() string
 }
+
+// CSIFail is the fail knob of a node's CSI driver (WithCSIDriver): write
+// Content to Path(CSIStallDir()) on the node and calls of Method for
+// VolumeID fail with Code, Times times (0: until the file is removed);
+// the driver's call record marks each such call Injected.
+type CSIFail = csidriver.Fail
 
 // WithKubeletKill is a node whose kubelet the harness can SIGKILL, as a
 // crash or the OOM killer would: no shutdown path runs, and calls it has

@@ -7,11 +7,11 @@ var localOnly = []string{"local"}
 
 // kindFaultProviders run the faults that need nothing of the node but
 // commands through nodes.Node and the API: kind too. The other faults stay
-// on local: they stall or stop skewtest's own CSI driver process
-// (kill-during-publish, kill-between-unpublish-unstage,
-// driver-registers-late), cut the node's API server connection through the
-// local provider's proxy (apiserver-unreachable), or rewrite the local
-// kubelet's config (rejected-feature-gate). vol-data-deleted,
+// on local: they stall, fail calls of or stop skewtest's own CSI driver
+// process (kill-during-publish, kill-between-unpublish-unstage,
+// driver-registers-late, the *-fails-final faults), cut the node's API
+// server connection through the local provider's proxy
+// (apiserver-unreachable), or rewrite the local kubelet's config (rejected-feature-gate). vol-data-deleted,
 // vol-data-empty and file-for-dir are judged on what their known bugs
 // leave at the CSI global mount; they are proven on local only so far
 // (kind's csi-driver-host-path option stages nothing there).
@@ -94,6 +94,10 @@ func volDataSymptom(why string, extra ...Trace) Symptom {
 		},
 	}
 }
+
+// errorsKeptUncertain is what the kubelet does with a reconstructed
+// device whose re-stage fails finally.
+const errorsKeptUncertain = "a final error from the re-stage of a reconstructed device leaves it uncertain (markDeviceErrorState), so the kubelet neither forgets the staged device nor sets a pod up on it unstaged"
 
 // oldPathRebootSays is what the old reconstruction does after a reboot.
 const oldPathRebootSays = "the old reconstruction marks the deleted pods' volumes and their devices Mounted, so the re-created pods on the same volumes get NodePublish without NodeStage: their mount is not backed by the staged volume"
@@ -453,6 +457,21 @@ func All() []Entry {
 					Expectation{Outcome: Clean, Says: "the surviving pod's volume is marked uncertain on its own (the new reconstruction, or the old one with #119923) and published again",
 						Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
 					"1.26.13", "1.27.10")...),
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "restage-fails-final-until-deleted", Kind: Fault, Item: 16,
+			Plants: "with the kubelet down and the pods force-deleted, skewtest's CSI driver told (its fail knob) to fail every NodeStageVolume of the workload's volume with FAILED_PRECONDITION, a final error; once the kubelet retried three times, the StatefulSet is scaled to 0, so the kubelet gives the volume up; then the knob is removed and the StatefulSet scaled back",
+			Checks: "the driver's call record since the kubelet's start: while the stage fails, the waiting pod gets no NodePublishVolume and nothing is unstaged, and the global mount stays mounted once; after the scale-down, within 30 s: exactly one NodeUnstageVolume, the global mount gone (else a trace), the waiting pod's dir removed; then the new pod stages, publishes and runs; the kubelet keeps the reconstructed device uncertain (\"leaving volume uncertain\") and logs the failed MountDevice once per failed NodeStageVolume",
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: errorsKeptUncertain + "; once no pod wants the volume the kubelet unstages that device (NodeUnstageVolume) and removes its global mount",
+				Refs: []Ref{pr(122211), issue(119608)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+			Status: Runs, Providers: localOnly,
+		},
+		{
+			Name: "unpublish-fails-final", Kind: Fault, Item: 17,
+			Plants: "with the kubelet down and the pods force-deleted, NodeUnpublishVolume of the workload's volume fails twice with FAILED_PRECONDITION, then goes through",
+			Checks: "the call record: for the old pod, two failed NodeUnpublishVolume then one that succeeds and nothing after; the re-created pod stages the uncertain device again and publishes; no NodeUnstageVolume; the kubelet logs each failed TearDown once; the old pod's mount and dir gone within the cleanup bound, as on the baseline, the global mount mounted once, the re-created pod Running with its data",
+			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: "a failed TearDown leaves the reconstructed volume uncertain, so the unmount is retried until the driver unpublishes, and only then is the old pod's dir removed"}},
 			Status: Runs, Providers: localOnly,
 		},
 	}

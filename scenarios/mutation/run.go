@@ -84,18 +84,25 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 		m.Placements = append(m.Placements, reports.MutationPlacement{Name: p.Name, Says: p.Says,
 			Plan: strings.Replace(strings.Join(specs, " → "), "UNDER-TEST", "kubelet under test ("+strings.Split(pl, ",")[p.at]+")", 1)})
 	}
-	built, err := build(ctx, o.Run, kubelets)
-	m.Builds = time.Since(start)
-	if err != nil {
-		return nil, err
-	}
 	entries := Entries(o.Run)
 	for _, e := range entries {
 		m.Entries = append(m.Entries, e.Name)
 	}
+	jobs := Jobs(base, partner, kubelets, entries)
+	// Every run's settings are checked before the first build, and the
+	// builds use the checked settings (the cache's default among them).
+	vs, err := skewrun.ValidateBatch(o.Run, jobs)
+	if err != nil {
+		return nil, err
+	}
+	built, err := build(ctx, vs[0].Options, kubelets)
+	m.Builds = time.Since(start)
+	if err != nil {
+		return nil, err
+	}
 	logger.Info("mutation batch starts", "mutants", len(kubelets)-1, "placements", len(Placements), "entries", len(entries),
 		"runs", len(kubelets)*len(Placements)*len(entries), "built in", m.Builds.Round(time.Second))
-	batch, batchErr := skewrun.RunBatch(ctx, o.Run, Jobs(base, partner, kubelets, entries))
+	batch, batchErr := skewrun.RunBatch(ctx, o.Run, jobs)
 	root := o.Run.ArtifactsDir
 	res := Results{}
 	if batch != nil {

@@ -123,6 +123,7 @@ func Faults() map[string]Fault {
 	add(Fault{Stop: stopWithSharer, Plant: plantSharedReboot, AfterStart: startDriverLate, AfterCleanup: watchSharer, Observe: observeFault}, "reboot-shared-volume")
 	addDisruptions(add)
 	addPodFaults(add)
+	addErrorFaults(add)
 	return out
 }
 

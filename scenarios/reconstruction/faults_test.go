@@ -68,23 +68,7 @@ func (fakeNode) StartKubelet(context.Context) error                 { return nil
 // planted fault plants after the delete and before the start; every hop
 // ends with the catalogue's judgement.
 func TestFaultSteps(t *testing.T) {
-	p, err := plan.Parse("v1.37.2,v1.36.3,v1.37.2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := func(f *Fault) []string {
-		s, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 3), Fault: f}, fakeCluster{}, fakeNode{}, &reports.Run{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, st := range s.Steps() {
-			if st.Hop == 1 {
-				out = append(out, strings.SplitN(st.Name, ": ", 2)[1])
-			}
-		}
-		return out
-	}
+	names := func(f *Fault) []string { return hop1Steps(t, f) }
 	faults := Faults()
 	keep, reboot := faults["restart-no-delete"], faults["reboot"]
 	between, gate, outage := faults["kill-between-unpublish-unstage"], faults["rejected-feature-gate"], faults["apiserver-unreachable"]
@@ -114,6 +98,27 @@ func TestFaultSteps(t *testing.T) {
 			t.Errorf("hop 1 steps:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 		}
 	}
+}
+
+// hop1Steps are the names of the first hop's steps of fault f (nil: the
+// baseline) on the default plan, without their "hop 1: " prefix.
+func hop1Steps(t *testing.T, f *Fault) []string {
+	t.Helper()
+	p, err := plan.Parse("v1.37.2,v1.36.3,v1.37.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Plan: p, Kubelets: make([]binaries.Binary, 3), Fault: f}, fakeCluster{}, fakeNode{}, &reports.Run{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, st := range s.Steps() {
+		if st.Hop == 1 {
+			out = append(out, strings.SplitN(st.Name, ": ", 2)[1])
+		}
+	}
+	return out
 }
 
 func TestPodUIDOf(t *testing.T) {

@@ -44,7 +44,7 @@ func (s *Scenario) hopKubeletLog(ctx context.Context) (string, error) {
 // known) is set once the hop knows how many volume dirs of deleted pods
 // its kubelet finds.
 func (s *Scenario) startHopPath() {
-	s.hopLog, s.pathTried, s.pathVolumes = nil, false, -1
+	s.hopLog, s.hopStartLog, s.pathTried, s.pathVolumes = nil, nil, false, -1
 }
 
 // recordHopPath reads the hop's kubelet's reconstruction path into the

@@ -179,6 +179,7 @@ type Scenario struct {
 	faultTraces []catalogue.Trace
 	podFaultState
 	sharedFaultState
+	errs    errorsState // faults_errors.go
 	running []running
 	// changes are what happened to the running pods since the kubelet was
 	// stopped, each a trace whose Detail says it in words.
@@ -203,7 +204,11 @@ type Scenario struct {
 	stuck         string
 	metricResults []kubeletmetrics.Result
 	// the hop's kubelet's log and reconstruction path (path.go)
-	hopLog      *string
+	hopLog *string
+	// hopStartLog is the hop's kubelet start's whole log, kept before a
+	// witness start of the metrics race replaced that kubelet; nil when
+	// none did.
+	hopStartLog *string
 	pathTried   bool
 	pathVolumes int
 	// shapes, when the workload carries catalogue shapes

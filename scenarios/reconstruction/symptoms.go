@@ -185,7 +185,12 @@ func (s *Scenario) symptomCounts() map[catalogue.Count]int {
 func (s *Scenario) evidence(ctx context.Context, o *catalogue.Observation, traces []catalogue.Trace) {
 	o.Traces = append(o.Traces, traces...)
 	o.Bind = s.bindings()
-	if ln, ok := s.node.(nodes.WithKubeletLog); ok {
+	switch ln, ok := s.node.(nodes.WithKubeletLog); {
+	case s.hopStartLog != nil:
+		// A witness start replaced the hop's kubelet: its log is the
+		// witness's, not the hop's.
+		o.Log, o.Logged = *s.hopStartLog, true
+	case ok:
 		if text, err := ln.KubeletLog(ctx); err == nil {
 			o.Log, o.Logged = text, true
 		}

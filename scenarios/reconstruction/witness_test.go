@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
 
 // restartNode is a node whose kubelet the witness restarts: each start
@@ -29,6 +30,9 @@ type restartNode struct {
 	api          *fakeAPI
 	logs         []string // logs[0]: the hop's kubelet; logs[i]: start i
 	stops, start int
+	// judged is the log the catalogue's judge was given after the
+	// metrics step (Scenario.evidence).
+	judged string
 }
 
 func (n *restartNode) StopKubelet(context.Context) error {
@@ -146,7 +150,11 @@ func witnessRun(t *testing.T, api *fakeAPI, node *restartNode) (*reports.Run, er
 		s.hop = &s.run.Hops[0]
 		s.startHopPath()
 		s.volsAtStart, s.pathVolumes = 6, 6
-		return s.checkMetrics(ctx, sc)
+		err := s.checkMetrics(ctx, sc)
+		var o catalogue.Observation
+		s.evidence(ctx, &o, nil)
+		node.judged = o.Log
+		return err
 	}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -192,6 +200,9 @@ func TestWitnessStarts(t *testing.T) {
 		}
 		if node.stops != 1 || node.start != 1 {
 			t.Errorf("%d stops and %d starts, want one witness start", node.stops, node.start)
+		}
+		if node.judged != hopLog {
+			t.Errorf("the catalogue's judge was given the witness start's log (%d bytes), not the hop's (%d bytes)", len(node.judged), len(hopLog))
 		}
 		st := r.Steps[0]
 		if len(st.Deviations) != 1 || !strings.Contains(st.Deviations[0].Reason, "witness start 1: counter 3, its log 3") || !strings.Contains(st.Deviations[0].Reason, "registration race") {

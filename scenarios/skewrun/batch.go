@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -249,14 +250,7 @@ type batch struct {
 // run runs every group of jobs, each on as many clusters as it takes, one
 // cluster at a time; it returns the batch's own failure.
 func (b *batch) run(ctx context.Context) error {
-	var groups []string
-	byGroup := map[string][]*batchJob{}
-	for _, j := range b.jobs {
-		if _, ok := byGroup[j.group]; !ok {
-			groups = append(groups, j.group)
-		}
-		byGroup[j.group] = append(byGroup[j.group], j)
-	}
+	groups, byGroup := clusterOrder(b.jobs)
 	var errs []error
 	for _, g := range groups {
 		pending := byGroup[g]
@@ -286,6 +280,30 @@ func (b *batch) run(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// clusterOrder groups jobs by the cluster they need, in the order the
+// clusters come up: the order of the jobs, except in a batch with groups
+// that stop at their first kubelet failure (Job.Group), where the cluster
+// of fewest jobs comes first. A group whose failing run is on a later
+// cluster then runs at most the earlier clusters' few jobs for nothing,
+// not a large cluster's many (mutation testing: the block shape's cluster
+// before the rest of the catalogue's).
+func clusterOrder(jobs []*batchJob) ([]string, map[string][]*batchJob) {
+	var order []string
+	byGroup := map[string][]*batchJob{}
+	stopping := false
+	for _, j := range jobs {
+		if _, ok := byGroup[j.group]; !ok {
+			order = append(order, j.group)
+		}
+		byGroup[j.group] = append(byGroup[j.group], j)
+		stopping = stopping || j.job.Group != ""
+	}
+	if stopping {
+		slices.SortStableFunc(order, func(a, b string) int { return len(byGroup[a]) - len(byGroup[b]) })
+	}
+	return order, byGroup
 }
 
 // notRun marks jobs that never started, with why.

@@ -3,6 +3,7 @@ package skewrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -108,5 +109,25 @@ func TestScheduleStopsGroup(t *testing.T) {
 	}
 	if left := g.pending([]*batchJob{later}); len(left) != 0 || later.result.Skipped == "" {
 		t.Errorf("the next cluster's job of the stopped group is pending (%q), want it skipped", names(left))
+	}
+}
+
+// Clusters come up in the jobs' order; with groups that stop at their
+// first failure, the cluster of fewest jobs first.
+func TestClusterOrder(t *testing.T) {
+	job := func(cluster, group string) *batchJob {
+		return &batchJob{group: cluster, job: Job{Name: cluster + "/" + group, Group: group}}
+	}
+	plain := []*batchJob{job("big", ""), job("big", ""), job("small", "")}
+	if order, _ := clusterOrder(plain); !slices.Equal(order, []string{"big", "small"}) {
+		t.Errorf("without groups: %v, want the jobs' order", order)
+	}
+	grouped := []*batchJob{job("big", "m1"), job("big", "m2"), job("big", "m1"), job("small", "m1"), job("small", "m2")}
+	order, byGroup := clusterOrder(grouped)
+	if !slices.Equal(order, []string{"small", "big"}) {
+		t.Errorf("with groups: %v, want the cluster of fewest jobs first", order)
+	}
+	if len(byGroup["big"]) != 3 || byGroup["big"][0].job.Name != "big/m1" || byGroup["big"][1].job.Name != "big/m2" {
+		t.Errorf("the big cluster's jobs: %v", byGroup["big"])
 	}
 }

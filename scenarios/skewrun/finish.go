@@ -94,7 +94,7 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 	}
 	cs, err := c.clientset()
 	if err == nil {
-		err = dumpAPIObjects(ctx, cs, dir)
+		err = dumpAPIObjects(ctx, cs, dir, c.apiScope(ctx), reports.MaxLogBytes)
 	}
 	if err != nil {
 		logger.Warn("could not write the API objects", "dir", filepath.Join(dir, "api"), "err", err)

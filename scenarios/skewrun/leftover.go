@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
@@ -24,6 +25,16 @@ func (c *Cluster) leave(name string, remove func(context.Context, time.Duration)
 	c.leftMu.Lock()
 	defer c.leftMu.Unlock()
 	c.left = append(c.left, leftWorkload{name: name, remove: remove})
+}
+
+// noteNamespace records ns as one the run's scenarios put a workload in,
+// before they make anything there.
+func (c *Cluster) noteNamespace(ns string) {
+	c.leftMu.Lock()
+	defer c.leftMu.Unlock()
+	if !slices.Contains(c.namespaces, ns) {
+		c.namespaces = append(c.namespaces, ns)
+	}
 }
 
 // removeLeftWorkloads removes, from a cluster the run shares with its

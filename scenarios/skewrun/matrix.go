@@ -167,6 +167,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 			for i, raw := range p.Raw {
 				bins[i] = byVersion[raw]
 			}
+			c.noteNamespace(w.Namespace)
 			return reconstruction.New(reconstruction.Config{Plan: p, Kubelets: bins, Replicas: o.Replicas, Kind: m.VolumeKind,
 				Name: w.Name, Namespace: w.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor,
 				FirstHop: firstHop, Logger: o.Logger.With("node", node.String())}, cluster, node, r)

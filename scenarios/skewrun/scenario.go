@@ -71,8 +71,13 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		return err
 	}
 	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
+	ns := s.Namespace
+	if ns == "" {
+		ns = reconstruction.DefaultNamespace
+	}
+	c.noteNamespace(ns)
 	cfg := reconstruction.Config{Plan: s.Plan, Kubelets: s.Kubelets, Replicas: s.replicas(c.v), VolumesPerPod: o.VolumesPerPod, Kind: s.kind(c.v),
-		Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
+		Name: s.Name, Namespace: ns, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
 	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
 		cfg.OnMade = wr.RecordWorkload
 	}

@@ -42,9 +42,12 @@ type Cluster struct {
 	v             *Validated
 	up            bool
 	// left is what failed scenarios left in a shared cluster, removed by
-	// Finish (removeLeftWorkloads).
-	leftMu sync.Mutex
-	left   []leftWorkload
+	// Finish (removeLeftWorkloads); namespaces are those the run's
+	// scenarios put their workloads in, which are all of a shared cluster
+	// its evidence holds (apiScope). leftMu guards both.
+	leftMu     sync.Mutex
+	left       []leftWorkload
+	namespaces []string
 }
 
 // NewCluster makes the provider of v with one test node per initial

@@ -75,9 +75,35 @@ func main() {
 
 const usage = "usage: skewtest run | matrix | catalogue | mutants | bench [-rounds N] [-out FILE] | bench-scale [-pods N,...] [-volumes N,...] [-modes M,...] [-out DIR] | build VERSION COMPONENT[,...] | build-containerd | kind-node-image VERSION | clean [RUNDIR...] | footprint save|compare FILE | settings | helpers DIR | signoff DIR [-baseline DIR] [-out DIR] | scenarios | vm image|up|exec|down | janitor-aws [-dry-run=false]"
 
+// settingsOnly are the commands whose settings are all environment
+// variables: an argument to one of them is a mistake, and a help flag
+// must never start what it would run.
+var settingsOnly = map[string]bool{"run": true, "matrix": true, "catalogue": true, "mutants": true, "build-containerd": true, "scenarios": true, "settings": true}
+
+// isHelp reports whether a is a request for help.
+func isHelp(a string) bool {
+	switch a {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
 func run(ctx context.Context, args []string) error {
 	if len(args) < 1 {
 		return fmt.Errorf("%w: %s", skewrun.ErrInvalid, usage)
+	}
+	if isHelp(args[0]) {
+		fmt.Println(usage)
+		fmt.Println("Settings are environment variables: skewtest settings lists them with their defaults; docs/settings.md explains each.")
+		return nil
+	}
+	if settingsOnly[args[0]] && len(args) > 1 {
+		if isHelp(args[1]) {
+			fmt.Printf("usage: skewtest %s\nIt takes no arguments: its settings are environment variables (skewtest settings lists them with their defaults; docs/settings.md explains each).\n", args[0])
+			return nil
+		}
+		return fmt.Errorf("%w: skewtest %s takes no arguments, got %q: its settings are environment variables (skewtest settings lists them), e.g. PLAN=v1.37.2,v1.36.3 skewtest %s", skewrun.ErrInvalid, args[0], strings.Join(args[1:], " "), args[0])
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	switch args[0] {

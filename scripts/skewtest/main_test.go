@@ -255,6 +255,28 @@ func TestCLI(t *testing.T) {
 			stderr: []string{"usage: skewtest run"},
 		},
 		{
+			// A help flag never starts a run: it prints what the command
+			// takes, and nothing else happens.
+			name:   "help of a command whose settings are environment variables",
+			env:    []string{missing},
+			args:   []string{"catalogue", "-h"},
+			code:   0,
+			stdout: []string{"usage: skewtest catalogue", "environment variables", "skewtest settings"},
+		},
+		{
+			name:   "help",
+			args:   []string{"--help"},
+			code:   0,
+			stdout: []string{"usage: skewtest run", "skewtest settings lists them"},
+		},
+		{
+			name:   "an argument to a command that takes none",
+			env:    []string{missing},
+			args:   []string{"run", "PLAN=v1.37.2,v1.36.3"},
+			code:   2,
+			stderr: []string{`skewtest run takes no arguments, got "PLAN=v1.37.2,v1.36.3"`, "environment variables", "PLAN=v1.37.2,v1.36.3 skewtest run"},
+		},
+		{
 			name:   "settings",
 			args:   []string{"settings"},
 			code:   0,

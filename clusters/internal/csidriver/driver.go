@@ -21,7 +21,8 @@
 // for volumeMode Block bind-mounts the device node onto the target file.
 //
 // Both modes serve CSI inline ephemeral volumes (a tmpfs published straight
-// at the target), and a test can make any call stall (Config.StallDir).
+// at the target), and a test can make any call stall, or fail for one
+// volume (the knobs in Config.StallDir).
 //
 // Every operation is idempotent, because the kubelet repeats them after each
 // restart (NodeStageVolume on a staging path that is still mounted,
@@ -150,10 +151,13 @@ type Config struct {
 	// ControllerPublishVolume for another node is NOT_FOUND. Empty allows
 	// any node.
 	Nodes []string
-	// StallDir, if set, holds the stall knob: while a file named after a
-	// CSI method exists there (e.g. <StallDir>/NodePublishVolume), calls of
-	// that method wait before doing anything, until the file is removed or
-	// the caller gives up.
+	// StallDir, if set, is the knob directory. The stall knob: while a
+	// file named after a CSI method exists there (e.g.
+	// <StallDir>/NodePublishVolume), calls of that method wait before doing
+	// anything, until the file is removed or the caller gives up. The fail
+	// knob (Fail): while <StallDir>/<Method>.fail/<volume ID> exists, calls
+	// of that method for that volume fail with the code it names, as many
+	// times as it says or until it is removed.
 	StallDir string
 	// CallsFile, if set, gets one JSON line per call served (Call), so the
 	// record outlives the process.
@@ -180,6 +184,12 @@ type Call struct {
 	// NotifyRegistrationStatus it also carries the kubelet's registration
 	// error, if the kubelet reported one.
 	Err string `json:"err,omitempty"`
+	// Code is the returned error's gRPC code ("FailedPrecondition"),
+	// empty on success.
+	Code string `json:"code,omitempty"`
+	// Injected: the fail knob made the call fail (Err names its file);
+	// the driver did nothing else for it.
+	Injected bool `json:"injected,omitempty"`
 }
 
 // Driver is a running (or startable) CSI node plugin.
@@ -198,6 +208,11 @@ type Driver struct {
 	// holds, so that <method>.stalled lives while any does.
 	stallMu sync.Mutex
 	stalled map[string]int
+
+	// failMu guards failCounts: how many calls each fail knob file has
+	// failed so far.
+	failMu     sync.Mutex
+	failCounts map[failKey]int
 
 	mu         sync.Mutex
 	started    bool
@@ -447,10 +462,16 @@ func (d *Driver) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	var resp any
 	err := d.stall(ctx, c.Method, c.Path)
 	if err == nil {
+		if err = d.failed(c.Method, c.VolumeID); err != nil {
+			c.Injected = true
+		}
+	}
+	if err == nil {
 		resp, err = handler(ctx, req)
 	}
 	if err != nil {
 		c.Err = err.Error()
+		c.Code = status.Code(err).String()
 	} else if r, ok := req.(interface {
 		GetPluginRegistered() bool
 		GetError() string

@@ -7,6 +7,7 @@ package sysctl
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -70,11 +71,13 @@ var RunValues = map[string]string{
 	"fs.inotify.max_user_instances":                      "1024",
 }
 
-// procSys is where the kernel shows its settings; tests point it elsewhere.
-var procSys = "/proc/sys"
+// ProcSys is where the kernel shows its settings; the tests of the
+// packages that record and restore them point it at a directory of their
+// own.
+var ProcSys = "/proc/sys"
 
 func path(key string) string {
-	return filepath.Join(procSys, strings.ReplaceAll(key, ".", "/"))
+	return filepath.Join(ProcSys, strings.ReplaceAll(key, ".", "/"))
 }
 
 // Read returns the current value of each of keys that exists on this host
@@ -119,6 +122,19 @@ func Restore(saved map[string]string) (changed, left []string, err error) {
 		changed = append(changed, fmt.Sprintf("%s: %s -> %s", k, cur, saved[k]))
 	}
 	return changed, left, errors.Join(errs...)
+}
+
+// RestoreLogged is Restore, saying in log (with args) each setting it
+// wrote back and, as a warning, each it left to whoever set it since.
+func RestoreLogged(saved map[string]string, log *slog.Logger, args ...any) error {
+	changed, left, err := Restore(saved)
+	for _, c := range changed {
+		log.Info("kernel setting restored", append([]any{"change", c}, args...)...)
+	}
+	for _, l := range left {
+		log.Warn("kernel setting left as it is: someone else set it since the run", append([]any{"setting", l}, args...)...)
+	}
+	return err
 }
 
 // Set writes value to the setting key.

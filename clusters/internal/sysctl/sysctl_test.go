@@ -8,8 +8,8 @@ import (
 )
 
 func TestReadRestore(t *testing.T) {
-	procSys = t.TempDir()
-	t.Cleanup(func() { procSys = "/proc/sys" })
+	ProcSys = t.TempDir()
+	t.Cleanup(func() { ProcSys = "/proc/sys" })
 	set := func(key, v string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(path(key)), 0o755); err != nil {

@@ -215,9 +215,17 @@ func (d *Driver) Journal(ctx context.Context, n int) string {
 	return strings.TrimRight(res.Stdout, "\n")
 }
 
-// LogsArgv is the command that prints the unit's whole log, for log dumps.
-func (d *Driver) LogsArgv() []string {
-	return []string{"journalctl", "-u", d.Layout.Unit, "--no-pager"}
+// LogsArgv is the command that prints the unit's log from since on, for
+// log dumps; a zero since prints it whole. On a node someone else owns the
+// journal before the run is theirs, not the run's evidence.
+func (d *Driver) LogsArgv(since time.Time) []string {
+	argv := []string{"journalctl", "-u", d.Layout.Unit, "--no-pager"}
+	if !since.IsZero() {
+		// systemd.time(7): seconds since the epoch after an @, whatever
+		// the node's time zone.
+		argv = append(argv, "--since", "@"+strconv.FormatInt(since.Unix(), 10))
+	}
+	return argv
 }
 
 // sha256On is the sha256 of path on the node, by sha256sum.
@@ -231,4 +239,16 @@ func (d *Driver) sha256On(ctx context.Context, path string) (string, error) {
 		return "", fmt.Errorf("%s printed %q, not a sha256", exec.JoinArgv(res.Argv), res.Stdout)
 	}
 	return strings.ToLower(sum), nil
+}
+
+// lines are the non-empty lines a node's script printed, one path or
+// change a line.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -62,16 +62,23 @@ func (h *harness) render(argv []string) string {
 		switch s := argv[2]; {
 		case strings.Contains(s, "command -v curl"):
 			name = "PROBE"
-		case strings.Contains(s, "cp -P"):
-			name = "KEEP"
-		case strings.Contains(s, `mv -f "$f`):
+		case s == swapIn:
+			name = "SWAPIN"
+		case s == putBack:
 			name = "PUTBACK"
+		case s == keptScript:
+			name = "KEPT"
+		case s == keepState:
+			// Its arguments past the state directory are the
+			// layout's Checkpoints, the same every time.
+			name = "KEEPSTATE"
+			argv = argv[:5]
+		case s == putBackState:
+			name = "PUTBACKSTATE"
 		case s == `cat > "$1"`:
 			name = "UPLOAD"
 		case strings.Contains(s, "echo kept"):
 			name = "ORIGINAL"
-		case strings.Contains(s, `then echo "$f"`):
-			name = "KEPT"
 		}
 		argv = append([]string{"sh", "-c", name}, argv[4:]...)
 	}
@@ -155,8 +162,8 @@ func TestSwapRestoreCommands(t *testing.T) {
 		"sh -c UPLOAD $D/usr/local/bin/kubelet.skewtest-new",
 		"sha256sum $D/usr/local/bin/kubelet.skewtest-new",
 		"chmod 0755 $D/usr/local/bin/kubelet.skewtest-new",
-		"sh -c KEEP $D/usr/local/bin/kubelet",
-		"mv -f $D/usr/local/bin/kubelet.skewtest-new $D/usr/local/bin/kubelet",
+		"sh -c KEEPSTATE $D/var/lib/kubelet.skewtest-state",
+		"sh -c SWAPIN $D/usr/local/bin/kubelet.skewtest-new $D/usr/local/bin/kubelet",
 		"sha256sum $D/usr/local/bin/kubelet",
 	)
 	filetest.AssertContent(t, h.d.Layout.Binary, "kubelet v1.36.3", 0o755)
@@ -193,10 +200,11 @@ func TestSwapRestoreCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.expect("Restore", append([]string{
-		"sh -c KEPT $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
+		"sh -c KEPT $D/var/lib/kubelet.skewtest-state $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
 		"systemctl stop kubelet",
 		show,
 		"sh -c PUTBACK $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
+		"sh -c PUTBACKSTATE $D/var/lib/kubelet.skewtest-state",
 		"sha256sum $D/usr/local/bin/kubelet",
 	}, startCommands(3)...)...)
 	filetest.AssertContent(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
@@ -211,7 +219,7 @@ func TestSwapRestoreCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.expect("Restore with nothing kept", append([]string{
-		"sh -c KEPT $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
+		"sh -c KEPT $D/var/lib/kubelet.skewtest-state $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
 		"sha256sum $D/usr/local/bin/kubelet",
 	}, startCommands(1)...)...)
 }

@@ -23,23 +23,30 @@ type File struct {
 	Content []byte
 }
 
-// keepOnce copies $1 to $1.skewtest-orig unless a copy is already there,
-// through a temporary name so a half-made copy is never taken for the
-// original. cp -P keeps a symlink a symlink.
-const keepOnce = `o="$1` + OrigSuffix + `"
-if { [ -e "$1" ] || [ -L "$1" ]; } && ! { [ -e "$o" ] || [ -L "$o" ]; }; then
-rm -f "$o.tmp" && cp -P -p "$1" "$o.tmp" && mv -f "$o.tmp" "$o"
-fi`
+// swapIn renames the upload $1 over $2, keeping the node's own $2 first,
+// once, as $2.skewtest-orig. Keeping is a rename, never a copy: the kept
+// original is the same file (inode, extended attributes such as an IMA
+// signature, hard links, owner, times), and Restore renames it back. A
+// symlink stays a symlink. A later swap finds the original kept and
+// renames over the previous upload; a swap killed between the two renames
+// leaves $2 missing and the original kept, which Restore puts back.
+const swapIn = `o="$2` + OrigSuffix + `"
+if ! { [ -e "$o" ] || [ -L "$o" ]; } && { [ -e "$2" ] || [ -L "$2" ]; }; then
+mv -- "$2" "$o" || exit
+fi
+mv -f -- "$1" "$2"`
 
 // Swap installs bin as the unit's kubelet, with files (if any) replacing
 // Layout's environment or config file; the kubelet must be stopped. The
 // binary is streamed to Binary+NewSuffix, checked by sha256 on the node
 // (against bin.SHA256 when set), made executable, and renamed over Binary
 // (one rename: the unit never sees half a binary); the node's own binary
-// and files are kept once as <path>+OrigSuffix for Restore; finally
-// Binary's sha256 is read again on the node. Nothing else of the unit
-// changes, so bin must accept the node's flags and config unless files
-// replace them.
+// and files are first renamed aside, once, to <path>+OrigSuffix for
+// Restore, and before the first swap the kubelet's checkpoint files are
+// kept in Layout.StateDir (keepState), since bin rewrites them in a format
+// the node's own kubelet may refuse; finally Binary's sha256 is read again
+// on the node. Nothing else of the unit changes, so bin must accept the
+// node's flags and config unless files replace them.
 func (d *Driver) Swap(ctx context.Context, bin binaries.Binary, files ...File) error {
 	what := bin.Path
 	if bin.Version != "" {
@@ -73,13 +80,13 @@ func (d *Driver) Swap(ctx context.Context, bin binaries.Binary, files ...File) e
 		removeNew()
 		return wrap(err)
 	}
-	if _, err := d.sh(ctx, keepOnce, target); err != nil {
-		removeNew()
-		return wrap(fmt.Errorf("keep the original as %s: %w", target+OrigSuffix, err))
-	}
-	if _, err := d.run(ctx, "mv", "-f", newPath, target); err != nil {
+	if err := d.keepState(ctx); err != nil {
 		removeNew()
 		return wrap(err)
+	}
+	if _, err := d.sh(ctx, swapIn, newPath, target); err != nil {
+		removeNew()
+		return wrap(fmt.Errorf("rename %s over %s, the node's own kept as %s: %w", newPath, target, target+OrigSuffix, err))
 	}
 	if got, err := d.sha256On(ctx, target); err != nil {
 		return wrap(err)
@@ -130,11 +137,9 @@ func (d *Driver) replaceFile(ctx context.Context, file File) error {
 		_, _ = d.run(context.WithoutCancel(ctx), "rm", "-f", newPath)
 		return err
 	}
-	if _, err := d.sh(ctx, keepOnce, file.Path); err != nil {
-		return fmt.Errorf("keep the original as %s: %w", file.Path+OrigSuffix, err)
-	}
-	if _, err := d.run(ctx, "mv", "-f", newPath, file.Path); err != nil {
-		return err
+	if _, err := d.sh(ctx, swapIn, newPath, file.Path); err != nil {
+		_, _ = d.run(context.WithoutCancel(ctx), "rm", "-f", newPath)
+		return fmt.Errorf("rename %s over %s, the node's own kept as %s: %w", newPath, file.Path, file.Path+OrigSuffix, err)
 	}
 	return nil
 }

@@ -253,14 +253,7 @@ func (t *teardown) restoreSysctls() error {
 	if len(saved) == 0 && t.st.IPForward != "" {
 		saved = map[string]string{"net.ipv4.ip_forward": t.st.IPForward}
 	}
-	changed, left, err := sysctl.Restore(saved)
-	for _, c := range changed {
-		t.log.Info("kernel setting restored", "change", c)
-	}
-	for _, l := range left {
-		t.log.Warn("kernel setting left as it is: someone else set it since the run", "setting", l)
-	}
-	return err
+	return sysctl.RestoreLogged(saved, t.log)
 }
 
 // link is one entry of `ip -j link show`.

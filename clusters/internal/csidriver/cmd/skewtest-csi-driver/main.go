@@ -29,7 +29,7 @@ func main() {
 	controller := flag.String("controller-endpoint", "", "unix socket to serve the controller service on; empty: no controller service")
 	stateDir := flag.String("state-dir", "", "the controller's state: volumes' backing files and attachment records")
 	nodes := flag.String("nodes", "", "comma-separated node IDs the controller may attach to (empty: any)")
-	stallDir := flag.String("stall-dir", "", "while <stall-dir>/<CSI method> exists, calls of that method wait")
+	stallDir := flag.String("stall-dir", "", "the knob directory: while <stall-dir>/<CSI method> exists, calls of that method wait; while <stall-dir>/<CSI method>.fail/<volume ID> exists, calls of that method for that volume fail with the gRPC code it names (\"FailedPrecondition 2\": twice; \"Unavailable always\": until it is removed)")
 	callsFile := flag.String("calls-file", "", "append one JSON line per CSI call served to this file")
 	flag.Parse()
 

@@ -1,0 +1,61 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+)
+
+// MaxLogBytes bounds each log and API dump a run writes among its
+// artifacts: nightly jobs upload $ARTIFACTS whole, and a kubelet at a high
+// verbosity, or a cluster with many objects, would fill it. What is cut
+// is said at the end of the file (CapWriter).
+const MaxLogBytes = 32 << 20
+
+// CapWriter passes the first limit bytes written to it on to w and
+// counts the rest, which it drops; Close then says, at the end of what w
+// got, how much was cut. It never fails a write for the cut: a log
+// stream copied into it runs to its end.
+type CapWriter struct {
+	w     io.Writer
+	limit int64
+	n     int64 // bytes passed on
+	cut   int64 // bytes dropped
+	err   error // w's first error
+}
+
+// NewCapWriter caps what goes to w at limit bytes.
+func NewCapWriter(w io.Writer, limit int64) *CapWriter { return &CapWriter{w: w, limit: limit} }
+
+func (c *CapWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	room := c.limit - c.n
+	keep := int64(len(p))
+	if keep > room {
+		keep = max(room, 0)
+	}
+	if keep > 0 {
+		m, err := c.w.Write(p[:keep])
+		c.n += int64(m)
+		if err != nil {
+			c.err = err
+			return m, err
+		}
+	}
+	c.cut += int64(len(p)) - keep
+	return len(p), nil
+}
+
+// Cut is how many bytes were dropped.
+func (c *CapWriter) Cut() int64 { return c.cut }
+
+// Close writes the line that says what was cut, if anything was; it does
+// not close w.
+func (c *CapWriter) Close() error {
+	if c.err != nil || c.cut == 0 {
+		return c.err
+	}
+	_, err := fmt.Fprintf(c.w, "\n[skewtest cut this file here: %d more bytes were not kept (limit %d bytes)]\n", c.cut, c.limit)
+	return err
+}

@@ -419,6 +419,47 @@ func All() []Entry {
 			Status: Runs, Providers: localOnly,
 		},
 		{
+			Name: "reboot-block", Kind: Fault,
+			Plants: "the block shape's workload (skewtest's driver in CSI_MODE=ebs); with the kubelet down and nothing deleted, what a reboot takes of the raw block volume: the pod's map link bind (plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid>), the driver's publish bind and the kubelet's loop device, dirs, links and vol_data.json kept; and its first re-stage made to fail, as a disk not back yet after a reboot fails it (a file where the kubelet makes the staging dir plugins/kubernetes.io/csi/volumeDevices/staging/<pv>); once the kubelet logs MapVolume.SetUpDevice failed, the pods are deleted (gracefully) and, once it unmaps them, the staging path is freed",
+			Checks: "the deleted pods gone from the API and the node within a bounded wait (their map link, publish target and pod dir removed) and the re-created pods running; where the bug shows, the stuck pods are force-deleted, as an admin would, so that the re-created pod maps the volume again and the kubelet finishes the old one",
+			// Two fixes close it. #122211 keeps a reconstructed device
+			// uncertain when its re-stage fails; without it
+			// markDeviceErrorState marks the device unmounted, which
+			// clears its map path in the actual state. #123032 (1.30.0
+			// only) has GenerateUnmapVolumeFunc take the global map path
+			// from the volume's mapper instead of that state. A kubelet
+			// with either unmaps the deleted pod; every release with
+			// #123032 has #122211, so this fault cannot tell #123032 apart
+			// (its own trigger, cleanupMounts of a block volume, passes
+			// no volume spec and so takes the filesystem unmount path).
+			Expect: rebootBlockExpect(),
+			Status: Runs, Providers: blockProviders,
+		},
+		{
+			Name: "reboot-shared-volume", Kind: Fault,
+			Plants: "a second pod (nodeName set) on the StatefulSet pod's claim, made until its UID sorts after the StatefulSet pod's (the old reconstruction walks pods/ in that order); with the kubelet down the StatefulSet's pod force-deleted and every mount of both pods unmounted as a reboot takes them, the volume's CSI global mount kept (with it gone, #117513, never fixed on the old reconstruction, keeps the surviving pod's volume from being published on every old-path kubelet and would hide this bug); the CSI driver stopped, and started once the kubelet logs that it is not registered, as after a reboot (a driver already there lets the reconciler's first pass publish the surviving pod's volume before the old reconstruction runs, which hides the bug too)",
+			Checks: "the surviving pod's volume published again (pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount mounted, the StatefulSet pod's marker read through it) within a bounded watch from the kubelet's start; the deleted pod cleaned; the re-created pod mounts the volume",
+			// In 1.28.5's syncStates the deleted pod's and the surviving
+			// pod's reconstructed volumes share one globalVolumeInfo, so
+			// updateStates marks the surviving pod's volume Mounted too
+			// ("Volume is marked as mounted and added into the actual
+			// state" with its podName) and it is never set up again.
+			// #119923 keeps them apart; the new reconstruction marks every
+			// reconstructed volume uncertain, per pod.
+			Expect: append(ByFix("1.28",
+				Expectation{Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: KnownBug, Bug: sharedBug,
+					Says: oldPathSharedSays, Symptom: oldPathSharedSymptom, Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+				Expectation{Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: Clean, Says: "the surviving pod's volume is reconstructed on its own, marked uncertain and published again",
+					Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+				"1.28.6", "1.29.1", "1.30.0"),
+				ByFix("1.26",
+					Expectation{Outcome: KnownBug, Bug: sharedBug, Says: oldPathSharedSays, Symptom: oldPathSharedSymptom, Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+					Expectation{Outcome: Clean, Says: "the surviving pod's volume is marked uncertain on its own (the new reconstruction, or the old one with #119923) and published again",
+						Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
+					"1.26.13", "1.27.10")...),
+			Status: Runs, Providers: localOnly,
+		},
+		{
 			Name: "restage-fails-final-until-deleted", Kind: Fault, Item: 16,
 			Plants: "with the kubelet down and the pods force-deleted, skewtest's CSI driver told (its fail knob) to fail every NodeStageVolume of the workload's volume with FAILED_PRECONDITION, a final error; once the kubelet retried three times, the StatefulSet is scaled to 0, so the kubelet gives the volume up; then the knob is removed and the StatefulSet scaled back",
 			Checks: "the driver's call record since the kubelet's start: while the stage fails, the waiting pod gets no NodePublishVolume and nothing is unstaged, and the global mount stays mounted once; after the scale-down, within 30 s: exactly one NodeUnstageVolume, the global mount gone (else a trace), the waiting pod's dir removed; then the new pod stages, publishes and runs; the kubelet keeps the reconstructed device uncertain (\"leaving volume uncertain\") and logs the failed MountDevice once per failed NodeStageVolume",
@@ -434,4 +475,65 @@ func All() []Entry {
 			Status: Runs, Providers: localOnly,
 		},
 	}
+}
+
+// fixed119923 are the releases with #119923, the fix of #119921: every
+// minor's first, whichever range of it an expectation covers.
+const fixed119923 = "1.26.13, 1.27.10, 1.28.6, 1.29.1, 1.30.0"
+
+// oldPathSharedSays is what the old reconstruction before #119923 does
+// with a volume a deleted pod and a surviving one share.
+const oldPathSharedSays = "the old reconstruction adds the surviving pod's volume to the deleted pod's, and marks both Mounted (\"Volume is marked as mounted and added into the actual state\" with the surviving pod's UID): the kubelet never publishes the surviving pod's volume again, and pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount stays an empty dir"
+
+// sharedBug names #119921 in the report.
+const sharedBug = "surviving pod's volume never published again"
+
+// oldPathSharedSymptom: the surviving pod (<uid>) has its volume's mount
+// taken by the reboot and never back, and the old reconstruction logs
+// that it marked that pod's volume Mounted (reconstruct.go updateStates,
+// 1.26 to 1.29). The same line without the pod in the desired state
+// ("could not find pod information") is the populator's race, which
+// marks it Mounted by another way than #119921.
+var oldPathSharedSymptom = Symptom{
+	Traces: []Trace{{Kind: Unmounted, Path: "pods/" + UID + "/volumes/kubernetes.io~csi/" + PV + "/mount"}},
+	Logs:   []string{"Volume is marked as mounted and added into the actual state*" + UID},
+	Absent: []string{"could not find pod information in desired state*" + UID},
+}
+
+// rebootBlockBug names #119608 in the report.
+const rebootBlockBug = "deleted pod stuck Terminating: UnmapVolume \"mapPath is empty\""
+
+// rebootBlockSymptom: each deleted pod stays in the API, Terminating; its
+// dir stays, with its map link (plugins/kubernetes.io/csi/volumeDevices/
+// <pv>/dev/<uid>) and its publish target (.../publish/<pv>/<uid>): the
+// unmap removes the pod's own link, then fails on the empty global map
+// path (util.UnmapBlockVolume, 1.26 to 1.29). #122211's own line, the
+// device left uncertain, rules the bug out.
+var rebootBlockSymptom = Symptom{
+	Traces: []Trace{
+		{Kind: Terminating, Path: "pods/" + OldUID},
+		oldPodDir,
+		{Kind: File, Path: "plugins/kubernetes.io/csi/volumeDevices/" + PV + "/dev/" + OldUID},
+		{Kind: File, Path: "plugins/kubernetes.io/csi/volumeDevices/publish/" + PV + "/" + OldUID},
+	},
+	Logs:   []string{"UnmapVolume.UnmapBlockVolume failed for volume*" + OldUID + "*mapPath is empty"},
+	Absent: []string{"markDeviceErrorState leaving volume uncertain"},
+}
+
+// rebootBlockExpect: #119608 on every release without #122211; clean
+// from each minor's first release with it (the unmap finds its path in
+// the actual state), and from 1.30.0 with #123032 too (the unmap takes
+// the path from the volume's mapper).
+func rebootBlockExpect() []Expectation {
+	refs := []Ref{issue(119608), issue(122960), pr(122211), pr(123032)}
+	out := ByFix("1.26",
+		Expectation{Outcome: KnownBug, Bug: rebootBlockBug,
+			Says:    "the failed re-stage marks the reconstructed device unmounted and clears its map path, and the unmap takes its global map path from there, so every UnmapVolume of the deleted pod fails (\"UnmapVolume.UnmapBlockVolume failed ... mapPath is empty\"): the pod stays Terminating with pods/<uid>, its map link volumeDevices/<pv>/dev/<uid> and its publish target publish/<pv>/<uid>, until a pod maps the volume again",
+			Symptom: rebootBlockSymptom, Refs: refs},
+		Expectation{Outcome: Clean, Says: "the reconstructed device stays uncertain with its map path (#122211: \"markDeviceErrorState leaving volume uncertain\"), so the deleted pod is unmapped and the device unstaged; #123032 is not in this release",
+			Refs: refs},
+		"1.26.13", "1.27.10", "1.28.6", "1.29.1", "1.30.0")
+	last := &out[len(out)-1]
+	last.Says = "the reconstructed device stays uncertain with its map path (#122211), and the unmap takes the global map path from the volume's mapper (#123032), so the deleted pod is unmapped and the device unstaged"
+	return out
 }

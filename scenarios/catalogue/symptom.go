@@ -75,6 +75,9 @@ const (
 	// NotRestarted: a pod's killed container was not started again
 	// (path pods/<uid>).
 	NotRestarted TraceKind = "killed container not started again"
+	// Terminating: a deleted pod still in the API, Terminating, past the
+	// hop's bounded cleanup wait (path pods/<uid>).
+	Terminating TraceKind = "deleted pod stuck Terminating"
 )
 
 // Trace is one thing a bug leaves or changes: in a symptom, its path is a

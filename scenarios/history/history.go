@@ -98,6 +98,17 @@ func Runs() []Run {
 			Proves: "#121472 reproduces on 1.26.15 and 1.28.15, which never got its fix"},
 		{Name: "configmap-key-missing-fixed", APIServer: newerControlPlane, Plan: "v1.32.13,v1.32.2,v1.32.13", Scenario: "configmap-key-missing",
 			Proves: "#121472 is gone on kubelets from 1.30.0, where it was fixed"},
+		// The kubelet with #119608 keeps the deleted pod Terminating
+		// until a pod maps the volume again, which the fault then makes
+		// happen; it comes last all the same.
+		{Name: "reboot-block", APIServer: olderControlPlane, Plan: "v1.28.5,v1.28.15,v1.28.5", Scenario: "reboot-block", Paths: []string{New, New, New},
+			Proves: "#119608 gone in 1.28.15 (#122211 reached 1.28 in 1.28.6) and reproduced on 1.28.5: after a reboot whose first re-stage of a raw block volume fails, its deleted pod stays Terminating, every unmap failing with \"mapPath is empty\""},
+		// 1.28.5's new reconstruction first: the same binary as the one
+		// with #119921, clean on the other path.
+		{Name: "reboot-shared-volume", APIServer: olderControlPlane,
+			Plan:     "v1.28.15,v1.28.5,v1.28.15+NewVolumeManagerReconstruction=false,v1.28.5+NewVolumeManagerReconstruction=false",
+			Scenario: "reboot-shared-volume", Paths: []string{New, New, Old, Old},
+			Proves: "#119921 on 1.28.5's old reconstruction, gone in 1.28.15's (#119923 reached 1.28 in 1.28.6) and on 1.28.5's new one: after a reboot, a pod whose volume a deleted pod shared gets it published again"},
 	}
 }
 

@@ -119,6 +119,8 @@ func Faults() map[string]Fault {
 	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
 	add(Fault{KeepPods: true, Observe: observeContainerRestart}, "restart-kill-container")
 	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Observe: observeLeftovers}, "reboot-file-subpath")
+	add(Fault{Shapes: []string{ShapeBlock}, NoDelete: true, Plant: plantRebootBlock, AfterStart: deleteOnFailedRestage, MayLeave: true, AfterCleanup: checkStuckUnmap, Observe: observeFault}, "reboot-block")
+	add(Fault{Stop: stopWithSharer, Plant: plantSharedReboot, AfterStart: startDriverLate, AfterCleanup: watchSharer, Observe: observeFault}, "reboot-shared-volume")
 	addDisruptions(add)
 	addPodFaults(add)
 	addErrorFaults(add)

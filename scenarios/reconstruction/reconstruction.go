@@ -185,6 +185,7 @@ type Scenario struct {
 	// the catalogue's judge (a staged global mount no pod uses).
 	faultTraces []catalogue.Trace
 	podFaultState
+	sharedFaultState
 	errs    errorsState // faults_errors.go
 	running []running
 	// changes are what happened to the running pods since the kubelet was

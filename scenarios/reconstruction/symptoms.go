@@ -212,12 +212,22 @@ func (s *Scenario) bindings() map[string][]string {
 		key = catalogue.UID
 	}
 	b[key] = append([]string(nil), s.oldUIDs...)
+	// A pod the fault keeps running beside the deleted ones
+	// (reboot-shared-volume's): its UID is the symptom's <uid>.
+	if s.sharer.UID != "" {
+		b[catalogue.UID] = append(b[catalogue.UID], string(s.sharer.UID))
+	}
+	// <volume-hash> is each StatefulSet PV's global mount; <pv> and
+	// <driver> are the shapes' too (reboot-block's symptom names the
+	// block shape's map links).
 	for _, pv := range s.volumes.PVs {
-		b[catalogue.PV] = append(b[catalogue.PV], pv.Name)
 		if pv.VolumeHandle != "" {
 			sum := sha256.Sum256([]byte(pv.VolumeHandle))
 			b[catalogue.VolumeHash] = append(b[catalogue.VolumeHash], hex.EncodeToString(sum[:]))
 		}
+	}
+	for _, pv := range s.runPVs() {
+		b[catalogue.PV] = append(b[catalogue.PV], pv.Name)
 		if pv.Driver != "" && !contains(b[catalogue.Driver], pv.Driver) {
 			b[catalogue.Driver] = append(b[catalogue.Driver], pv.Driver)
 		}

@@ -202,14 +202,18 @@ func (s *Scenario) podMounts(snap *nodestate.Snapshot, uid string, pvs []string)
 	return out
 }
 
-// pvNamed finds one of the run's PVs by name: the StatefulSet's and the
-// shapes'.
-func (s *Scenario) pvNamed(name string) (storage.PV, bool) {
+// runPVs are the run's PVs: the StatefulSet's and the shapes'.
+func (s *Scenario) runPVs() []storage.PV {
 	all := append([]storage.PV(nil), s.volumes.PVs...)
 	if s.shapes != nil {
 		all = append(append(all, s.shapes.block.PVs...), s.shapes.gen.PVs...)
 	}
-	for _, pv := range all {
+	return all
+}
+
+// pvNamed finds one of the run's PVs by name (runPVs).
+func (s *Scenario) pvNamed(name string) (storage.PV, bool) {
+	for _, pv := range s.runPVs() {
 		if pv.Name == name {
 			return pv, true
 		}

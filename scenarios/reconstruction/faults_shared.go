@@ -1,0 +1,227 @@
+package reconstruction
+
+// This file plants and observes reboot-shared-volume (#119921): two pods
+// on one volume, a reboot, one of them deleted meanwhile. The old
+// reconstruction before #119923 lets the surviving pod's reconstructed
+// volume join the deleted pod's and marks both Mounted, so the kubelet
+// never publishes the surviving pod's volume again.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/e2e-framework/klient/wait"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
+)
+
+const (
+	// sharerTries bounds how many pods plantSharer makes for one whose
+	// UID sorts after the StatefulSet's pods': each does with
+	// probability 1/2 per pod, so 20 tries fail one time in a million.
+	sharerTries = 20
+	// sharerWatch is how long, from the kubelet's start, the surviving
+	// pod's volume gets to be published again: a kubelet sets up a
+	// running pod's volume within seconds of its start (its desired
+	// state populated); one that marked it Mounted never does.
+	sharerWatch = 30 * time.Second
+)
+
+// sharedFaultState is what reboot-shared-volume carries between a hop's
+// steps: the surviving pod.
+type sharedFaultState struct {
+	sharer corev1.Pod
+}
+
+// sortsAfter tells whether uid comes after every one of others in the
+// order the kubelet lists pods/ (os.ReadDir: by name).
+func sortsAfter(uid types.UID, others []string) bool {
+	for _, o := range others {
+		if string(uid) <= o {
+			return false
+		}
+	}
+	return true
+}
+
+// stopWithSharer, with the kubelet up: a pod of its own (nodeName set) on
+// the claim of the StatefulSet's first pod, made again until its UID
+// sorts after every StatefulSet pod's, so that the old reconstruction
+// meets the pod it deletes first, as #119921 needs; once it runs, the
+// kubelet is stopped.
+func stopWithSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pods) == 0 {
+		return fmt.Errorf("no StatefulSet pod to share a volume with")
+	}
+	claim := claimOf(pods[0])
+	if claim == "" {
+		return fmt.Errorf("pod %s has no claim to share", pods[0].Name)
+	}
+	var tried []string
+	for i := range sharerTries {
+		p := s.faultPod(fmt.Sprintf("%s-sharer-%d", s.cfg.Name, i), []corev1.Volume{{Name: volumeName, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}, 5)
+		if err := s.res.Create(ctx, p); err != nil {
+			return fmt.Errorf("create pod %s on claim %s: %w", p.Name, claim, err)
+		}
+		if sortsAfter(p.UID, s.oldUIDs) {
+			got, err := s.waitPod(ctx, p.Name, s.scaled(podsRunningTimeout))
+			if err != nil {
+				return err
+			}
+			s.sharer = got
+			sc.Note("pod %s uid %s shares claim %s (PV %s) with %s, its UID after theirs (%s); %d made before it sorted first", got.Name, got.UID, claim, s.pvOf[claim], pods[0].Name, strings.Join(s.oldUIDs, ", "), len(tried))
+			return s.node.StopKubelet(ctx)
+		}
+		tried = append(tried, string(p.UID))
+		if err := s.removeFaultPod(ctx, sc, *p); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%d pods made on claim %s, none with a UID after %s: %s", sharerTries, claim, strings.Join(s.oldUIDs, ", "), strings.Join(tried, ", "))
+}
+
+// sharedRebootMounts are the mount points plantSharedReboot takes: every
+// mount of pods uids (the deleted pods and the survivor), deepest first.
+// The CSI global mounts are not among them (they are below plugins/).
+func sharedRebootMounts(snap *nodestate.Snapshot, uids []string) []string {
+	var points []string
+	for _, u := range uids {
+		for _, m := range snap.Pod(u).Mounts {
+			points = append(points, m.MountPoint)
+		}
+	}
+	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	return points
+}
+
+// plantSharedReboot, with the kubelet down and the StatefulSet's pods
+// force-deleted: every mount of theirs and of the surviving pod taken,
+// as a reboot takes them; dirs and vol_data.json kept, and the volume's
+// CSI global mount kept: with it gone, every old-path kubelet, fixed or
+// not, would publish the surviving pod's volume without staging it
+// (#117513) and so hide this bug. Then the CSI driver is stopped, to
+// register late (startDriverLate), as a driver does after a reboot: the
+// old reconstruction runs once the desired state is populated, right
+// after the reconciler's first pass, and a driver already there lets that
+// pass publish the surviving pod's volume before the reconstruction marks
+// it Mounted (1.28.5 showed it), which hides the bug too.
+func plantSharedReboot(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	u := string(s.sharer.UID)
+	pv := s.pvOf[claimOf(s.sharer)]
+	vol := podVolumeDir(s.cfg.Kind, u, pv)
+	if s.down.MountCount(vol) == 0 {
+		return fmt.Errorf("the surviving pod %s (uid %s) has nothing mounted at %s while the kubelet is down: the reboot would prove nothing", s.sharer.Name, u, s.down.Abs(vol))
+	}
+	points := sharedRebootMounts(s.down, append(append([]string(nil), s.oldUIDs...), u))
+	for _, p := range points {
+		if _, err := exec.Output(ctx, sc.Node, "umount", p); err != nil {
+			return fmt.Errorf("reboot: %w", err)
+		}
+	}
+	sc.Note("unmounted %d mounts of the deleted pods %s and of the surviving pod %s (uid %s) as a reboot would; dirs, vol_data.json and the CSI global mounts kept", len(points), strings.Join(s.oldUIDs, ", "), s.sharer.Name, u)
+	return stopDriver(ctx, s, sc)
+}
+
+// watchSharer, once the deleted pods are cleaned: the surviving pod's
+// volume must be published again within sharerWatch of the kubelet's
+// start, and read the StatefulSet pod's marker. One that is not is
+// recorded as a trace (its mount taken), for the catalogue's judge to hold
+// against #119921's symptom (the old reconstruction's line marking the
+// pod's volume Mounted). Then the surviving pod is removed, for the next
+// hop to make its own.
+func watchSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
+	p := s.sharer
+	u := string(p.UID)
+	pv := s.pvOf[claimOf(p)]
+	rel := podVolumeDir(s.cfg.Kind, u, pv)
+	vol := s.down.Abs(rel)
+	var marker string
+	mounted := func(ctx context.Context) (bool, error) {
+		snap, err := s.snapshot(ctx, sc.QuietNode)
+		if err != nil || snap.MountCount(rel) == 0 {
+			return false, nil
+		}
+		res, err := exec.Output(ctx, sc.QuietNode, "cat", vol+"/marker")
+		if err != nil {
+			return false, nil
+		}
+		marker = strings.TrimSpace(res.Stdout)
+		return true, nil
+	}
+	timeout := time.Until(s.kubeletUp.Add(s.scaled(sharerWatch)))
+	err := wait.For(mounted, wait.WithContext(ctx), wait.WithTimeout(max(timeout, s.cfg.PollInterval)), wait.WithInterval(s.cfg.PollInterval), wait.WithImmediate())
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil && marker != s.markers[pv]:
+		return fmt.Errorf("the surviving pod %s (uid %s) has its volume %s published again at %s, but it reads marker %q, want %q", p.Name, u, pv, vol, marker, s.markers[pv])
+	case err == nil:
+		s.faultDetail = fmt.Sprintf("the surviving pod %s (uid %s) had its volume %s published again at %s %s after the kubelet's start, with the StatefulSet pod's marker", p.Name, u, pv, vol, time.Since(s.kubeletUp).Round(100*time.Millisecond))
+		if logs, ok := s.node.(nodes.WithKubeletLog); ok {
+			if text, err := logs.KubeletLog(ctx); err == nil {
+				if line := findUIDLine(text, "MountVolume.SetUp succeeded", u); line != "" {
+					s.faultDetail += "; the kubelet logged: " + line
+				}
+			}
+		}
+	default:
+		t := sharerTrace(p, rel, s.scaled(sharerWatch))
+		s.faultTraces = append(s.faultTraces, t)
+		s.faultDetail = fmt.Sprintf("the surviving pod %s (uid %s): its volume %s not published again at %s within %s of the kubelet's start", p.Name, u, pv, vol, s.scaled(sharerWatch))
+	}
+	if err := s.removeFaultPod(ctx, sc, p); err != nil {
+		return err
+	}
+	sc.Note("the surviving pod %s (uid %s) removed", p.Name, u)
+	return nil
+}
+
+// sharerTrace is the surviving pod p's volume mount (rel, relative to the
+// kubelet root) that the reboot took and the kubelet did not set up again
+// within watch.
+func sharerTrace(p corev1.Pod, rel string, watch time.Duration) catalogue.Trace {
+	return catalogue.Trace{Kind: catalogue.Unmounted, Path: rel, Detail: fmt.Sprintf("pod %s, not mounted again within %s of the kubelet's start", p.Name, watch)}
+}
+
+// findUIDLine is the first line of log with msg about pod uid, quoted
+// from msg on (quoteFrom); "" when there is none.
+func findUIDLine(log, msg, uid string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, msg) && strings.Contains(line, uid) {
+			return quoteFrom(line, msg)
+		}
+	}
+	return ""
+}
+
+// quoteFrom quotes a kubelet log line from msg on, after its klog time
+// ("E1206 01:02:03.000000 … UnmapVolume.UnmapBlockVolume failed ..."):
+// the pending operations' errors put a long prefix before the kubelet's
+// words. Beyond maxQuoted its middle is left out, so that the cause at
+// its end ("mapPath is empty") stays.
+func quoteFrom(line, msg string) string {
+	line = strings.TrimSpace(line)
+	if i := strings.Index(line, msg); i > 0 {
+		if f := strings.Fields(line); len(f) >= 2 && len(f[0])+len(f[1])+1 < i {
+			line = f[0] + " " + f[1] + " … " + line[i:]
+		}
+	}
+	if len(line) > maxQuoted {
+		line = line[:maxQuoted/2] + " … " + line[len(line)-maxQuoted/2:]
+	}
+	return line
+}

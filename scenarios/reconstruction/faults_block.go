@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
 	"sigs.k8s.io/skewtest/clusters/nodes"
-	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
@@ -154,15 +153,6 @@ func plantRebootBlock(ctx context.Context, s *Scenario, sc *scenarios.StepContex
 	sc.Note("reboot of the block volumes: detached the kubelet's loop devices %s, unmounted %s; dirs, links and vol_data.json kept; the staging dirs %s replaced by files, so that the first re-stage fails",
 		describeLoops(r.loops), strings.Join(r.unmount, ", "), strings.Join(r.staging, ", "))
 	return nil
-}
-
-// pvNameList are v's PV names.
-func pvNameList(v storage.Volumes) []string {
-	var out []string
-	for _, pv := range v.PVs {
-		out = append(out, pv.Name)
-	}
-	return out
 }
 
 // deleteOnFailedRestage, once the kubelet runs: it waits until the kubelet

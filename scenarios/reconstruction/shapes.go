@@ -274,12 +274,16 @@ func (s *Scenario) hostPathDir() string {
 	return path.Clean(s.node.KubeletRootDir()) + "-" + shapeObjects + "-" + s.cfg.Name
 }
 
-func pvNames(v storage.Volumes) string {
-	var n []string
+// pvNames are v's PV names, in words.
+func pvNames(v storage.Volumes) string { return strings.Join(pvNameList(v), ", ") }
+
+// pvNameList are v's PV names.
+func pvNameList(v storage.Volumes) []string {
+	var out []string
 	for _, pv := range v.PVs {
-		n = append(n, pv.Name)
+		out = append(out, pv.Name)
 	}
-	return strings.Join(n, ", ")
+	return out
 }
 
 // claimNameOf is the PVC the StatefulSet controller makes for template

@@ -8,6 +8,14 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 )
 
+// NewResolver is the resolver of binary sources that o's settings give
+// (the cache, the release server, the logger), for runs and for what
+// builds kubelets ahead of them.
+func NewResolver(o Options) *binaries.Resolver {
+	return &binaries.Resolver{CacheDir: o.CacheDir, BaseURL: o.ReleaseBaseURL, Logger: o.Logger,
+		Module: &binaries.ModuleBuilder{CacheDir: o.CacheDir, Logger: o.Logger}}
+}
+
 // Resolve returns one kubelet binary per plan entry of v, from the cache,
 // a build or a download, and checks that each reports its entry's version.
 // A source the user must change (a missing file, a version the module
@@ -15,8 +23,7 @@ import (
 // other failure (network, disk, build) is ErrInfrastructure.
 func Resolve(ctx context.Context, v *Validated) ([]binaries.Binary, error) {
 	o := v.Options
-	resolver := &binaries.Resolver{CacheDir: o.CacheDir, BaseURL: o.ReleaseBaseURL, Logger: o.Logger,
-		Module: &binaries.ModuleBuilder{CacheDir: o.CacheDir, Logger: o.Logger}}
+	resolver := NewResolver(o)
 	o.Logger.Info("resolving kubelet binaries", "plan", v.Plan.String(), "sources", strings.Join(v.Specs, ","))
 	kubelets, err := resolver.ResolvePlan(ctx, "kubelet", v.Specs)
 	if err != nil {

@@ -113,6 +113,18 @@ var exposedTable = []Exposure{
 // ErrUnknownKubelet is a kubelet version the table has no fact for.
 var ErrUnknownKubelet = errors.New("kubelet version not in the metrics table")
 
+// ExposedValue reads metric from s under the name kubelet (its version)
+// registers it by; x is what the table says of it, and ok is false when
+// the version does not register it or the scrape lacks it. The error is
+// Exposed's.
+func (s *Scrape) ExposedValue(kubelet, metric string) (v float64, x Exposure, ok bool, err error) {
+	if x, err = Exposed(kubelet, metric); err != nil || !x.Registered() {
+		return 0, x, false, err
+	}
+	v, ok = s.Value(x.Name, nil)
+	return v, x, ok, nil
+}
+
 // Exposed is what kubelet (a version such as v1.37.2) registers of
 // metric. A version outside the table's ranges, or a metric not in it,
 // is an error (ErrUnknownKubelet) that says how to add it.

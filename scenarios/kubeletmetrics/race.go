@@ -129,14 +129,13 @@ type WitnessStart struct {
 // counter from its scrape, under the name the version registers, and its
 // reconstructions from its log since its start.
 func ReadWitnessStart(n int, s *Scrape, kubelet, log string) (WitnessStart, error) {
-	x, err := Exposed(kubelet, ReconstructVolumeOperations)
+	v, x, ok, err := s.ExposedValue(kubelet, ReconstructVolumeOperations)
 	if err != nil {
 		return WitnessStart{}, err
 	}
 	if !x.Registered() {
 		return WitnessStart{}, fmt.Errorf("witness start %d: kubelet %s does not register %s (%s)", n, kubelet, ReconstructVolumeOperations, x.Source())
 	}
-	v, ok := s.Value(x.Name, nil)
 	if !ok {
 		return WitnessStart{}, fmt.Errorf("witness start %d: %s is missing from the scrape of kubelet %s, which registers it (%s)", n, x.Name, kubelet, x.Source())
 	}

@@ -132,12 +132,8 @@ func (s *Scenario) lostToRace(ctx context.Context, scrape *kubeletmetrics.Scrape
 	if err != nil || scrape == nil {
 		return 0
 	}
-	x, err := kubeletmetrics.Exposed(s.hop.To, kubeletmetrics.ReconstructVolumeOperations)
-	if err != nil || !x.Registered() {
-		return 0
-	}
-	total, ok := scrape.Value(x.Name, nil)
-	if !ok {
+	total, _, ok, err := scrape.ExposedValue(s.hop.To, kubeletmetrics.ReconstructVolumeOperations)
+	if err != nil || !ok {
 		return 0
 	}
 	if lost := float64(kubeletmetrics.ParseReconstructionLog(text).Attempts()) - total; lost > 0 {

@@ -133,6 +133,20 @@ func startCommands(probes int) []string {
 	return out
 }
 
+// restoreCommands are what a restore runs: it checks what was kept, stops
+// the run's kubelet, puts the node's files and state back and starts it,
+// with probes health probes.
+func restoreCommands(probes int) []string {
+	return append([]string{
+		"sh -c KEPT $D/var/lib/kubelet.skewtest-state $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
+		"systemctl stop kubelet",
+		show,
+		"sh -c PUTBACK $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
+		"sh -c PUTBACKSTATE $D/var/lib/kubelet.skewtest-state",
+		"sha256sum $D/usr/local/bin/kubelet",
+	}, startCommands(probes)...)
+}
+
 func TestSwapRestoreCommands(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
@@ -199,14 +213,7 @@ func TestSwapRestoreCommands(t *testing.T) {
 	if err := h.d.Restore(ctx, orig.SHA256); err != nil {
 		t.Fatal(err)
 	}
-	h.expect("Restore", append([]string{
-		"sh -c KEPT $D/var/lib/kubelet.skewtest-state $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
-		"systemctl stop kubelet",
-		show,
-		"sh -c PUTBACK $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
-		"sh -c PUTBACKSTATE $D/var/lib/kubelet.skewtest-state",
-		"sha256sum $D/usr/local/bin/kubelet",
-	}, startCommands(3)...)...)
+	h.expect("Restore", restoreCommands(3)...)
 	filetest.AssertContent(t, h.d.Layout.Binary, "kops kubelet v1.37.2", 0o755)
 	filetest.AssertMissing(t, h.d.Layout.Binary+OrigSuffix)
 	if !h.fake.active {

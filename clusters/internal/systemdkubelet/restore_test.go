@@ -118,14 +118,7 @@ func TestSwapKeepsStateAndRestorePutsItBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.expect("Restore", append([]string{
-		"sh -c KEPT $D/var/lib/kubelet.skewtest-state $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
-		"systemctl stop kubelet",
-		show,
-		"sh -c PUTBACK $D/usr/local/bin/kubelet $D/etc/sysconfig/kubelet $D/var/lib/kubelet/kubelet.conf",
-		"sh -c PUTBACKSTATE $D/var/lib/kubelet.skewtest-state",
-		"sha256sum $D/usr/local/bin/kubelet",
-	}, startCommands(1)...)...)
+	h.expect("Restore", restoreCommands(1)...)
 	filetest.AssertContent(t, cpu, `{"policyName":"none","checksum":1}`, 0o600)
 	filetest.AssertContent(t, devices, `{"Data":{"PodDeviceEntries":null},"Checksum":2}`, 0o600)
 	filetest.AssertMissing(t, dra)

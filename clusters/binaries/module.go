@@ -87,11 +87,29 @@ func (b *ModuleBuilder) Build(ctx context.Context, v *version.Version, component
 	if len(missing) == 0 {
 		return out, nil
 	}
+	dir := b.moduleDir(v)
+	unlock, err := b.lockBuildDir(ctx, dir, "k8s.io/kubernetes@v"+v.String())
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Another process may have built some while this one waited.
+	var still []string
+	for _, c := range missing {
+		if bin, err := cachedModuleBinary(b.BinaryPath(v, c)); err == nil {
+			bin.Component, bin.Version, bin.Source = c, "v"+v.String(), "module:v"+v.String()
+			out[c] = bin
+			continue
+		}
+		still = append(still, c)
+	}
+	if missing = still; len(missing) == 0 {
+		return out, nil
+	}
 	ms, verdicts, err := b.check(ctx, v, missing)
 	if err != nil {
 		return nil, err
 	}
-	dir := b.moduleDir(v)
 	if err := b.prepareModule(ctx, v, ms); err != nil {
 		return nil, err
 	}
@@ -132,7 +150,7 @@ func (b *ModuleBuilder) buildGroup(ctx context.Context, v *version.Version, comp
 	logger := b.logger()
 	// Build into a temporary dir and rename, so an interrupted build never
 	// leaves a half-written binary that a later run would trust.
-	tmp, err := os.MkdirTemp(dir, "build-")
+	tmp, err := os.MkdirTemp(dir, buildTmpPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ const touchedFile = "touched.json"
 // Temporary names under t.dir, nobody's once the lock is held: a build's
 // output, a source copy and a wrapper module being made.
 const (
-	patchBuildPrefix  = "build-"
+	patchBuildPrefix  = buildTmpPrefix
 	patchSrcPrefix    = "src.tmp-"
 	patchModulePrefix = "module.tmp-"
 )

@@ -49,21 +49,32 @@ func (t GoTool) dirName() string {
 // returns them keyed by command base name.
 func (b *ModuleBuilder) BuildTool(ctx context.Context, t GoTool) (map[string]Binary, error) {
 	dir := filepath.Join(b.CacheDir, "tools", t.dirName())
-	out := map[string]Binary{}
-	complete := true
-	for _, c := range t.Commands {
-		name := filepath.Base(c)
-		bin, err := cachedBinary(filepath.Join(dir, "bin", name))
-		if err != nil {
-			complete = false
-			break
+	cached := func() (map[string]Binary, bool) {
+		out := map[string]Binary{}
+		for _, c := range t.Commands {
+			name := filepath.Base(c)
+			bin, err := cachedBinary(filepath.Join(dir, "bin", name))
+			if err != nil {
+				return nil, false
+			}
+			bin.Component, bin.Version, bin.Source = name, t.Version, "module:"+t.Module+"@"+t.Version
+			out[name] = bin
 		}
-		bin.Component, bin.Version, bin.Source = name, t.Version, "module:"+t.Module+"@"+t.Version
-		out[name] = bin
+		return out, true
 	}
-	if complete {
+	if out, ok := cached(); ok {
 		return out, nil
 	}
+	unlock, err := b.lockBuildDir(ctx, dir, t.Module+"@"+t.Version)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Another process may have built them while this one waited.
+	if out, ok := cached(); ok {
+		return out, nil
+	}
+	out := map[string]Binary{}
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return nil, err
 	}
@@ -85,7 +96,7 @@ func (b *ModuleBuilder) BuildTool(ctx context.Context, t GoTool) (map[string]Bin
 			return nil, fmt.Errorf("resolve %s@%s: %w", t.Module, t.Version, err)
 		}
 	}
-	tmp, err := os.MkdirTemp(dir, "build-")
+	tmp, err := os.MkdirTemp(dir, buildTmpPrefix)
 	if err != nil {
 		return nil, err
 	}

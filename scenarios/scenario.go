@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -168,11 +169,13 @@ func (r *Runner) Execute(ctx context.Context, steps []Step) error {
 }
 
 // runStep turns a panic in a step into its failure, so the run is still
-// reported and torn down.
+// reported and torn down; its stack is the step's evidence, as a
+// harness bug needs it to be found.
 func runStep(ctx context.Context, st Step, sc *StepContext) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
+			sc.Evidence(reports.Evidence{Name: "the harness's panic", Kind: "log", Text: fmt.Sprintf("panic: %v\n\n%s", p, debug.Stack())})
 		}
 	}()
 	if err := ctx.Err(); err != nil {

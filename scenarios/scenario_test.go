@@ -540,3 +540,21 @@ func TestSlug(t *testing.T) {
 		}
 	}
 }
+
+// A step's panic keeps its stack as the step's evidence: the error alone
+// ("invalid memory address") does not say where the harness broke.
+func TestPanicStackIsEvidence(t *testing.T) {
+	run := &reports.Run{}
+	r := &Runner{Run: run, ArtifactsDir: t.TempDir()}
+	_ = r.Execute(t.Context(), []Step{{Name: "derefs nil", Run: func(context.Context, *StepContext) error {
+		var m map[string]int
+		m["x"] = 1
+		return nil
+	}}})
+	if len(run.Steps) != 1 || len(run.Steps[0].Evidence) != 1 {
+		t.Fatalf("steps = %+v; want one step with the panic's evidence", run.Steps)
+	}
+	if e := run.Steps[0].Evidence[0]; !strings.Contains(e.Text, "assignment to entry in nil map") || !strings.Contains(e.Text, "scenario_test.go") {
+		t.Errorf("the panic's evidence %q names neither the panic nor the test's frame", e.Text)
+	}
+}

@@ -29,12 +29,13 @@ type podsUp struct {
 }
 
 // watchPodsUp starts watching for the re-created pods of a hop that
-// force-deleted the old ones (s.hop.OldPodUIDs), from s.kubeletUp. The
-// watch ends when they are up, at stopPodsUp, or once the hop's waits for
-// them would all have ended.
+// force-deleted the old ones (s.hop.OldPodUIDs), from s.kubeletUp; a
+// start outside a hop watches nothing. The watch ends when they are up,
+// at stopPodsUp, or once the hop's waits for them would all have ended.
 func (s *Scenario) watchPodsUp(ctx context.Context) {
 	s.stopPodsUp()
-	if len(s.hop.OldPodUIDs) == 0 {
+	// The start before the first hop (a plan entry's gates) has no hop.
+	if s.hop == nil || len(s.hop.OldPodUIDs) == 0 {
 		return
 	}
 	exclude := map[types.UID]bool{}

@@ -91,3 +91,14 @@ func TestPodsUpFromTheWatch(t *testing.T) {
 		t.Errorf("one of two pods up counted as all up at %s", at)
 	}
 }
+
+// The kubelet's start with a plan entry's gates, before the first hop,
+// watches nothing: it has no hop (make test-history's
+// restart-kill-container failed there with a nil pointer).
+func TestWatchPodsUpOutsideAHop(t *testing.T) {
+	s := &Scenario{kubeletUp: time.Now()}
+	s.watchPodsUp(t.Context())
+	if s.podsUp != nil {
+		t.Errorf("a start outside a hop started a watch")
+	}
+}

@@ -298,8 +298,15 @@ func All() []Entry {
 			Expect: ByFix("1.26",
 				Expectation{Outcome: KnownBug, Bug: "running pod's volume unmounted",
 					Says: "the desired-state populator skips the Terminating PVC (\"PVC is being deleted\"), so after the restart the reconciler unmounts the running pod's volume under it",
+					// The pod's mount goes, and with it the file the pod
+					// wrote there; the volume, no other pod's, is unstaged.
 					Symptom: Symptom{
-						Traces: []Trace{{Kind: Unmounted, Path: "pods/" + UID + "/volumes/kubernetes.io~csi/" + PV + "/mount"}},
+						Traces: []Trace{
+							{Kind: Unmounted, Path: "pods/" + UID + "/volumes/kubernetes.io~csi/" + PV + "/mount"},
+							{Kind: ContentChanged, Path: "pods/" + UID + "/volumes/kubernetes.io~csi/" + PV + "/mount/<file>"},
+							{Kind: Unmounted, Path: "plugins/kubernetes.io/csi/" + Driver + "/" + VolumeHash + "/globalmount"},
+							{Kind: UnmountLogged},
+						},
 						Logs: []string{
 							"Error processing volume*PVC is being deleted",
 							"operationExecutor.UnmountVolume started for volume*" + UID,

@@ -246,3 +246,30 @@ func TestJudgeCleanOnTraces(t *testing.T) {
 		t.Errorf("a clean kubelet whose re-created pods did not run: %v", err)
 	}
 }
+
+// pvc-terminating's bug, as v1.28.15 shows it (make test-history): the
+// running pod's mount taken, so its file gone, the volume unstaged, and
+// the unmount logged. All of it is the bug; a leftover of a deleted pod
+// is not.
+func TestPVCTerminatingSymptom(t *testing.T) {
+	e, _ := Lookup("pvc-terminating")
+	v := version.MustParseSemantic("1.28.15")
+	bind := map[string][]string{UID: {"u1"}, PV: {"pv1"}, Driver: {"drv"}, VolumeHash: {"h1"}}
+	o := Observation{Bind: bind, Logged: true,
+		Traces: []Trace{
+			{Kind: Unmounted, Path: "pods/u1/volumes/kubernetes.io~csi/pv1/mount"},
+			{Kind: Unmounted, Path: "plugins/kubernetes.io/csi/drv/h1/globalmount"},
+			{Kind: ContentChanged, Path: "pods/u1/volumes/kubernetes.io~csi/pv1/mount/marker", Detail: `held "written by pod web-0", now "!cat: no such file"`},
+			{Kind: UnmountLogged, Detail: "the kubelet logged 5 unmounts of the running pods' volumes since its start"},
+		},
+		Log: `E1205 10:00:00.000001    1 desired_state_of_world_populator.go:304] "Error processing volume" err="error processing PVC ns/data-web-0: PVC is being deleted" pod="ns/web-0" volumeName="data"` + "\n" +
+			`I1205 10:00:00.000002    1 reconciler_common.go:172] "operationExecutor.UnmountVolume started for volume \"data\" (UniqueName: \"kubernetes.io/csi/drv^h1\") pod \"u1\" (UID: \"u1\") "`,
+	}
+	if d, err := Judge(e, v, nil, o); err != nil || d == nil || !d.Reproduced() {
+		t.Fatalf("#130335 as v1.28.15 shows it: %+v, %v", d, err)
+	}
+	o.Traces = append(o.Traces, Trace{Kind: Dir, Path: "pods/u9"})
+	if _, err := Judge(e, v, nil, o); !errors.As(err, new(*UnexpectedError)) {
+		t.Errorf("a pod dir beside the bug's traces must be unexpected: %v", err)
+	}
+}

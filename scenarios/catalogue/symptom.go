@@ -157,9 +157,7 @@ type Counter struct {
 // reconstructs, before its volume manager registers its metrics, so that
 // the metrics registration race can drop increments
 // (kubeletmetrics.MetricsRegistrationRace).
-func (c Counter) RaceProne() bool {
-	return c.Metric == kubeletmetrics.ReconstructVolumeOperationsErrors || c.Metric == kubeletmetrics.ReconstructVolumeOperations
-}
+func (c Counter) RaceProne() bool { return kubeletmetrics.RaceProne(c.Metric) }
 
 func (c Counter) String() string { return c.Metric + " == " + string(c.Of) }
 
@@ -211,10 +209,16 @@ func quoteAll(ss []string) string {
 // Reading is a counter as the hop read it.
 type Reading struct {
 	Value float64
-	// Lost is how many increments of a race-prone counter the metrics
-	// registration race may have dropped: the reconstructions the
-	// kubelet's log shows beyond its counter.
+	// Lost is how many increments of this race-prone counter the metrics
+	// registration race dropped: what the kubelet's log shows beyond this
+	// counter (failed reconstructions for the errors counter), once a
+	// witness start of the same kubelet counted them (the counter moves);
+	// 0 otherwise (kubeletmetrics.RaceLoss).
 	Lost float64
+	// Race says, where the log shows more than the counter, what the
+	// witness starts showed: why Lost excuses the shortfall, or why
+	// nothing does (a counter that never moves, or no witness to tell).
+	Race string
 }
 
 // verdict is how a symptom matched an observation: what of it showed
@@ -350,9 +354,12 @@ func (v *verdict) matchCounters(want []Counter, o Observation) {
 			continue
 		}
 		want := float64(n)
-		lost := 0.0
+		lost, race := 0.0, ""
 		if c.RaceProne() {
 			lost = r.Lost
+			if r.Race != "" {
+				race = "; " + r.Race
+			}
 		}
 		switch {
 		case n == 0 && r.Value == 0:
@@ -360,11 +367,11 @@ func (v *verdict) matchCounters(want []Counter, o Observation) {
 		case r.Value == want:
 			v.counted = append(v.counted, fmt.Sprintf("%s = %g", c.Metric, r.Value))
 		case r.Value < want && r.Value >= want-lost:
-			v.counted = append(v.counted, fmt.Sprintf("%s = %g, %g short of %d: the metrics registration race dropped up to %g increments", c.Metric, r.Value, want-r.Value, n, lost))
+			v.counted = append(v.counted, fmt.Sprintf("%s = %g, %g short of %d: the metrics registration race dropped up to %g increments%s", c.Metric, r.Value, want-r.Value, n, lost, race))
 		case r.Value == 0:
-			v.missing = append(v.missing, fmt.Sprintf("%s == %d (%s; it is 0)", c.Metric, n, c.Of))
+			v.missing = append(v.missing, fmt.Sprintf("%s == %d (%s; it is 0%s)", c.Metric, n, c.Of, race))
 		default:
-			v.unexpected = append(v.unexpected, fmt.Sprintf("%s = %g, where the symptom names %d (%s)", c.Metric, r.Value, n, c.Of))
+			v.unexpected = append(v.unexpected, fmt.Sprintf("%s = %g, where the symptom names %d (%s)%s", c.Metric, r.Value, n, c.Of, race))
 		}
 	}
 }

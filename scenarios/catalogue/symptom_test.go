@@ -43,6 +43,14 @@ const (
 	stillReferenced    = `E1205 10:01:00.000001    1 nestedpendingoperations.go:348] Operation for "{volumeName:kubernetes.io/csi/drv^h1 podName: nodeName:}" failed. Error: GetDeviceMountRefs check failed for volume "pv1" (UniqueName: "kubernetes.io/csi/drv^h1") on node "n" : the device mount path "/k/plugins/kubernetes.io/csi/drv/h1/globalmount" is still mounted by other references [/k/pods/u1/volumes/kubernetes.io~csi/pv1/mount]`
 )
 
+// What the witness starts of a hop whose error counter read 0 of the 1
+// failure its log shows said (kubeletmetrics.RaceLoss): the counter moves,
+// or it never does.
+const (
+	witnessCounted    = "reconstruct_volume_operations_errors_total is 0, but the kubelet's log since its start shows 1 failed reconstructions (2 (1 marked uncertain, 1 could not be constructed)); the same kubelet started again as a witness counted its failed reconstructions (witness start 1: counter 1, its log 2 (1 marked uncertain, 1 could not be constructed)), so the counter moves and this start lost its increments"
+	witnessNeverMoves = "reconstruct_volume_operations_errors_total is 0, but the kubelet's log since its start shows 1 failed reconstructions (2 (1 marked uncertain, 1 could not be constructed)); the same kubelet started 2 more times as a witness, and no start counted the failed reconstructions its log shows (witness start 1: counter 0, its log 2 (1 marked uncertain, 1 could not be constructed); witness start 2: counter 0, its log 2 (1 marked uncertain, 1 could not be constructed)): a counter that never moves, not the metrics registration race, which drops a start's increments now and then, not on every start"
+)
+
 // volDataHop is what a v1.37.2 hop of vol-data-deleted shows, exactly its
 // known bug's symptom: pod u1's dir and mount left, the two lines, each
 // counter moved by the one planted volume.
@@ -108,6 +116,16 @@ func TestJudgeSymptom(t *testing.T) {
 		{name: "the metrics registration race dropped the error", change: func(o *Observation) {
 			o.Counters[kubeletmetrics.ReconstructVolumeOperationsErrors] = Reading{Lost: 1}
 		}, want: "reproduced", says: []string{"the metrics registration race dropped up to 1 increments"}},
+		{name: "the race dropped the error counter's increment alone, and a witness start counted it", change: func(o *Observation) {
+			o.Counters[kubeletmetrics.ReconstructVolumeOperationsErrors] = Reading{Lost: 1, Race: witnessCounted}
+		}, want: "reproduced", says: []string{"reconstruct_volume_operations_errors_total = 0, 1 short of 1: the metrics registration race dropped up to 1 increments; " + witnessCounted}},
+		{name: "an error counter that never moves, on the witness starts too", change: func(o *Observation) {
+			o.Counters[kubeletmetrics.ReconstructVolumeOperationsErrors] = Reading{Race: witnessNeverMoves}
+		}, want: "partial", says: []string{"reconstruct_volume_operations_errors_total == 1 (" + string(Unreconstructable) + "; it is 0; " + witnessNeverMoves + ")"}},
+		{name: "the total's loss is not the error counter's", change: func(o *Observation) {
+			o.Counters[kubeletmetrics.ReconstructVolumeOperations] = Reading{Value: 0, Lost: 2}
+			o.Counters[kubeletmetrics.ReconstructVolumeOperationsErrors] = Reading{}
+		}, want: "partial", says: []string{"reconstruct_volume_operations_errors_total == 1 (" + string(Unreconstructable) + "; it is 0)"}},
 		{name: "a node without the kubelet's log", change: func(o *Observation) {
 			o.Log, o.Logged = "", false
 		}, want: "reproduced", says: []string{"its lines are not judged"}},

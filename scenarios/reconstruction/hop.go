@@ -398,7 +398,9 @@ func (s *Scenario) checkMetrics(ctx context.Context, sc *scenarios.StepContext) 
 		exps = s.cfg.Fault.Metrics(s.volsAtStart)
 	}
 	to := version.MustParseGeneric(s.hop.To)
-	exps = s.symptomMetrics(ctx, scrape, exps, to)
+	if exps, err = s.symptomMetrics(ctx, sc, scrape, exps, to); err != nil {
+		return errors.Join(err, perr)
+	}
 	results, err := kubeletmetrics.Evaluate(scrape, s.hop.To, exps)
 	if err != nil {
 		return errors.Join(err, perr)

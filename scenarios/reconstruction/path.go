@@ -40,11 +40,12 @@ func (s *Scenario) hopKubeletLog(ctx context.Context) (string, error) {
 	return text, nil
 }
 
-// startHopPath forgets the previous hop's log and path; volumes (-1: not
-// known) is set once the hop knows how many volume dirs of deleted pods
-// its kubelet finds.
+// startHopPath forgets the previous hop's log, path and witness starts;
+// volumes (-1: not known) is set once the hop knows how many volume dirs
+// of deleted pods its kubelet finds.
 func (s *Scenario) startHopPath() {
 	s.hopLog, s.hopStartLog, s.pathTried, s.pathVolumes = nil, nil, false, -1
+	s.race = hopRace{}
 }
 
 // recordHopPath reads the hop's kubelet's reconstruction path into the

@@ -203,9 +203,9 @@ type Scenario struct {
 	// is how many of them the hop's kubelet finds at its start.
 	plantedEver       []string
 	unreconstructable int
-	// raceLost is how many increments of the reconstruction counters the
-	// metrics registration race dropped on this hop, by the kubelet's log.
-	raceLost float64
+	// race is what the hop's witness starts of the metrics registration
+	// race showed (witness.go).
+	race hopRace
 	// stuck says why the re-created pods did not run, on a hop whose
 	// fault may keep them from it (Fault.MayStick); "" when they ran.
 	stuck         string

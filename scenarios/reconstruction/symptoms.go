@@ -18,6 +18,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
@@ -62,18 +63,22 @@ const localVolumeEntry = "local-volume"
 // names, the value the symptom says as the expected deviation from 0; a
 // counter no symptom names keeps its expectation. Where the metrics
 // registration race dropped increments of a counter the kubelet moves
-// while it reconstructs (the log shows more reconstructions than the
-// counter), that counter may read lower, down to what was dropped: the
-// metric step allows up to the symptom's value and the catalogue's judge
-// checks the rest.
-func (s *Scenario) symptomMetrics(ctx context.Context, scrape *kubeletmetrics.Scrape, exps []kubeletmetrics.Expectation, to *version.Version) []kubeletmetrics.Expectation {
+// while it reconstructs (lostToRace), that counter may read lower, down
+// to what was dropped: the metric step allows up to the symptom's value
+// and the catalogue's judge checks the rest. The error is a witness start
+// that failed.
+func (s *Scenario) symptomMetrics(ctx context.Context, sc *scenarios.StepContext, scrape *kubeletmetrics.Scrape, exps []kubeletmetrics.Expectation, to *version.Version) ([]kubeletmetrics.Expectation, error) {
 	bugs := s.hopBugs(to)
 	counts := s.symptomCounts()
-	s.raceLost = 0
+	s.race.lost, s.race.why = map[string]float64{}, map[string]string{}
 	for _, b := range bugs {
 		for _, c := range b.x.Symptom.Counters {
-			if c.RaceProne() {
-				s.raceLost = s.lostToRace(ctx, scrape)
+			if _, done := s.race.lost[c.Metric]; c.RaceProne() && !done {
+				lost, err := s.lostToRace(ctx, sc, scrape, c.Metric, counts[c.Of])
+				if err != nil {
+					return nil, err
+				}
+				s.race.lost[c.Metric] = lost
 			}
 		}
 	}
@@ -82,9 +87,9 @@ func (s *Scenario) symptomMetrics(ctx context.Context, scrape *kubeletmetrics.Sc
 			n := float64(counts[c.Of])
 			check := kubeletmetrics.Equal(n)
 			reason := fmt.Sprintf("the symptom of known bug %s (%s) of %s %s: %s, here %g", b.x.RefIDs(), b.x.Bug, b.entry.Kind, b.entry.Name, c, n)
-			if c.RaceProne() && s.raceLost > 0 {
+			if lost := s.race.lost[c.Metric]; lost > 0 {
 				check = kubeletmetrics.AtMost(n)
-				reason += fmt.Sprintf("; the metrics registration race dropped up to %g increments (the kubelet's log shows that many reconstructions beyond its counter), which the catalogue's judge allows for", s.raceLost)
+				reason += fmt.Sprintf("; the metrics registration race dropped %g of its increments (the kubelet's log shows that many beyond the counter, and a witness start counted them), which the catalogue's judge allows for", lost)
 			}
 			found := false
 			for i := range exps {
@@ -99,7 +104,7 @@ func (s *Scenario) symptomMetrics(ctx context.Context, scrape *kubeletmetrics.Sc
 			}
 		}
 	}
-	return exps
+	return exps, nil
 }
 
 // symptomNote says, for a failed metric on a hop whose kubelet has a
@@ -124,22 +129,38 @@ func (s *Scenario) symptomNote(to *version.Version) string {
 	return "; " + strings.Join(notes, "; ")
 }
 
-// lostToRace is how many reconstructions the kubelet's log shows beyond
-// its reconstruct_volume_operations_total: the increments the metrics
-// registration race dropped; 0 when the log cannot be read.
-func (s *Scenario) lostToRace(ctx context.Context, scrape *kubeletmetrics.Scrape) float64 {
+// lostToRace is how many increments of race-prone metric, which a known
+// bug's symptom wants at want, the metrics registration race dropped on
+// the hop: what the kubelet's log shows beyond the counter (its failed
+// reconstructions for the errors counter, its reconstructions for the
+// total), once a witness start of the same kubelet (shared with the other
+// counter) shows the counter moves; 0 when the counter reads want or
+// more, the log shows no more or cannot be read, or the witness starts
+// cannot tell the race from a counter that never moves or show one that
+// never moves (a note says which). The error is a witness start that
+// failed.
+func (s *Scenario) lostToRace(ctx context.Context, sc *scenarios.StepContext, scrape *kubeletmetrics.Scrape, metric string, want int) (float64, error) {
 	text, err := s.hopKubeletLog(ctx)
 	if err != nil || scrape == nil {
-		return 0
+		return 0, nil
 	}
-	total, _, ok, err := scrape.ExposedValue(s.hop.To, kubeletmetrics.ReconstructVolumeOperations)
+	value, _, ok, err := scrape.ExposedValue(s.hop.To, metric)
 	if err != nil || !ok {
-		return 0
+		return 0, nil
 	}
-	if lost := float64(kubeletmetrics.ParseReconstructionLog(text).Attempts()) - total; lost > 0 {
-		return lost
+	log := kubeletmetrics.ParseReconstructionLog(text)
+	if value >= float64(want) || float64(log.Logged(metric)) <= value {
+		return 0, nil
 	}
-	return 0
+	s.logEvidence(sc, log)
+	ws, noWitness, err := s.witnesses(ctx, sc, metric, log)
+	if err != nil {
+		return 0, err
+	}
+	lost, why := kubeletmetrics.RaceLoss(metric, value, log, ws, noWitness)
+	s.race.why[metric] = why
+	sc.Note("%s", why)
+	return lost, nil
 }
 
 // symptomCounts are the numbers the symptoms' counters are compared with,
@@ -194,7 +215,7 @@ func (s *Scenario) evidence(ctx context.Context, o *catalogue.Observation, trace
 	o.Counters = map[string]catalogue.Reading{}
 	for _, r := range s.metricResults {
 		if r.Present {
-			o.Counters[r.Metric] = catalogue.Reading{Value: r.Value, Lost: s.raceLost}
+			o.Counters[r.Metric] = catalogue.Reading{Value: r.Value, Lost: s.race.lost[r.Metric], Race: s.race.why[r.Metric]}
 		}
 	}
 	o.Counts = s.symptomCounts()

@@ -131,7 +131,11 @@ func TestSymptomMetrics(t *testing.T) {
 	}
 	verdicts := func(sc *kubeletmetrics.Scrape) map[string]kubeletmetrics.Result {
 		out := map[string]kubeletmetrics.Result{}
-		rs, err := kubeletmetrics.Evaluate(sc, s.hop.To, s.symptomMetrics(t.Context(), sc, kubeletmetrics.CSIExpectations(2), to))
+		exps, err := s.symptomMetrics(t.Context(), nil, sc, kubeletmetrics.CSIExpectations(2), to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := kubeletmetrics.Evaluate(sc, s.hop.To, exps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +166,11 @@ func TestSymptomMetrics(t *testing.T) {
 	s.cfg.Fault = &rfs
 	for v, want := range map[string]bool{"1.28.15": false, "1.28.5": true} {
 		s.hop.To = "v" + v
-		for _, e := range s.symptomMetrics(t.Context(), scrape("0", "1"), kubeletmetrics.CSIExpectations(2), version.MustParseGeneric(v)) {
+		exps, err := s.symptomMetrics(t.Context(), nil, scrape("0", "1"), kubeletmetrics.CSIExpectations(2), version.MustParseGeneric(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range exps {
 			if e.Metric == kubeletmetrics.OrphanPodCleanedVolumesErrors && (e.Deviation != nil) != want {
 				t.Errorf("reboot-file-subpath on %s: orphan errors expected as %+v", v, e)
 			}

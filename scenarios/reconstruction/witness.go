@@ -1,14 +1,18 @@
 package reconstruction
 
 // This file tells the kubelet's metrics registration race from a
-// reconstruction counter that never moves. Both read
-// reconstruct_volume_operations_total below what the kubelet's log shows
-// it reconstructed; the race drops a start's increments now and then (5 of
-// 198 catalogue runs of kubelets whose metric code was untouched), a
-// counter that never moves reads 0 on every start. So a hop that looks like the race restarts the same kubelet
-// with the hop's running pods, whose volumes the new start reconstructs and
-// logs, and reads the counter again (kubeletmetrics.JudgeRace decides).
-// Hops that do not look like the race restart nothing.
+// reconstruction counter that never moves. Both read a race-prone counter
+// (reconstruct_volume_operations_total, or its errors counter) below what
+// the kubelet's log shows; the race drops a start's increments now and
+// then (5 of 198 catalogue runs of kubelets whose metric code was
+// untouched), and may drop one counter's and not the other's; a counter
+// that never moves reads 0 on every start. So a hop that looks like the
+// race restarts the same kubelet with the hop's running pods and reads
+// the counters again: the new start reconstructs the running pods'
+// volumes, fails again on what a known bug left unreconstructable, and
+// logs each (kubeletmetrics.JudgeRace and RaceLoss decide). One start
+// serves both counters. Hops that do not look like the race restart
+// nothing.
 
 import (
 	"context"
@@ -48,24 +52,69 @@ func (s *Scenario) explainRace(ctx context.Context, sc *scenarios.StepContext, r
 	if log.Attempts() == 0 {
 		sc.Note("the kubelet's log since its start names no reconstructed volume: either it reconstructed none, or it logs below level 2 (--v=2, or logging.verbosity: 2 in its configuration), where it names each one")
 	}
-	sc.Evidence(reports.Evidence{Name: "the kubelet's reconstruction log lines since its start", Kind: "log",
-		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", log.Reconstructed, log.Failed, strings.Join(log.Lines, "\n"))})
+	s.logEvidence(sc, log)
 	if !kubeletmetrics.LooksLikeRace(results, log, s.volsAtStart) {
 		return results, nil
 	}
-	var ws []kubeletmetrics.WitnessStart
-	noWitness := s.noWitness(ctx)
-	if noWitness != "" {
-		sc.Note("reconstruct_volume_operations_total is below the %d reconstructions the kubelet's log shows, as the metrics registration race and a counter that never moves both make it; the hop cannot take a witness start of the same kubelet to tell them apart: %s", log.Attempts(), noWitness)
-	}
-	for noWitness == "" && kubeletmetrics.NeedsWitness(ws) {
-		w, err := s.witnessStart(ctx, sc, len(ws)+1)
-		if err != nil {
-			return results, err
-		}
-		ws = append(ws, w)
+	ws, noWitness, err := s.witnesses(ctx, sc, kubeletmetrics.ReconstructVolumeOperations, log)
+	if err != nil {
+		return results, err
 	}
 	return kubeletmetrics.JudgeRace(results, log, s.volsAtStart, ws, noWitness), nil
+}
+
+// hopRace is what a hop's witness starts showed: taken for whichever
+// race-prone counter first read below the kubelet's log, and read again
+// for the others, so that no counter restarts the kubelet for what a
+// start already shows.
+type hopRace struct {
+	starts []kubeletmetrics.WitnessStart
+	// asked: whether the hop can take a witness start was asked;
+	// noWitness says why it cannot ("" when it can).
+	asked     bool
+	noWitness string
+	// logged: the hop's log's lines went into the step's evidence.
+	logged bool
+	// lost and why are, for each race-prone counter a known bug of the
+	// hop's kubelet names, what the race dropped of it and what the
+	// witness starts showed (kubeletmetrics.RaceLoss), for the
+	// catalogue's judge.
+	lost map[string]float64
+	why  map[string]string
+}
+
+// witnesses are the hop's witness starts once they decide metric, read
+// below what the hop's log shows: the starts taken so far (for any
+// counter), and more while they do not decide it
+// (kubeletmetrics.NeedsWitness); noWitness says why the hop can take
+// none. The node's kubelet log must be readable. The error is a witness
+// start that failed.
+func (s *Scenario) witnesses(ctx context.Context, sc *scenarios.StepContext, metric string, log kubeletmetrics.ReconstructionLog) ([]kubeletmetrics.WitnessStart, string, error) {
+	if !s.race.asked {
+		s.race.asked = true
+		if s.race.noWitness = s.noWitness(ctx); s.race.noWitness != "" {
+			sc.Note("%s is below the %d the kubelet's log shows, as the metrics registration race and a counter that never moves both make it; the hop cannot take a witness start of the same kubelet to tell them apart: %s", metric, log.Logged(metric), s.race.noWitness)
+		}
+	}
+	for s.race.noWitness == "" && kubeletmetrics.NeedsWitness(s.race.starts, metric) {
+		w, err := s.witnessStart(ctx, sc, len(s.race.starts)+1)
+		if err != nil {
+			return nil, "", err
+		}
+		s.race.starts = append(s.race.starts, w)
+	}
+	return s.race.starts, s.race.noWitness, nil
+}
+
+// logEvidence puts the hop's log's reconstruction lines into the step's
+// evidence, once a hop.
+func (s *Scenario) logEvidence(sc *scenarios.StepContext, log kubeletmetrics.ReconstructionLog) {
+	if s.race.logged {
+		return
+	}
+	s.race.logged = true
+	sc.Evidence(reports.Evidence{Name: "the kubelet's reconstruction log lines since its start", Kind: "log",
+		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", log.Reconstructed, log.Failed, strings.Join(log.Lines, "\n"))})
 }
 
 // noWitness says why the hop cannot take a witness start, "" when it can:
@@ -175,8 +224,8 @@ func (s *Scenario) witnessStart(ctx context.Context, sc *scenarios.StepContext, 
 	}
 	sc.Evidence(reports.Evidence{Name: fmt.Sprintf("the kubelet's reconstruction log lines since witness start %d", n), Kind: "log",
 		Text: fmt.Sprintf("%d reconstructed, %d could not be constructed\n%s", w.Log.Reconstructed, w.Log.Failed, strings.Join(w.Log.Lines, "\n"))})
-	sc.Note("restarted kubelet %s with the hop's running pods to tell the metrics registration race from a counter that never moves; %s (counted: %v), %s after the stop",
-		s.hop.To, w, w.Counted(), time.Since(began).Round(10*time.Millisecond))
+	sc.Note("restarted kubelet %s with the hop's running pods to tell the metrics registration race from a counter that never moves; %s, %s after the stop",
+		s.hop.To, w, time.Since(began).Round(10*time.Millisecond))
 	return w, nil
 }
 

@@ -16,10 +16,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"k8s.io/apimachinery/pkg/util/version"
+
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
 // restartNode is a node whose kubelet the witness restarts: each start
@@ -60,9 +65,14 @@ func (n *restartNode) KubeletLog(context.Context) (string, error) {
 type fakeAPI struct {
 	mu       sync.Mutex
 	counters []int
-	running  bool
-	kubelet  int       // which start serves
-	beat     time.Time // the Ready condition's heartbeat
+	// errors are reconstruct_volume_operations_errors_total after each
+	// start as counters are the total (0 when nil); values are the other
+	// counters, the same on every start (0 when not set).
+	errors  []int
+	values  map[string]int
+	running bool
+	kubelet int       // which start serves
+	beat    time.Time // the Ready condition's heartbeat
 	// beatAfter is how many reads of the node after a start show the
 	// stopped kubelet's heartbeat; staleScrapes counts the scrapes made
 	// meanwhile.
@@ -117,9 +127,14 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		fmt.Fprintf(w, "# TYPE reconstruct_volume_operations_total counter\nreconstruct_volume_operations_total %d\n", a.counters[a.kubelet])
-		for _, m := range []string{"reconstruct_volume_operations_errors_total", "force_cleaned_failed_volume_operations_total", "force_cleaned_failed_volume_operation_errors_total",
+		errs := 0
+		if a.errors != nil {
+			errs = a.errors[a.kubelet]
+		}
+		fmt.Fprintf(w, "# TYPE reconstruct_volume_operations_errors_total counter\nreconstruct_volume_operations_errors_total %d\n", errs)
+		for _, m := range []string{"force_cleaned_failed_volume_operations_total", "force_cleaned_failed_volume_operation_errors_total",
 			"kubelet_orphan_pod_cleaned_volumes", "kubelet_orphan_pod_cleaned_volumes_errors", "kubelet_orphaned_runtime_pods_total"} {
-			fmt.Fprintf(w, "# TYPE %s gauge\n%s 0\n", m, m)
+			fmt.Fprintf(w, "# TYPE %s gauge\n%s %d\n", m, m, a.values[m])
 		}
 	default:
 		http.NotFound(w, r)
@@ -140,14 +155,7 @@ func (c apiCluster) RESTConfig() (*rest.Config, error) { return &rest.Config{Hos
 // whose kubelet found 6 volume dirs, and returns the run's record.
 func witnessRun(t *testing.T, api *fakeAPI, node *restartNode) (*reports.Run, error) {
 	t.Helper()
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	node.api = api
-	r := &reports.Run{}
-	s, err := New(Config{Plan: mustPlan(t, "v1.37.2,v1.37.2"), Kubelets: make([]binaries.Binary, 2), Namespace: witnessNamespace, PollInterval: 10 * time.Millisecond}, apiCluster{url: srv.URL}, node, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r := witnessScenario(t, api, node, nil)
 	steps := []scenarios.Step{{Hop: 1, Name: "hop 1: kubelet metrics", Run: func(ctx context.Context, sc *scenarios.StepContext) error {
 		s.run.Hops = append(s.run.Hops, reports.Hop{Number: 1, To: "v1.37.2"})
 		s.hop = &s.run.Hops[0]
@@ -161,8 +169,23 @@ func witnessRun(t *testing.T, api *fakeAPI, node *restartNode) (*reports.Run, er
 	}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = (&scenarios.Runner{Run: r, Node: node, ArtifactsDir: t.TempDir()}).Execute(ctx, steps)
+	err := (&scenarios.Runner{Run: r, Node: node, ArtifactsDir: t.TempDir()}).Execute(ctx, steps)
 	return r, err
+}
+
+// witnessScenario is a scenario of one hop to kubelet v1.37.2 on api and
+// node, with fault f (nil: none), and its run's record.
+func witnessScenario(t *testing.T, api *fakeAPI, node *restartNode, f *Fault) (*Scenario, *reports.Run) {
+	t.Helper()
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	node.api = api
+	r := &reports.Run{}
+	s, err := New(Config{Plan: mustPlan(t, "v1.37.2,v1.37.2"), Kubelets: make([]binaries.Binary, 2), Namespace: witnessNamespace, PollInterval: 10 * time.Millisecond, Fault: f}, apiCluster{url: srv.URL}, node, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, r
 }
 
 // firstVolumes is log with only its first n volumes' reconstructions.
@@ -291,6 +314,173 @@ func TestWitnessStarts(t *testing.T) {
 		}
 		if api.staleScrapes != 0 {
 			t.Errorf("%d scrapes before the new kubelet's first heartbeat", api.staleScrapes)
+		}
+	})
+}
+
+// volDataEmptyLog is a v1.37.2 kubelet's log since its start on a node
+// where vol-data-empty's old pods u1 and u2 left their volume dirs (pv1,
+// pv2) with an empty vol_data.json: reconstructed running pods' volumes,
+// and for each old pod the failed reconstruction and force cleanup.
+func volDataEmptyLog(reconstructed int) string {
+	var lines []string
+	for i := 1; i <= reconstructed; i++ {
+		lines = append(lines, fmt.Sprintf(`I1206 10:00:00.00000%d    1 reconstruct.go:112] "Volume is marked as uncertain and added into the actual state" pod="" podName="n%d" volumeName="kubernetes.io/csi/drv^n%d"`, i, i, i))
+	}
+	for _, u := range []string{"1", "2"} {
+		data := "/k/pods/u" + u + "/volumes/kubernetes.io~csi/pv" + u + "/vol_data.json"
+		lines = append(lines, fmt.Sprintf(`I1206 10:00:00.00001%s    1 reconstruct.go:67] "Could not construct volume information" podName="u%s" volumeSpecName="pv%s" err="kubernetes.io/csi: plugin.ConstructVolumeSpec failed loading volume data using [/k/pods/u%s/volumes/kubernetes.io~csi/pv%s]: kubernetes.io/csi: failed to decode volume data file [%s]: EOF"`, u, u, u, u, u, data))
+	}
+	lines = append(lines, `I1206 10:00:00.000020    1 reconstruct.go:150] "Volume reconstruction finished"`)
+	for _, u := range []string{"1", "2"} {
+		data := "/k/pods/u" + u + "/volumes/kubernetes.io~csi/pv" + u + "/vol_data.json"
+		lines = append(lines, fmt.Sprintf(`E1206 10:00:02.00000%s    1 reconstruct_common.go:171] "volumeHandler.UnmountVolumeHandler for UnmountVolume failed for volume \"pv%s\" (UniqueName: \"pv%s\") pod \"u%s\" (UID: \"u%s\") : UnmountVolume.NewUnmounter failed for volume \"pv%s\" (UniqueName: \"pv%s\") pod \"u%s\" (UID: \"u%s\") : kubernetes.io/csi: unmounter failed to load volume data file [%s]: EOF"`, u, u, u, u, u, u, u, u, u, data))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// volDataEmptyRun runs a vol-data-empty hop's metrics and catalogue steps
+// on kubelet v1.37.2, whose old pods u1 and u2 left their dirs, mounts and
+// empty vol_data.json (the known bug's symptom), with 3 volume dirs at the
+// kubelet's start; the force-cleanup and orphan counters count the known
+// bug exactly. It returns the run's record, the judge's observation of
+// the errors counter and the first error.
+func volDataEmptyRun(t *testing.T, api *fakeAPI, node *restartNode) (*reports.Run, catalogue.Reading, error) {
+	t.Helper()
+	f, err := LookupFault("vol-data-empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.values = map[string]int{"force_cleaned_failed_volume_operations_total": 2, "force_cleaned_failed_volume_operation_errors_total": 2, "kubelet_orphan_pod_cleaned_volumes_errors": 2}
+	s, r := witnessScenario(t, api, node, &f)
+	var reading catalogue.Reading
+	to := version.MustParseGeneric("1.37.2")
+	steps := []scenarios.Step{
+		{Hop: 1, Name: "hop 1: kubelet metrics", Run: func(ctx context.Context, sc *scenarios.StepContext) error {
+			s.run.Hops = append(s.run.Hops, reports.Hop{Number: 1, To: "v1.37.2"})
+			s.hop = &s.run.Hops[0]
+			s.startHopPath()
+			s.volsAtStart, s.pathVolumes = 3, 3
+			s.oldUIDs, s.unreconstructable = []string{"u1", "u2"}, 2
+			s.volumes = storage.Volumes{PVs: []storage.PV{{Name: "pv1", Driver: "drv", VolumeHandle: "h1"}, {Name: "pv2", Driver: "drv", VolumeHandle: "h2"}}}
+			snap := &nodestate.Snapshot{ResolvedRoot: "/k"}
+			for _, u := range []string{"1", "2"} {
+				vol := "pods/u" + u + "/volumes/kubernetes.io~csi/pv" + u
+				s.left = append(s.left, nodestate.Leftover{UID: "u" + u, Kind: nodestate.LeftoverPodDir, Path: "pods/u" + u},
+					nodestate.Leftover{UID: "u" + u, Kind: nodestate.LeftoverMount, Path: "/k/" + vol + "/mount", Detail: "tmpfs from tmpfs"})
+				snap.Entries = append(snap.Entries, nodestate.Entry{Path: "pods/u" + u, Type: nodestate.TypeDir},
+					nodestate.Entry{Path: vol + "/mount", Type: nodestate.TypeDir}, nodestate.Entry{Path: vol + "/vol_data.json", Type: nodestate.TypeFile})
+			}
+			s.leftSnap = snap
+			return s.checkMetrics(ctx, sc)
+		}},
+		{Hop: 1, Name: "hop 1: catalogue fault vol-data-empty on kubelet v1.37.2", Run: func(ctx context.Context, sc *scenarios.StepContext) error {
+			var o catalogue.Observation
+			s.evidence(ctx, &o, nil)
+			reading = o.Counters[kubeletmetrics.ReconstructVolumeOperationsErrors]
+			return s.judge(to)(ctx, sc)
+		}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = (&scenarios.Runner{Run: r, Node: node, ArtifactsDir: t.TempDir()}).Execute(ctx, steps)
+	return r, reading, err
+}
+
+// The registration registers the counters one after another, so the race
+// can drop reconstruct_volume_operations_errors_total's increments alone:
+// on a vol-data-empty hop the total counted its 3 volumes, the errors
+// counter 0 of the 2 failures the log shows. A witness start of the same
+// kubelet, which fails again on the old pods' volume dirs the known bug
+// left, decides: a counter that counts them moves, and the known bug is
+// seen; one that never moves fails the hop, as does a witness with
+// nothing failing left to count. A start taken for the total serves the
+// errors counter too.
+func TestWitnessErrorsCounter(t *testing.T) {
+	beat := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	hopLog, witnessLog := volDataEmptyLog(1), volDataEmptyLog(2)
+
+	t.Run("the race dropped the errors counter's increments alone", func(t *testing.T) {
+		node := &restartNode{logs: []string{hopLog, witnessLog}}
+		r, reading, err := volDataEmptyRun(t, &fakeAPI{counters: []int{3, 4}, errors: []int{0, 2}, running: true, beat: beat}, node)
+		if err != nil {
+			t.Fatalf("an unmutated kubelet's errors counter, lost to the race, failed the hop: %v", err)
+		}
+		if node.start != 1 {
+			t.Errorf("%d witness starts, want 1", node.start)
+		}
+		if reading.Lost != 2 {
+			t.Errorf("the judge was given %+v for the errors counter, want 2 lost", reading)
+		}
+		judged := r.Steps[1]
+		if len(judged.Deviations) != 1 || !judged.Deviations[0].Reproduced() ||
+			!strings.Contains(judged.Deviations[0].Observed, "reconstruct_volume_operations_errors_total = 0, 2 short of 2: the metrics registration race dropped up to 2 increments") ||
+			!strings.Contains(judged.Deviations[0].Observed, "witness start 1: counter 2, its log 4 (2 marked uncertain, 2 could not be constructed)") {
+			t.Errorf("the known bug's deviation: %+v", judged.Deviations)
+		}
+	})
+
+	t.Run("an errors counter that never moves", func(t *testing.T) {
+		node := &restartNode{logs: []string{hopLog, witnessLog, witnessLog}}
+		_, reading, err := volDataEmptyRun(t, &fakeAPI{counters: []int{3, 4, 4}, errors: []int{0, 0, 0}, running: true, beat: beat}, node)
+		if err == nil {
+			t.Fatal("an errors counter that never moves passed")
+		}
+		for _, want := range []string{"reconstruct_volume_operations_errors_total == 2", "it is 0", "witness start 2: counter 0, its log 4", "a counter that never moves"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q: %v", want, err)
+			}
+		}
+		if node.start != 2 || reading.Lost != 0 {
+			t.Errorf("%d witness starts, %g lost; want 2 and 0", node.start, reading.Lost)
+		}
+	})
+
+	t.Run("both counters lost: one witness start serves both", func(t *testing.T) {
+		node := &restartNode{logs: []string{hopLog, witnessLog}}
+		r, reading, err := volDataEmptyRun(t, &fakeAPI{counters: []int{0, 4}, errors: []int{0, 2}, running: true, beat: beat}, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.start != 1 || node.stops != 1 {
+			t.Errorf("%d stops and %d starts, want one witness start for both counters", node.stops, node.start)
+		}
+		if reading.Lost != 2 {
+			t.Errorf("errors counter %+v, want 2 lost", reading)
+		}
+		race := 0
+		for _, d := range r.Steps[0].Deviations {
+			if strings.Contains(d.Reason, kubeletmetrics.MetricsRegistrationRace) {
+				race++
+				if d.Check != "metric "+kubeletmetrics.ReconstructVolumeOperations {
+					t.Errorf("race deviation on %s", d.Check)
+				}
+			}
+		}
+		if race != 1 {
+			t.Errorf("%d deviations name the race, want the total's: %+v", race, r.Steps[0].Deviations)
+		}
+		if d := r.Steps[1].Deviations; len(d) != 1 || !d[0].Reproduced() {
+			t.Errorf("the known bug: %+v", r.Steps[1].Deviations)
+		}
+	})
+
+	t.Run("nothing failing left for a witness to count", func(t *testing.T) {
+		node := &restartNode{logs: []string{hopLog, firstVolumes(witnessLog, 2)}}
+		// The witness's log without the old pods' failures.
+		var clean []string
+		for _, l := range strings.Split(node.logs[1], "\n") {
+			if !strings.Contains(l, "Could not construct") {
+				clean = append(clean, l)
+			}
+		}
+		node.logs[1] = strings.Join(clean, "\n")
+		_, _, err := volDataEmptyRun(t, &fakeAPI{counters: []int{3, 2}, errors: []int{0, 0}, running: true, beat: beat}, node)
+		if err == nil || !strings.Contains(err.Error(), "nothing left on the node for a start to count again") {
+			t.Errorf("a witness with nothing failing: %v", err)
+		}
+		if node.start != 1 {
+			t.Errorf("%d witness starts, want 1: another would find the same node", node.start)
 		}
 	})
 }

@@ -87,6 +87,12 @@ func (b *ModuleBuilder) Build(ctx context.Context, v *version.Version, component
 	if len(missing) == 0 {
 		return out, nil
 	}
+	// The check writes nothing in the cache: a refused version leaves
+	// no module dir behind.
+	ms, verdicts, err := b.check(ctx, v, missing)
+	if err != nil {
+		return nil, err
+	}
 	dir := b.moduleDir(v)
 	unlock, err := b.lockBuildDir(ctx, dir, "k8s.io/kubernetes@v"+v.String())
 	if err != nil {
@@ -105,10 +111,6 @@ func (b *ModuleBuilder) Build(ctx context.Context, v *version.Version, component
 	}
 	if missing = still; len(missing) == 0 {
 		return out, nil
-	}
-	ms, verdicts, err := b.check(ctx, v, missing)
-	if err != nil {
-		return nil, err
 	}
 	if err := b.prepareModule(ctx, v, ms); err != nil {
 		return nil, err

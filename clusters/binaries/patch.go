@@ -64,7 +64,14 @@ func (b *ModuleBuilder) BuildPatched(ctx context.Context, v *version.Version, co
 	if err != nil {
 		return Binary{}, err
 	}
-	if err := b.prepareModule(ctx, v, ms); err != nil {
+	// The wrapper module is the module build's: made under its lock.
+	unlock, err := b.lockBuildDir(ctx, b.moduleDir(v), "k8s.io/kubernetes@v"+v.String())
+	if err != nil {
+		return Binary{}, err
+	}
+	err = b.prepareModule(ctx, v, ms)
+	unlock()
+	if err != nil {
 		return Binary{}, err
 	}
 	pristine, err := b.kubernetesSource(ctx, v, ms)

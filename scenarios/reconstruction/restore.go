@@ -234,8 +234,9 @@ func (s *Scenario) deletedClaims(ctx context.Context) (map[string]types.UID, err
 // lets it go once no pod uses it), then hands its PV back to the claim's
 // name alone, as skewtest pre-bound it (storage.ProvisionPrebound): a
 // Retain PV of a deleted claim is Released, and the StatefulSet's new
-// claim of that name binds it only once its claimRef has no UID. It
-// returns the PVs it freed.
+// claim of that name binds it only once its claimRef has no UID. A PV
+// its provisioner deletes with the claim is left to it. It returns the
+// PVs it freed.
 func (s *Scenario) freeClaimedPVs(ctx context.Context, sc *scenarios.StepContext, deleted map[string]types.UID) ([]string, error) {
 	if len(deleted) == 0 {
 		return nil, nil
@@ -273,13 +274,18 @@ func (s *Scenario) freeClaimedPVs(ctx context.Context, sc *scenarios.StepContext
 				return err
 			}
 			ref := pv.Spec.ClaimRef
-			if ref == nil || ref.UID != uid {
+			// A dynamically provisioned PV (reclaim policy Delete) goes
+			// with its claim, and the new claim gets a new one.
+			if ref == nil || ref.UID != uid || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 				return nil
 			}
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Namespace: ref.Namespace, Name: ref.Name}
 			handed = true
 			return s.res.Update(ctx, &pv)
 		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("hand PV %s back to claim %s/%s: %w", rec.Name, s.cfg.Namespace, rec.Claim, err)
 		}

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 
+	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -111,6 +112,23 @@ func (s *Scenario) disturbed(ctx context.Context, sc *scenarios.StepContext) ([]
 		for _, c := range p.Status.ContainerStatuses {
 			if c.State.Running == nil {
 				out = append(out, fmt.Sprintf("pod %s (uid %s): container %s not running (restarts %d)", p.Name, p.UID, c.Name, c.RestartCount))
+				continue
+			}
+			// A kubelet that never starts a dead container again
+			// (#124057) may not report it dead either: the node says.
+			id := c.ContainerID
+			if i := strings.Index(id, "://"); i >= 0 {
+				id = id[i+3:]
+			}
+			if id == "" {
+				continue
+			}
+			res, err := exec.Output(ctx, sc.Node, "sh", "-c", containerPIDsScript, "container-pids", id)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s: look for the processes of container %s: %w", p.Name, id, err)
+			}
+			if strings.TrimSpace(res.Stdout) == "" {
+				out = append(out, fmt.Sprintf("pod %s (uid %s): container %s (%s) has no process on the node, though its status says running", p.Name, p.UID, c.Name, id))
 			}
 		}
 		if pv := s.pvOf[claimOf(p)]; pv != "" {

@@ -110,7 +110,7 @@ test-hosts: deps
 # with 1.26 and 1.28 kubelets under a 1.28 control plane, and catalogue
 # entries on kubelets where their bugs shipped and where they were fixed,
 # each known bug required to reproduce. It builds two control planes and
-# five kubelets cold (about 40 min on 2 cores), so the nightly jobs run it
+# six kubelets cold (about 40 min on 2 cores), so the nightly jobs run it
 # and .ci/run does not (docs/history.md).
 test-history: deps
 	@mkdir -p "$(ARTIFACTS)"

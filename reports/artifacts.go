@@ -213,6 +213,18 @@ func Summary(run *Run) string {
 	if len(hops) > 0 {
 		parts = append(parts, "Time to cleanup after kubelet start: "+strings.Join(hops, "; ")+".")
 	}
+	for _, h := range run.Hops {
+		if h.Restored != "" {
+			parts = append(parts, fmt.Sprintf("Before hop %d, restored: %s.", h.Number, strings.TrimSuffix(oneLine(h.Restored), ".")))
+		}
+	}
+	// A tour's unreached pairs already failed it, with the first named.
+	for _, u := range run.Unreached {
+		if len(run.Trails) > 0 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("Not reached: %s %s → %s: %s.", unreachedName(u), oneLine(u.From), oneLine(u.To), strings.TrimSuffix(oneLine(u.Reason), ".")))
+	}
 	exp, unexp := deviations(run)
 	if len(exp) > 0 || len(unexp) > 0 {
 		parts = append(parts, fmt.Sprintf("Deviations: %d expected, %d unexpected.", len(exp), len(unexp)))

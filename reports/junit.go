@@ -130,7 +130,7 @@ func WriteJUnit(w io.Writer, run *Run) error {
 		}
 		switch {
 		case s.Verdict == Skipped:
-			tc.Skipped = &junitSkipped{Message: "an earlier step failed"}
+			tc.Skipped = &junitSkipped{Message: truncateRunes(SkipReason(s), junitMessageRunes)}
 			suite.Skipped++
 		case stepFailed(s):
 			suite.fail(&tc, run, &junitFailure{Message: truncateRunes(stepFailure(s), junitMessageRunes), Body: stepFailureBody(s)})

@@ -118,6 +118,10 @@ func (m *mdWriter) header() {
 		m.line("> The run was skipped: no check ran, so it proves nothing.")
 		m.line("")
 	}
+	if n := len(r.Unreached); n > 0 && len(r.Trails) == 0 {
+		m.line("> [!NOTE]")
+		m.printf("> %s of the plan not reached, so not judged; the verdict is that of the hops that were. See **Hops** below for why.\n\n", plural(n, "hop"))
+	}
 }
 
 func plural(n int, what string) string {
@@ -271,6 +275,23 @@ func (m *mdWriter) hops() {
 		m.line("Cleanup phases are measured from the kubelet's start.")
 		m.line("")
 	}
+	var notes []string
+	for _, h := range m.run.Hops {
+		if h.Restored != "" {
+			notes = append(notes, fmt.Sprintf("Before hop %d, restored: %s", h.Number, mdText(oneLine(h.Restored))))
+		}
+	}
+	if !m.matrix {
+		for _, u := range m.run.Unreached {
+			notes = append(notes, fmt.Sprintf("⛔ %s (%s → %s) not reached: %s", unreachedName(u), mdText(u.From), mdText(u.To), orDash(mdText(oneLine(u.Reason)))))
+		}
+	}
+	for _, n := range notes {
+		m.line("- " + n)
+	}
+	if len(notes) > 0 {
+		m.line("")
+	}
 	for _, h := range m.run.Hops {
 		if len(h.OldPodUIDs) == 0 {
 			continue
@@ -393,18 +414,22 @@ func (m *mdWriter) step(i int, s Step) {
 		m.line("")
 	}
 
+	label := "**Error:**"
+	if s.Verdict == Skipped {
+		label = "**Not reached:**"
+	}
 	if e := sanitize(s.Error); strings.TrimSpace(e) != "" {
 		if !strings.Contains(strings.TrimSpace(e), "\n") {
-			m.line("**Error:** " + mdText(e))
+			m.line(label + " " + mdText(e))
 			m.line("")
 		} else {
-			m.line("**Error:**")
+			m.line(label)
 			m.line("")
 			m.fence("text", e)
 		}
 	}
 
-	if s.Verdict == Skipped && len(s.Notes) == 0 && len(s.Commands) == 0 && len(s.Evidence) == 0 && len(s.Deviations) == 0 {
+	if s.Verdict == Skipped && s.Error == "" && len(s.Notes) == 0 && len(s.Commands) == 0 && len(s.Evidence) == 0 && len(s.Deviations) == 0 {
 		m.line("Not run: an earlier step failed.")
 		m.line("")
 		return

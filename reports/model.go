@@ -47,7 +47,9 @@ type Run struct {
 	Trails []Trail `json:"trails,omitempty"`
 	// Unreached are the (from, to) pairs a matrix tour planned but did not
 	// run, with why (an earlier hop on the same trail left the node
-	// unusable, the run was interrupted, ...).
+	// unusable, the run was interrupted, ...), and the hops of a run whose
+	// precondition could not be restored after an earlier hop's known bug
+	// changed the node (scenarios.ErrNotReached).
 	Unreached []UnreachedHop `json:"unreached,omitempty"`
 	// Timings are run-level phases: cluster bring-up, workload Running,
 	// teardown, the whole run.
@@ -180,6 +182,12 @@ type Hop struct {
 	ReconstructionPath string `json:"reconstructionPath,omitempty"`
 	// OldPodUIDs are the UIDs force-deleted while the kubelet was down.
 	OldPodUIDs []string `json:"oldPodUIDs,omitempty"`
+	// Restored says what was restored before the hop stopped its kubelet,
+	// and why: what the known bug of the hop before changed that this
+	// hop's fault needs (a running pod's volume unmounted, a container
+	// never started again), and how it was brought back. Empty when
+	// nothing was.
+	Restored string `json:"restored,omitempty"`
 	// Timings are ordered phase durations, e.g. "kubelet stop",
 	// "node Ready", "old mounts gone", "old pod dirs gone"; the cleanup
 	// ones are measured from the kubelet's start.
@@ -231,10 +239,35 @@ type Trail struct {
 
 // UnreachedHop is a planned hop that did not run, and why.
 type UnreachedHop struct {
+	// Number is the hop's number in its run's plan; 0 for a tour's pair,
+	// whose hops are numbered as they ran.
+	Number int    `json:"number,omitempty"`
 	Node   string `json:"node,omitempty"`
 	From   string `json:"from"`
 	To     string `json:"to"`
 	Reason string `json:"reason"`
+}
+
+// unreachedName is "hop N", or "the hop" for a tour's pair, which has no
+// number.
+func unreachedName(u UnreachedHop) string {
+	if u.Number > 0 {
+		return fmt.Sprintf("hop %d", u.Number)
+	}
+	return "the hop"
+}
+
+// SkipReason is why a skipped step did not run: its own error when it
+// found its hop cannot be reached, its note when a step before it found
+// that, else an earlier failure.
+func SkipReason(s Step) string {
+	switch {
+	case s.Error != "":
+		return "not reached: " + oneLine(s.Error)
+	case len(s.Notes) > 0:
+		return oneLine(s.Notes[0])
+	}
+	return "an earlier step failed"
 }
 
 // withGates renders a hop's version with its entry's feature gates as the

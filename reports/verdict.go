@@ -19,6 +19,11 @@ import "fmt"
 // PassWithExpectedDeviations when any expected deviation exists (in a step,
 // or a metric with that verdict), else Pass.
 //
+// Unreached hops (Run.Unreached) do not decide a run's verdict: nothing
+// was judged on them, and the verdict is that of the hops that were (a
+// tour's merge fails a tour that left pairs unreached, which it set out
+// to prove). The reports say which hops were not reached, and why.
+//
 // A failure is never turned into a pass: a hop or run already marked Fail
 // (for example by a harness that aborted outside any step) stays Fail.
 // Failure becomes the first failed step's "name: error", else the first

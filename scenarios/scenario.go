@@ -2,7 +2,9 @@
 // cluster and one node. Each step records when it started and ended, every
 // command it ran on the node (command line, stdout, stderr, exit code), its
 // evidence and any deviations, into a reports.Run. The first failing step
-// stops the scenario; the rest are reported as skipped.
+// stops the scenario; the rest are reported as skipped. A step that finds
+// its hop cannot be reached (ErrNotReached) skips the rest of the hops'
+// steps, and the steps outside hops still run.
 package scenarios
 
 import (
@@ -35,6 +37,16 @@ var ErrControlPlane = errors.New("the control plane did not act")
 // because the PVs skewtest made for its claim were all taken. Such a
 // failure is a bug to fix in skewtest, never retried as a flake.
 var ErrHarness = errors.New("skewtest's own fault (a harness bug, not the kubelet's)")
+
+// ErrNotReached marks a step that found, before its hop touched the node,
+// that the hop cannot be run as planned: what it needs of the node cannot
+// be brought about (an earlier hop's kubelet, with a known bug the
+// catalogue expects of it, changed the workload, and restoring it failed).
+// Nothing was judged, so nothing failed: the step is recorded skipped with
+// why, the steps of its hop and of every later hop are skipped, and the
+// steps outside hops (the run's closing checks and cleanup) still run. The
+// step records the hops it leaves unreached in the run (Run.Unreached).
+var ErrNotReached = errors.New("hop not reached")
 
 // Step is one named step of a scenario.
 type Step struct {
@@ -112,18 +124,27 @@ type Runner struct {
 
 // Execute runs steps in order. It returns the first step's error, wrapped
 // with the step's name; steps after it are recorded as skipped. A step
-// that returns nil but recorded an unexpected deviation also fails.
+// that returns nil but recorded an unexpected deviation also fails. A step
+// whose error wraps ErrNotReached does not fail: it is recorded skipped
+// with its error, the later steps of any hop are skipped with a note
+// naming it, and the later steps outside hops run.
 func (r *Runner) Execute(ctx context.Context, steps []Step) error {
 	logger := r.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	var firstErr error
+	notReached := ""
 	for _, st := range steps {
 		idx := len(r.Run.Steps) + 1
 		rec := reports.Step{Index: idx, Name: st.Name, Hop: st.Hop}
 		if firstErr != nil {
 			rec.Verdict = reports.Skipped
+			r.Run.Steps = append(r.Run.Steps, rec)
+			continue
+		}
+		if notReached != "" && st.Hop != 0 {
+			rec.Verdict, rec.Notes = reports.Skipped, []string{notReached}
 			r.Run.Steps = append(r.Run.Steps, rec)
 			continue
 		}
@@ -144,6 +165,12 @@ func (r *Runner) Execute(ctx context.Context, steps []Step) error {
 		sr.Started = time.Now()
 		err := runStep(ctx, st, sc)
 		sr.Finished = time.Now()
+		if err != nil && errors.Is(err, ErrNotReached) && ctx.Err() == nil {
+			sr.Verdict, sr.Error = reports.Skipped, err.Error()
+			notReached = fmt.Sprintf("not run: step %d found hop %d cannot be reached", idx, st.Hop)
+			logger.Warn(fmt.Sprintf("step %d: hop %d not reached; the later hops' steps are skipped: %s", idx, st.Hop, st.Name), "why", err)
+			continue
+		}
 		if err == nil {
 			for _, d := range sr.Deviations {
 				if !d.IsExpected() {

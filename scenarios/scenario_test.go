@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -556,5 +557,74 @@ func TestPanicStackIsEvidence(t *testing.T) {
 	}
 	if e := run.Steps[0].Evidence[0]; !strings.Contains(e.Text, "assignment to entry in nil map") || !strings.Contains(e.Text, "scenario_test.go") {
 		t.Errorf("the panic's evidence %q names neither the panic nor the test's frame", e.Text)
+	}
+}
+
+// A hop whose precondition cannot be restored after a known bug on the
+// hop before is not reached: hop 1's expected deviation gives the run's
+// verdict, the later hops' steps are skipped with why, and the steps
+// outside hops (the workload's deletion) still run. The same step failing
+// plainly fails the run, so the verdict is the not-reached one's own.
+func TestNotReachedHopLeavesTheVerdictToJudgedHops(t *testing.T) {
+	pass := func(context.Context, *StepContext) error { return nil }
+	knownBug := func(_ context.Context, sc *StepContext) error {
+		sc.Deviation(reports.Deviation{Check: "catalogue fault pvc-terminating", Expected: "known bug", Observed: "pod web-0: its volume unmounted",
+			Reason: "known bug PR #130335 reproduces on kubelet v1.31.0"})
+		return nil
+	}
+	steps := func(restore func(context.Context, *StepContext) error) ([]Step, *bool) {
+		deleted := false
+		return []Step{
+			{Name: "deploy", Run: pass},
+			{Hop: 1, Name: "hop 1: stop kubelet", Run: pass},
+			{Hop: 1, Name: "hop 1: catalogue fault pvc-terminating on kubelet v1.31.0", Run: knownBug},
+			{Hop: 2, Name: "hop 2: restore the pods", Run: restore},
+			{Hop: 2, Name: "hop 2: stop kubelet", Run: func(context.Context, *StepContext) error { return errors.New("ran after its hop was not reached") }},
+			{Hop: 3, Name: "hop 3: stop kubelet", Run: func(context.Context, *StepContext) error { return errors.New("ran after hop 2 was not reached") }},
+			{Name: "delete the StatefulSet", Run: func(context.Context, *StepContext) error { deleted = true; return nil }},
+		}, &deleted
+	}
+	cause := "kubelet v1.31.0's known bug left pod web-0 (uid u0): its volume pv-0 unmounted, and restoring them failed: pods not gone"
+
+	run := &reports.Run{Plan: []string{"v1.34.4", "v1.31.0", "v1.34.4", "v1.31.0"}, Hops: []reports.Hop{{Number: 1, From: "v1.34.4", To: "v1.31.0"}}}
+	list, deleted := steps(func(context.Context, *StepContext) error {
+		run.Unreached = append(run.Unreached, reports.UnreachedHop{Number: 2, From: "v1.31.0", To: "v1.34.4", Reason: cause})
+		return fmt.Errorf("%w: %s", ErrNotReached, cause)
+	})
+	err := (&Runner{Run: run}).Execute(t.Context(), list)
+	if err != nil {
+		t.Fatalf("Execute with a hop not reached: %v, want nil (nothing was judged on it)", err)
+	}
+	if !*deleted {
+		t.Error("the step outside hops did not run after the hop was not reached")
+	}
+	got := map[string]reports.Step{}
+	for _, s := range run.Steps {
+		got[s.Name] = s
+	}
+	if s := got["hop 2: restore the pods"]; s.Verdict != reports.Skipped || !strings.Contains(s.Error, cause) {
+		t.Errorf("the restore step: verdict %s, error %q; want skipped with its cause", s.Verdict, s.Error)
+	}
+	for _, name := range []string{"hop 2: stop kubelet", "hop 3: stop kubelet"} {
+		if s := got[name]; s.Verdict != reports.Skipped || len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "hop 2 cannot be reached") {
+			t.Errorf("step %q: verdict %s, notes %q; want skipped, saying hop 2 cannot be reached", name, s.Verdict, s.Notes)
+		}
+	}
+	run.ComputeVerdict()
+	if run.Verdict != reports.PassWithExpectedDeviations || run.Failure != "" {
+		t.Errorf("verdict %s (failure %q), want %s from hop 1's known bug", run.Verdict, run.Failure, reports.PassWithExpectedDeviations)
+	}
+	if r := reports.SkipReason(got["hop 2: restore the pods"]); !strings.HasPrefix(r, "not reached: ") {
+		t.Errorf("skip reason of the restore step %q, want it not reached", r)
+	}
+
+	failed := &reports.Run{Hops: []reports.Hop{{Number: 1, From: "v1.34.4", To: "v1.31.0"}}}
+	list, deleted = steps(func(context.Context, *StepContext) error { return errors.New(cause) })
+	if err := (&Runner{Run: failed}).Execute(t.Context(), list); err == nil {
+		t.Error("Execute with a plain failure of the restore step: nil error")
+	}
+	failed.ComputeVerdict()
+	if failed.Verdict != reports.Fail || *deleted {
+		t.Errorf("a plain failure: verdict %s, steps outside hops ran %t; want fail, and nothing after it run", failed.Verdict, *deleted)
 	}
 }

@@ -74,10 +74,12 @@ func Runs() []Run {
 		{Name: "kep-3756-gate", APIServer: olderControlPlane, Plan: "v1.28.15,v1.28.15+NewVolumeManagerReconstruction=false,v1.28.15", Paths: []string{New, Old, New},
 			Proves: "the same hand-over in one binary: NewVolumeManagerReconstruction on → off → on"},
 		// The kubelet with #130335 unmounts the volumes for good (their
-		// claims are Terminating), so it comes last: the fixed one is
-		// judged on volumes still mounted.
+		// claims are Terminating); a hop after it re-creates the pods
+		// first (pvc-terminating-bug-between).
 		{Name: "pvc-terminating-1.32", APIServer: newerControlPlane, Plan: "v1.32.2,v1.32.13,v1.32.2", Scenario: "pvc-terminating",
 			Proves: "#130335 is gone in 1.32.13 (the fix reached 1.32 in 1.32.4) and reproduces on 1.32.2"},
+		{Name: "pvc-terminating-bug-between", APIServer: newerControlPlane, Plan: "v1.35.4,v1.32.2,v1.35.4", Scenario: "pvc-terminating",
+			Proves: "#130335 reproduces on 1.32.2 between two fixed kubelets, and the fixed 1.35.4 after it is judged too, on the pods re-created with their volumes mounted"},
 		{Name: "pvc-terminating-old-path", APIServer: olderControlPlane, Plan: "v1.28.15,v1.26.15", Scenario: "pvc-terminating",
 			Proves: "#130335 on the old reconstruction too, on 1.26.15, which never got its fix"},
 		{Name: "pvc-terminating-1.28", APIServer: olderControlPlane, Plan: "v1.26.15,v1.28.15", Scenario: "pvc-terminating",
@@ -89,7 +91,8 @@ func Runs() []Run {
 		{Name: "reboot-file-subpath", APIServer: olderControlPlane, Plan: "v1.28.5,v1.28.15,v1.28.5", Scenario: "reboot-file-subpath",
 			Proves: "#106942 gone in 1.28.15 (the fix reached 1.28 in 1.28.8) and reproduced on 1.28.5: its orphan sweep rmdirs a file subPath's mount point"},
 		// With SELinuxMountReadWriteOncePod off; a kubelet with #124057
-		// never starts the killed containers again, so it comes last.
+		// never starts the killed containers again (a hop after it would
+		// re-create the pods first).
 		{Name: "restart-kill-container", APIServer: olderControlPlane,
 			Plan:     "v1.28.5+SELinuxMountReadWriteOncePod=false,v1.28.15+SELinuxMountReadWriteOncePod=false,v1.28.5+SELinuxMountReadWriteOncePod=false",
 			Scenario: "restart-kill-container",

@@ -44,6 +44,13 @@ type Fault struct {
 	// mayStickBound and pods that did not run are the observation, with
 	// why (s.stuck), not a failure.
 	MayStick bool
+	// BugLasts: the entry's known bug leaves the pods this fault keeps
+	// otherwise than its plant needs them, for good (a running pod's
+	// volume unmounted under its Terminating claim, a killed container
+	// never started again). A hop after one whose kubelet the catalogue
+	// expects to have the bug first re-creates the workload's pods when
+	// the bug changed them (restore.go); failing that, it is not reached.
+	BugLasts bool
 	// DataLost: the fault takes the volumes' data with it (the test
 	// driver's tmpfs volumes do not survive their global mount going, as
 	// after a real reboot), so the re-created pods' markers are read again
@@ -114,10 +121,10 @@ func Faults() map[string]Fault {
 	add(Fault{Plant: plantReboot, DataLost: true, MayStick: true, Observe: observeStuckOrLeftovers}, "reboot")
 	add(Fault{Plant: plantVolData(false), MayLeave: true, Observe: observeLeftovers}, "vol-data-deleted")
 	add(Fault{Plant: plantVolData(true), MayLeave: true, Observe: observeLeftovers}, "vol-data-empty")
-	add(Fault{KeepPods: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
+	add(Fault{KeepPods: true, BugLasts: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
 	add(Fault{Plant: plantFileForDir, MayLeave: true, Observe: observeLeftovers}, "file-for-dir")
 	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
-	add(Fault{KeepPods: true, Observe: observeContainerRestart}, "restart-kill-container")
+	add(Fault{KeepPods: true, BugLasts: true, Observe: observeContainerRestart}, "restart-kill-container")
 	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Observe: observeLeftovers}, "reboot-file-subpath")
 	add(Fault{Shapes: []string{ShapeBlock}, NoDelete: true, Plant: plantRebootBlock, AfterStart: deleteOnFailedRestage, MayLeave: true, AfterCleanup: checkStuckUnmap, Observe: observeFault}, "reboot-block")
 	add(Fault{Stop: stopWithSharer, Plant: plantSharedReboot, AfterStart: startDriverLate, AfterCleanup: watchSharer, Observe: observeFault}, "reboot-shared-volume")
@@ -495,12 +502,13 @@ func (s *Scenario) notePlanted(sc *scenarios.StepContext, planted []string) {
 // down; pvc-protection keeps them Terminating while the pods use them.
 func plantDeleteClaims(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 	// A kubelet with the bug at an earlier hop unmounted the volumes and
-	// never mounts them again (their claims stay Terminating): this hop
-	// would have nothing to keep mounted, and its "untouched" would prove
-	// nothing.
+	// never mounts them again (their claims stay Terminating); the hop
+	// re-created the pods before it stopped the kubelet (restore.go).
+	// Without a CSI volume mounted this hop would have nothing to keep
+	// mounted, and its "untouched" would prove nothing.
 	for _, r := range s.running {
 		if !hasCSIMount(r.mounts) {
-			return fmt.Errorf("pod %s (uid %s) has no CSI volume mounted while the kubelet is down, so this hop cannot show whether its kubelet keeps it: an earlier hop's kubelet unmounted it (the entry's bug, which its claim's deletion keeps from being mounted again); put the kubelet that has the bug last in the plan", r.name, r.uid)
+			return fmt.Errorf("pod %s (uid %s) has no CSI volume mounted while the kubelet is down, so this hop cannot show whether its kubelet keeps it; an earlier hop's kubelet unmounted it, and the catalogue expects the entry's bug of none that could have (else the hop would have re-created the pods first)", r.name, r.uid)
 		}
 	}
 	var claims []string
@@ -662,14 +670,16 @@ func (s *Scenario) judge(to *version.Version) func(context.Context, *scenarios.S
 func (s *Scenario) judgeLeakedGlobalMounts(ctx context.Context, sc *scenarios.StepContext, snap *nodestate.Snapshot) error {
 	traces := s.globalMountTraces(snap)
 	s.snapshotEvidence(sc, "node state after deleting the StatefulSet", snap)
-	last := s.cfg.Plan.Versions[len(s.cfg.Plan.Versions)-1]
+	// The kubelet the node runs: the plan's last, unless hops were not
+	// reached.
+	last, gates := version.MustParseGeneric(s.hop.To), s.hop.ToGates
 	detail := fmt.Sprintf("after the StatefulSet was deleted, with %d things the old pods left: no CSI global mount of the workload still mounted", len(s.leftEver))
 	if len(traces) > 0 {
 		detail = fmt.Sprintf("after the StatefulSet was deleted: %s, held by the old pods' mounts the kubelet left (%d things)", joinTraces(traces), len(s.leftEver))
 	}
 	o := catalogue.Observation{Detail: detail}
 	s.evidence(ctx, &o, traces)
-	d, err := catalogue.JudgeAfterDelete(s.leakEntry(), last, s.cfg.Plan.GatesOf(len(s.cfg.Plan.Versions)-1), o)
+	d, err := catalogue.JudgeAfterDelete(s.leakEntry(), last, gates, o)
 	if err != nil {
 		return err
 	}

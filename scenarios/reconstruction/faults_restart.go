@@ -23,11 +23,18 @@ import (
 // whose volumes it thinks unmounted (#124057) never does.
 const containerRestartWatch = 40 * time.Second
 
-// killContainerScript kills, on the node, every process whose cgroup names
-// container ID $1: with the cgroupfs driver the ID is a cgroup directory,
-// with the systemd driver part of a scope's name, on cgroup v1 and v2, on
-// any provider's node. It prints the PIDs it killed.
-const killContainerScript = `for f in /proc/[0-9]*/cgroup; do if grep -q "$1" "$f" 2>/dev/null; then p=${f#/proc/}; p=${p%/cgroup}; kill -KILL "$p" 2>/dev/null && echo "$p"; fi; done`
+// containerProcsScript runs, on the node, its command for every process
+// $p whose cgroup names container ID $1: with the cgroupfs driver the ID
+// is a cgroup directory, with the systemd driver part of a scope's name,
+// on cgroup v1 and v2, on any provider's node. CMD stands for the command.
+const containerProcsScript = `for f in /proc/[0-9]*/cgroup; do if grep -q "$1" "$f" 2>/dev/null; then p=${f#/proc/}; p=${p%/cgroup}; CMD; fi; done`
+
+// killContainerScript kills every process of container ID $1 and prints
+// the PIDs it killed; containerPIDsScript only prints them.
+var (
+	killContainerScript = strings.Replace(containerProcsScript, "CMD", `kill -KILL "$p" 2>/dev/null && echo "$p"`, 1)
+	containerPIDsScript = strings.Replace(containerProcsScript, "CMD", `echo "$p"`, 1)
+)
 
 // observeContainerRestart: after the untouched watch, each running pod's
 // workload container is killed on the node, and must run again within

@@ -199,7 +199,7 @@ func TestPlantDeleteClaimsRefusesUnmountedVolumes(t *testing.T) {
 	}
 	s := &Scenario{running: []running{{uid: "u1", name: "web-0", mounts: projected}}}
 	err := plantDeleteClaims(t.Context(), s, nil)
-	if err == nil || !strings.Contains(err.Error(), "has no CSI volume mounted") || !strings.Contains(err.Error(), "put the kubelet that has the bug last") {
+	if err == nil || !strings.Contains(err.Error(), "has no CSI volume mounted") || !strings.Contains(err.Error(), "would have re-created the pods first") {
 		t.Errorf("plantDeleteClaims on a pod without its CSI volume: %v", err)
 	}
 	projected["/k/pods/u1/volumes/kubernetes.io~csi/pv-0/mount"] = 8

@@ -56,7 +56,8 @@ func (s *Scenario) snapshotBefore(ctx context.Context, sc *scenarios.StepContext
 func (s *Scenario) stopKubelet(h plan.Hop) func(context.Context, *scenarios.StepContext) error {
 	return func(ctx context.Context, sc *scenarios.StepContext) error {
 		s.hop = &reports.Hop{Number: h.Number, From: "v" + h.From.String(), To: "v" + h.To.String(), Direction: h.Direction,
-			FromGates: h.FromGates, ToGates: h.ToGates}
+			FromGates: h.FromGates, ToGates: h.ToGates, Restored: s.restored}
+		s.restored = ""
 		s.startHopPath()
 		s.run.Hops = append(s.run.Hops, *s.hop)
 		s.hop = &s.run.Hops[len(s.run.Hops)-1]

@@ -206,6 +206,9 @@ type Scenario struct {
 	// race is what the hop's witness starts of the metrics registration
 	// race showed (witness.go).
 	race hopRace
+	// restored says what the restore before the hop re-created and why
+	// (restore.go), for the hop's record; "" when nothing was.
+	restored string
 	// stuck says why the re-created pods did not run, on a hop whose
 	// fault may keep them from it (Fault.MayStick); "" when they ran.
 	stuck         string
@@ -298,6 +301,9 @@ func (s *Scenario) Steps() []scenarios.Step {
 		to := "v" + h.To.String()
 		step := func(name string, run func(context.Context, *scenarios.StepContext) error) {
 			steps = append(steps, scenarios.Step{Hop: n, Name: name, Run: run})
+		}
+		if s.restoresBefore(i) {
+			step(fmt.Sprintf("hop %d: restore the pods fault %s keeps, if kubelet %s's known bug changed them", n, f.Entry.Name, s.cfg.Plan.Entry(i)), s.restore(i, n))
 		}
 		step(fmt.Sprintf("hop %d (%s %s → %s): stop kubelet", n, h.Direction, s.cfg.Plan.Entry(i), s.cfg.Plan.Entry(i+1)), s.stopKubelet(h))
 		step(fmt.Sprintf("hop %d: swap kubelet binary to %s", n, s.cfg.Plan.Entry(i+1)), s.swapKubelet(bin, h.ToGates))

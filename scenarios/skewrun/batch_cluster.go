@@ -245,6 +245,11 @@ func (b *batch) nodeAfter(ctx context.Context, c *Cluster, s *slot, j *batchJob)
 	if j.result.Err != nil {
 		return fmt.Sprintf("run %q failed on it: it may hold anything", j.job.Name)
 	}
+	if r := j.result.Result; r != nil && r.Run != nil && len(r.Run.Unreached) > 0 {
+		// The node runs the kubelet of the last hop reached, not the
+		// plan's last, which the schedule takes it to run.
+		return fmt.Sprintf("run %q did not reach its hop %d: the node runs an earlier kubelet than the plan's last", j.job.Name, r.Run.Unreached[0].Number)
+	}
 	left, err := c.nodeLeftovers(ctx, s.node, j.kubelets[len(j.kubelets)-1].Version)
 	if err != nil {
 		return fmt.Sprintf("after run %q, its state could not be read: %v", j.job.Name, err)

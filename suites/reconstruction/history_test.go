@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/history"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -62,6 +63,7 @@ var _ = Describe("kubelet history", Label(history.Label), func() {
 			Expect(err).NotTo(HaveOccurred(), "see the report in %s", artifactsOf(res))
 			r := res.Run
 			Expect(r.Verdict).To(BeElementOf(reports.Pass, reports.PassWithExpectedDeviations), r.Failure)
+			Expect(r.Unreached).To(BeEmpty(), "every hop of the plan was reached")
 			Expect(r.Hops).To(HaveLen(len(checks)), "every hop of the plan ran")
 			if h.Paths != nil {
 				got := []string{r.InitialReconstructionPath}
@@ -82,6 +84,10 @@ var _ = Describe("kubelet history", Label(history.Label), func() {
 						Expect(dv.Reproduced()).To(BeTrue(), "hop %d: kubelet %s has %s (%s), which did not reproduce: %s", i+1, c.Kubelet, c.Expectation.RefIDs(), c.Expectation.Bug, dv.Observed)
 					}
 					AddReportEntry(fmt.Sprintf("hop %d: %s reproduced on %s", i+1, c.Expectation.RefIDs(), c.Kubelet), devs[0].Observed)
+					if f, err := reconstruction.LookupFault(h.Scenario); err == nil && f.BugLasts && i+1 < len(r.Hops) {
+						Expect(r.Hops[i+1].Restored).NotTo(BeEmpty(), "hop %d follows %s on %s, whose damage lasts: it restores the pods first", i+2, c.Expectation.RefIDs(), c.Kubelet)
+						AddReportEntry(fmt.Sprintf("hop %d: restored first", i+2), r.Hops[i+1].Restored)
+					}
 				case catalogue.Clean:
 					Expect(devs).To(BeEmpty(), "hop %d: kubelet %s is clean of %s", i+1, c.Kubelet, h.Scenario)
 				}

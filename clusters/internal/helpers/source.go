@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // buildFlags are go build's flags for every helper program, carried or
@@ -41,12 +42,21 @@ func goBuild(ctx context.Context, root, out string, progs []Program) error {
 		args = append(args, p.Package)
 		names = append(names, p.Name)
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir, cmd.Env = root, buildEnv()
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := goCommand(ctx, root, args).CombinedOutput(); err != nil {
 		return fmt.Errorf("build helper programs %s in %s: go %s: %w\n%s", strings.Join(names, ", "), root, strings.Join(args, " "), err, b)
 	}
 	return nil
+}
+
+// goCommand is the go command run in root. It dies with skewtest: a go
+// build outliving a killed skewtest would write its output (go build -o
+// makes the directory) into the run directory after skewtest clean
+// removed it.
+func goCommand(ctx context.Context, root string, args []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir, cmd.Env = root, buildEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // build compiles progs from the source tree at root into dir and returns

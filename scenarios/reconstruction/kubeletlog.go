@@ -50,10 +50,7 @@ func lastKubeletError(log, uid string) string {
 // what each UID left, and the kubelet's last error line for that UID when
 // the node can show its log.
 func (s *Scenario) leftoverHeadline(ctx context.Context, left []nodestate.Leftover) string {
-	var log string
-	if ln, ok := s.node.(nodes.WithKubeletLog); ok {
-		log, _ = ln.KubeletLog(ctx)
-	}
+	log, _ := s.hopWholeLog(ctx)
 	var parts []string
 	quoted := map[string]bool{}
 	shown := left
@@ -94,17 +91,43 @@ func snapshotFailure(sc *scenarios.StepContext, err error) string {
 // unstagedLine is, when the volumes' driver keeps no data across an
 // unstage (storage.Volumes.UnstageLosesData), the kubelet's log line
 // saying it unstaged PV pv during this hop: while a fault's Stop ran with
-// the old kubelet up (recordUnstagedInStop), or since the new kubelet's
-// start. "" otherwise, or when the node cannot show its kubelet's log.
+// the old kubelet up (recordUnstagedInStop), or since the hop started the
+// new kubelet (hopWholeLog: a witness start of the metrics race may have
+// restarted it since). "" otherwise, or when the node cannot show its
+// kubelet's log.
 func (s *Scenario) unstagedLine(ctx context.Context, pv string) string {
 	if line := s.unstagedInStop[pv]; line != "" {
 		return line
 	}
-	log, ok := s.kubeletLogForUnstage(ctx)
-	if !ok {
+	if !s.volumes.UnstageLosesData {
+		return ""
+	}
+	log, err := s.hopWholeLog(ctx)
+	if err != nil {
 		return ""
 	}
 	return findUnmountDevice(log, pv)
+}
+
+// hopWholeLog is all the hop's kubelet logged since the hop started it.
+// The node shows the log since the kubelet's last start only; once a
+// witness start of the metrics race (witness.go) restarted it, the hop's
+// own start's log (hopStartLog) comes first: the unstage of a volume
+// whose pod was force-deleted, or the last error about a pod, was logged
+// there, before the witness.
+func (s *Scenario) hopWholeLog(ctx context.Context) (string, error) {
+	ln, ok := s.node.(nodes.WithKubeletLog)
+	if !ok {
+		return "", errNoKubeletLog
+	}
+	log, err := ln.KubeletLog(ctx)
+	if s.hopStartLog == nil {
+		return log, err
+	}
+	if err != nil {
+		return *s.hopStartLog, nil
+	}
+	return *s.hopStartLog + "\n" + log, nil
 }
 
 // unstageLogMark is how much of the running kubelet's log there is before

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/clusters/storage"
+	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
 func TestLastKubeletError(t *testing.T) {
@@ -96,5 +97,38 @@ func TestUnstagedInStop(t *testing.T) {
 	disk.recordUnstagedInStop(ctx, disk.unstageLogMark(ctx))
 	if got := disk.unstagedLine(ctx, pv); got != "" {
 		t.Errorf("unstagedLine with a disk-backed driver = %q, want none", got)
+	}
+}
+
+// A witness start of the metrics race restarts the hop's kubelet, and the
+// node then shows only the witness's log. The unstage of a force-deleted
+// pod's volume, and the last error about an old pod, were logged by the
+// hop's own start: the marker check and the leftovers' headline must
+// still find them (a shapes run on kind lost its subPath marker to an
+// unstage the check no longer saw once a witness start had run).
+func TestHopLogBeforeAWitnessStart(t *testing.T) {
+	const (
+		pv  = "skewtest-2433-csi-b7-0"
+		uid = "51c1866c-f40a-4ff0-85ca-17b249e571e5"
+	)
+	hopStart := `I1206 07:15:58.100000    4076 operation_generator.go:904] UnmountDevice succeeded for volume "` + pv + `" (UniqueName: "kubernetes.io/csi/csi.skewtest.k8s.io^vol-` + pv + `") on node "skewtest-worker"` + "\n" +
+		`E1206 07:15:58.200000    4076 kubelet_volumes.go:263] "orphaned pod found, but error occurred during reading volume dir from disk" podUID="` + uid + `"` + "\n"
+	witness := `I1206 07:17:20.000000    5120 reconstruct.go:97] "Volume reconstruction finished"` + "\n"
+	node := &gatedNode{log: witness}
+	s := &Scenario{node: node, hopStartLog: &hopStart, volumes: storage.Volumes{UnstageLosesData: true, PVs: []storage.PV{{Name: pv}}}}
+	ctx := context.Background()
+
+	if got := s.unstagedLine(ctx, pv); !strings.Contains(got, "07:15:58.100000") {
+		t.Errorf("unstagedLine(%s) after a witness start = %q, want the hop's start's line", pv, got)
+	}
+	left := []nodestate.Leftover{{UID: uid, Kind: nodestate.LeftoverPodDir, Path: "pods/" + uid}}
+	if got := s.leftoverHeadline(ctx, left); !strings.Contains(got, "07:15:58.200000") {
+		t.Errorf("leftoverHeadline after a witness start = %q, want the hop's start's error line about %s", got, uid)
+	}
+	// Without a witness start the node's log is the hop's.
+	node.log = hopStart
+	s.hopStartLog = nil
+	if got := s.unstagedLine(ctx, pv); got == "" {
+		t.Errorf("unstagedLine(%s) with the hop's kubelet still running = %q, want its line", pv, got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,9 +26,11 @@ import (
 )
 
 const (
-	// sharerTries bounds how many pods plantSharer makes for one whose
-	// UID sorts after the StatefulSet's pods': each does with
-	// probability 1/2 per pod, so 20 tries fail one time in a million.
+	// sharerTries bounds how many pods stopWithSharer draws, the sharer
+	// or the StatefulSet's pod, until the sharer's UID sorts after the
+	// other's; from any pair it keeps the likelier draw (sharerOdds),
+	// so each try succeeds with probability 1/2 or more and 20 tries
+	// fail about one time in a million.
 	sharerTries = 20
 	// sharerWatch is how long, from the kubelet's start, the surviving
 	// pod's volume gets to be published again: a kubelet sets up a
@@ -53,11 +56,37 @@ func sortsAfter(uid types.UID, others []string) bool {
 	return true
 }
 
+// uidFraction is where uid falls in the order the kubelet lists pods/
+// (os.ReadDir: by name), as a fraction in [0, 1) read from its first
+// eight hex digits: a random (version 4) UID is uniform there.
+func uidFraction(uid types.UID) float64 {
+	n, err := strconv.ParseUint(strings.SplitN(string(uid), "-", 2)[0], 16, 32)
+	if err != nil {
+		return 0.5
+	}
+	return float64(n) / (1 << 32)
+}
+
+// redrawOwner tells, for a sharer whose UID sorts before the StatefulSet
+// pod's (the owner's), which of the two a new draw should replace: a new
+// sharer sorts after the owner with probability 1-owner, a new owner
+// before the sharer with probability sharer, so the owner is drawn again
+// when that is likelier. A high owner UID (the one a run met at
+// fd298be0) then no longer takes every try.
+func redrawOwner(owner, sharer types.UID) bool {
+	return uidFraction(sharer) > 1-uidFraction(owner)
+}
+
 // stopWithSharer, with the kubelet up: a pod of its own (nodeName set) on
-// the claim of the StatefulSet's first pod, made again until its UID
-// sorts after every StatefulSet pod's, so that the old reconstruction
-// meets the pod it deletes first, as #119921 needs; once it runs, the
-// kubelet is stopped.
+// the claim of the StatefulSet's first pod, whose UID must sort after
+// that pod's, so that the old reconstruction meets the pod it deletes
+// first, as #119921 needs (the other StatefulSet pods' volumes are not
+// shared, and their order does not matter). Until it does, the likelier
+// of the two is drawn again (redrawOwner): a new sharer, or the
+// StatefulSet's pod force-deleted and re-created while the sharer keeps
+// the volume staged (this driver's volumes keep no data across an
+// unstage), its new UID replacing the old in s.oldUIDs. Once the sharer
+// runs, the kubelet is stopped.
 func stopWithSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 	pods, err := s.listPods(ctx)
 	if err != nil {
@@ -66,9 +95,10 @@ func stopWithSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext)
 	if len(pods) == 0 {
 		return fmt.Errorf("no StatefulSet pod to share a volume with")
 	}
-	claim := claimOf(pods[0])
+	owner := pods[0]
+	claim := claimOf(owner)
 	if claim == "" {
-		return fmt.Errorf("pod %s has no claim to share", pods[0].Name)
+		return fmt.Errorf("pod %s has no claim to share", owner.Name)
 	}
 	var tried []string
 	for i := range sharerTries {
@@ -77,21 +107,53 @@ func stopWithSharer(ctx context.Context, s *Scenario, sc *scenarios.StepContext)
 		if err := s.res.Create(ctx, p); err != nil {
 			return fmt.Errorf("create pod %s on claim %s: %w", p.Name, claim, err)
 		}
-		if sortsAfter(p.UID, s.oldUIDs) {
+		if !sortsAfter(p.UID, []string{string(owner.UID)}) && redrawOwner(owner.UID, p.UID) {
+			// The sharer runs (its volume published) before the owner
+			// goes, so that the volume stays staged.
+			if _, err := s.waitPod(ctx, p.Name, s.scaled(podsRunningTimeout)); err != nil {
+				return err
+			}
+			was := owner.UID
+			if owner, err = s.redrawStatefulSetPod(ctx, sc, owner); err != nil {
+				return err
+			}
+			tried = append(tried, fmt.Sprintf("StatefulSet pod %s for %s", owner.UID, was))
+		}
+		if sortsAfter(p.UID, []string{string(owner.UID)}) {
 			got, err := s.waitPod(ctx, p.Name, s.scaled(podsRunningTimeout))
 			if err != nil {
 				return err
 			}
 			s.sharer = got
-			sc.Note("pod %s uid %s shares claim %s (PV %s) with %s, its UID after theirs (%s); %d made before it sorted first", got.Name, got.UID, claim, s.pvOf[claim], pods[0].Name, strings.Join(s.oldUIDs, ", "), len(tried))
+			sc.Note("pod %s uid %s shares claim %s (PV %s) with %s uid %s, its UID after that pod's; %d draws before (%s)", got.Name, got.UID, claim, s.pvOf[claim], owner.Name, owner.UID, len(tried), strings.Join(tried, ", "))
 			return s.node.StopKubelet(ctx)
 		}
-		tried = append(tried, string(p.UID))
+		tried = append(tried, "sharer "+string(p.UID))
 		if err := s.removeFaultPod(ctx, sc, *p); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("%d pods made on claim %s, none with a UID after %s: %s", sharerTries, claim, strings.Join(s.oldUIDs, ", "), strings.Join(tried, ", "))
+	return fmt.Errorf("%d sharers made on claim %s, none with a UID after the StatefulSet pod's %s: %s", sharerTries, claim, owner.UID, strings.Join(tried, ", "))
+}
+
+// redrawStatefulSetPod force-deletes the StatefulSet's pod old, waits
+// until the API and the node are rid of it and its replacement runs, and
+// puts the replacement's UID in old's place in s.oldUIDs.
+func (s *Scenario) redrawStatefulSetPod(ctx context.Context, sc *scenarios.StepContext, old corev1.Pod) (corev1.Pod, error) {
+	if err := s.removeFaultPod(ctx, sc, old); err != nil {
+		return corev1.Pod{}, err
+	}
+	got, err := s.waitPod(ctx, old.Name, s.scaled(podsRunningTimeout))
+	if err != nil {
+		return corev1.Pod{}, err
+	}
+	for i, u := range s.oldUIDs {
+		if u == string(old.UID) {
+			s.oldUIDs[i] = string(got.UID)
+		}
+	}
+	sc.Note("StatefulSet pod %s re-created (uid %s, was %s): a new sharer was less likely to sort after the old UID than a new pod before the sharer's", got.Name, got.UID, old.UID)
+	return got, nil
 }
 
 // sharedRebootMounts are the mount points plantSharedReboot takes: every

@@ -1,8 +1,10 @@
 package mutation
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"sigs.k8s.io/skewtest/reports"
@@ -160,6 +162,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestVerdict(t *testing.T) {
+	ctx := context.Background()
 	m := func(outcomes ...string) *reports.Mutation {
 		r := &reports.Mutation{}
 		for i, o := range outcomes {
@@ -167,14 +170,24 @@ func TestVerdict(t *testing.T) {
 		}
 		return r
 	}
-	if err := verdict(m(reports.MutantKilled, reports.MutantEquivalent), nil, nil); err != nil {
+	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantEquivalent), nil, nil); err != nil {
 		t.Errorf("all killed: %v", err)
 	}
-	if err := verdict(m(reports.MutantKilled, reports.MutantMasked, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitKubelet || !strings.Contains(err.Error(), "m1 (masked)") {
+	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantMasked, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitKubelet || !strings.Contains(err.Error(), "m1 (masked)") {
 		t.Errorf("masked: %v (exit %d), want exit 1 naming it", err, skewrun.ExitCode(err))
 	}
-	if err := verdict(m(reports.MutantKilled, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitInfrastructure {
+	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitInfrastructure {
 		t.Errorf("undecided: %v, want exit 3", err)
+	}
+	// Interrupted, the measurement is no score: the interrupt's exit code
+	// wins, whatever the mutants it ran showed.
+	stopped, stop := context.WithCancelCause(ctx)
+	stop(&skewrun.Interrupted{Signal: syscall.SIGINT})
+	if err := verdict(stopped, m(reports.MutantKilled), nil, nil); skewrun.ExitCode(err) != 130 {
+		t.Errorf("all killed, then interrupted: %v (exit %d), want exit 130", err, skewrun.ExitCode(err))
+	}
+	if err := verdict(stopped, m(reports.MutantMasked), nil, nil); skewrun.ExitCode(err) != 130 || !strings.Contains(err.Error(), "m0 (masked)") {
+		t.Errorf("masked, then interrupted: %v (exit %d), want exit 130 naming it", err, skewrun.ExitCode(err))
 	}
 }
 

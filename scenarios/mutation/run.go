@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 	}
 	killed, scored := m.Score()
 	logger.Info("mutation score", "killed", killed, "of", scored, "report", files[0], "took", m.Finished.Sub(start).Round(time.Second))
-	return m, verdict(m, batch, batchErr)
+	return m, verdict(ctx, m, batch, batchErr)
 }
 
 // builtKubelet is one kubelet under test, built.
@@ -169,8 +169,24 @@ func build(ctx context.Context, o skewrun.Options, kubelets []Kubelet) (map[stri
 }
 
 // verdict is the measurement's error: nil when every mutant was killed in
-// every placement.
-func verdict(m *reports.Mutation, batch *skewrun.BatchResult, batchErr error) error {
+// every placement and nothing interrupted the batch. An interrupted
+// measurement is no score, even when the mutants it ran were all
+// killed: its error carries the interruption, which wins the exit code
+// (skewrun.ExitCode: 130 for SIGINT).
+func verdict(ctx context.Context, m *reports.Mutation, batch *skewrun.BatchResult, batchErr error) error {
+	err := score(m, batch, batchErr)
+	if ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if err == nil {
+		return fmt.Errorf("%w: the measurement was interrupted before its end (mutation.md has what it decided)", cause)
+	}
+	return fmt.Errorf("%w: %w", cause, err)
+}
+
+// score is the error of a measurement that ran to its end.
+func score(m *reports.Mutation, batch *skewrun.BatchResult, batchErr error) error {
 	var weak, undecided []string
 	for _, r := range m.Mutants {
 		switch r.Outcome {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/registry"
 )
 
@@ -33,6 +34,7 @@ var Descriptor = registry.Descriptor{
 		{Name: "SSH_ADDRESSES", Help: "NODE=HOST:PORT,... for nodes reached other than at their InternalIP on port 22 (a port forward, a VM's)"},
 		{Name: "KUBELET_BINARY / KUBELET_UNIT", Default: DefaultKubeletBinary + " / " + DefaultKubeletUnit, Help: "the kubelet's path and systemd unit"},
 		{Name: "KUBELET_ROOT_DIR", Default: DefaultKubeletRootDir, Help: "the kubelet's --root-dir"},
+		{Name: "KUBELET_HEALTHZ_URL", Default: systemdkubelet.DefaultHealthzURL, Help: "the kubelet's health endpoint as the node reaches it (its healthzBindAddress and healthzPort)"},
 	},
 	FromEnv: func(getenv func(string) string) (any, error) { return ConfigFromEnv(getenv) },
 	New: func(o registry.Options, s any) (registry.Provider, error) {
@@ -70,11 +72,12 @@ var Descriptor = registry.Descriptor{
 // New's options.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
-		Kubeconfig:     getenv("KUBECONFIG"),
-		Nodes:          registry.List(getenv("NODES")),
-		KubeletBinary:  getenv("KUBELET_BINARY"),
-		KubeletUnit:    getenv("KUBELET_UNIT"),
-		KubeletRootDir: getenv("KUBELET_ROOT_DIR"),
+		Kubeconfig:        getenv("KUBECONFIG"),
+		Nodes:             registry.List(getenv("NODES")),
+		KubeletBinary:     getenv("KUBELET_BINARY"),
+		KubeletUnit:       getenv("KUBELET_UNIT"),
+		KubeletRootDir:    getenv("KUBELET_ROOT_DIR"),
+		KubeletHealthzURL: getenv("KUBELET_HEALTHZ_URL"),
 		SSH: SSHConfig{
 			User:           getenv("SSH_USER"),
 			KeyFile:        getenv("SSH_KEY"),

@@ -14,6 +14,7 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	c, err := ConfigFromEnv(mapEnv(map[string]string{
 		"KUBECONFIG": "/k/config", "KUBELET_BINARY": "/opt/kubelet", "KUBELET_UNIT": "kubelet2", "KUBELET_ROOT_DIR": "/k/root",
+		"KUBELET_HEALTHZ_URL": "http://127.0.0.1:10348/healthz",
 		"SSH_USER": "ops", "SSH_KEY": "/k/id", "SSH_KNOWN_HOSTS": "/k/known_hosts", "NODES": "node-a, node-b,,",
 		"SSH_ADDRESSES": "node-a=127.0.0.1:2222, node-b=[::1]:22",
 	}))
@@ -23,6 +24,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if c.Kubeconfig != "/k/config" || c.KubeletBinary != "/opt/kubelet" || c.KubeletUnit != "kubelet2" || c.KubeletRootDir != "/k/root" ||
 		c.SSH.User != "ops" || c.SSH.KeyFile != "/k/id" || c.SSH.KnownHostsFile != "/k/known_hosts" {
 		t.Errorf("Config = %+v", c)
+	}
+	if got := c.layout().HealthzURL; got != "http://127.0.0.1:10348/healthz" {
+		t.Errorf("KUBELET_HEALTHZ_URL: the nodes' layout polls %q", got)
 	}
 	if got := strings.Join(c.Nodes, "|"); got != "node-a|node-b" {
 		t.Errorf("Nodes = %q, want [node-a node-b]", c.Nodes)

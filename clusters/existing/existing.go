@@ -79,6 +79,11 @@ type Config struct {
 	// KubeletBinary is the path the unit runs, which SwapKubelet replaces;
 	// default /usr/bin/kubelet.
 	KubeletBinary string
+	// KubeletHealthzURL is the kubelet's health endpoint as the node
+	// reaches it, polled after each start; default
+	// systemdkubelet.DefaultHealthzURL (the kubelet's own default). A
+	// node whose kubelet sets healthzPort or healthzBindAddress names it.
+	KubeletHealthzURL string
 	// RunID names the run in the state.
 	RunID string
 	// StateDir is where the run records each node's own kubelet before it
@@ -213,7 +218,7 @@ func New(cfg Config) (*Provider, error) {
 
 // layout is where every test node keeps its kubelet.
 func (c *Config) layout() systemdkubelet.Layout {
-	return systemdkubelet.Layout{Unit: c.KubeletUnit, Binary: c.KubeletBinary, RootDir: c.KubeletRootDir}
+	return systemdkubelet.Layout{Unit: c.KubeletUnit, Binary: c.KubeletBinary, RootDir: c.KubeletRootDir, HealthzURL: c.KubeletHealthzURL}
 }
 
 // RunDir is Config.StateDir: `skewtest clean` given it puts back the

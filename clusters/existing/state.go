@@ -66,6 +66,9 @@ type NodeState struct {
 	Unit    string `json:"unit"`
 	Binary  string `json:"binary"`
 	RootDir string `json:"rootDir"`
+	// HealthzURL is the kubelet's health endpoint when the run was told
+	// one (Config.KubeletHealthzURL), for clean's starts.
+	HealthzURL string `json:"healthzURL,omitempty"`
 	// OriginalSHA256 is the sha256 of the node's own kubelet binary.
 	OriginalSHA256 string `json:"originalSHA256"`
 	// OriginalVersion is the kubelet version the API server reported for
@@ -82,7 +85,7 @@ type NodeState struct {
 }
 
 func (s NodeState) layout() systemdkubelet.Layout {
-	return systemdkubelet.Layout{Unit: s.Unit, Binary: s.Binary, RootDir: s.RootDir}
+	return systemdkubelet.Layout{Unit: s.Unit, Binary: s.Binary, RootDir: s.RootDir, HealthzURL: s.HealthzURL}
 }
 
 // ReadState reads dir's StateFile.
@@ -134,7 +137,7 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 	}
 	st := NodeState{
 		Name: n.String(), Address: n.Address(),
-		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir,
+		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir, HealthzURL: n.driver.Layout.HealthzURL,
 		OriginalSHA256: orig.SHA256, OriginalVersion: n.kubeletVersion, Recorded: time.Now().UTC(),
 		KeptAs: orig.Binary + OrigSuffix, StateKeptIn: n.driver.Layout.StateDir(),
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +82,11 @@ func (l Layout) Validate() error {
 	} {
 		if (p.path != "" || p.name == "binary" || p.name == "root dir") && !strings.HasPrefix(p.path, "/") {
 			return fmt.Errorf("kubelet %s %q: want an absolute path", p.name, p.path)
+		}
+	}
+	if l.HealthzURL != "" {
+		if u, err := url.Parse(l.HealthzURL); err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("kubelet health URL %q: want the kubelet's healthz endpoint as the node reaches it, e.g. %s", l.HealthzURL, DefaultHealthzURL)
 		}
 	}
 	return nil

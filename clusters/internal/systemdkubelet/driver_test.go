@@ -359,11 +359,17 @@ func TestLayoutValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Errorf("kops layout: %v", err)
 	}
+	good.HealthzURL = "http://127.0.0.1:10348/healthz"
+	if err := good.Validate(); err != nil {
+		t.Errorf("a health endpoint of its own: %v", err)
+	}
 	for _, bad := range []Layout{
 		{Unit: "", Binary: "/usr/bin/kubelet", RootDir: "/var/lib/kubelet"},
 		{Unit: "kubelet", Binary: "kubelet", RootDir: "/var/lib/kubelet"},
 		{Unit: "kubelet", Binary: "/usr/bin/kubelet", RootDir: "/var/lib/kubelet", Config: "kubelet.conf"},
 		{Unit: "kubelet; rm", Binary: "/usr/bin/kubelet", RootDir: "/var/lib/kubelet"},
+		{Unit: "kubelet", Binary: "/usr/bin/kubelet", RootDir: "/var/lib/kubelet", HealthzURL: "127.0.0.1:10248"},
+		{Unit: "kubelet", Binary: "/usr/bin/kubelet", RootDir: "/var/lib/kubelet", HealthzURL: "file:///healthz"},
 	} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) accepted it", bad)

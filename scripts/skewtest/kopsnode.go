@@ -29,10 +29,11 @@ func kopsNodeCmd(ctx context.Context, logger *slog.Logger, args []string) error 
 	server := fs.String("server", "", "the API server's URL as the test reaches it, e.g. https://127.0.0.1:PORT (required)")
 	busybox := fs.String("busybox", "/bin/busybox", "a static busybox, the workload image's program")
 	port := fs.Int("port", kopsnode.DefaultAPIServerPort, "the guest port the API server is forwarded from (what vm up -forward names)")
-	pvs := fs.Int("pvs", 3, "volumes the StorageClass has on the node")
+	pvs := fs.Int("pvs", 3, "volumes the StorageClass has on each node")
+	nodeCount := fs.Int("nodes", 1, "nodes of the cluster, each a kubelet under systemd: the first laid out as kops does, the others beside it (kubelet-2, ...)")
 	kubelet := fs.String("kubelet", strings.Split(skewrun.DefaultPlan, ",")[0], "the node's own kubelet (and the control plane's version), from the module cache")
-	if err := fs.Parse(args); err != nil || *out == "" || *server == "" || *pvs < 1 {
-		return fmt.Errorf("%w: vm kops-node: -out and -server are required, -pvs at least 1 (%v)\n%s", skewrun.ErrInvalid, err, vmUsage)
+	if err := fs.Parse(args); err != nil || *out == "" || *server == "" || *pvs < 1 || *nodeCount < 1 {
+		return fmt.Errorf("%w: vm kops-node: -out and -server are required, -pvs and -nodes at least 1 (%v)\n%s", skewrun.ErrInvalid, err, vmUsage)
 	}
 	v, err := version.ParseSemantic(*kubelet)
 	if err != nil {
@@ -51,7 +52,7 @@ func kopsNodeCmd(ctx context.Context, logger *slog.Logger, args []string) error 
 	}()
 	err = kopsnode.Serve(ctx, kopsnode.Config{
 		RunID: fmt.Sprintf("kops-%d", time.Now().Unix()), CacheDir: binaries.DefaultCacheDir(),
-		Kubelet: bins["kubelet"], APIServerVersion: *kubelet, Busybox: *busybox, PVs: *pvs,
+		Kubelet: bins["kubelet"], APIServerVersion: *kubelet, Busybox: *busybox, PVs: *pvs, Nodes: *nodeCount,
 		Out: *out, Server: *server, APIServerPort: *port, Logger: logger,
 	}, func(info kopsnode.Info) {
 		b, _ := json.Marshal(info)

@@ -24,7 +24,7 @@ const vmUsage = `usage: skewtest vm image
        skewtest vm exec [-name N] [up flags] -- CMD [ARG...]   (boots, runs, removes the guest when N is not up)
        skewtest vm show [-name N]   (the instance as JSON: SSH address, key, forwards, accel, serial log)
        skewtest vm down [-name N]
-       skewtest vm kops-node -out DIR -server URL [-port N] [-busybox FILE] [-pvs N] [-kubelet VERSION]
+       skewtest vm kops-node -out DIR -server URL [-port N] [-busybox FILE] [-pvs N] [-nodes N] [-kubelet VERSION]
                         (in the guest: a local cluster whose node's kubelet systemd runs as
                         kops lays it out, until SIGTERM or stdin ends; make test-hosts)`
 

@@ -25,8 +25,11 @@
 // forwarder on the guest's network address; qemu forwards a host port to
 // it, and the API server's certificate covers 127.0.0.1).
 //
+// Config.Nodes adds nodes beside the first on the same guest (layoutOf),
+// so that two runs can share one cluster at once, each on its node.
+//
 // Serve keeps all of it until its context ends, then stops and removes the
-// unit and its files and tears the cluster down.
+// units and their files and tears the cluster down.
 package kopsnode
 
 import (
@@ -58,6 +61,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/conditions"
+	skexec "sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/local"
@@ -77,9 +81,76 @@ const (
 	healthzPort = 10248
 )
 
-// layoutFiles are the files of the layout: Serve refuses a guest that has
-// any of them and removes them all at its end.
-var layoutFiles = []string{UnitFile, Binary, EnvironmentFile, ConfigFile}
+// NodeLayout is where one node's kubelet is laid out on the guest, and
+// how the existing provider reaches it (KUBELET_UNIT, KUBELET_BINARY,
+// KUBELET_ROOT_DIR, KUBELET_HEALTHZ_URL).
+type NodeLayout struct {
+	Node          string `json:"node"`
+	KubeletUnit   string `json:"kubeletUnit"`
+	KubeletBinary string `json:"kubeletBinary"`
+	// KubeletUnitFile, KubeletEnvironmentFile and KubeletConfigFile are
+	// the rest of the layout: what Serve removes again.
+	KubeletUnitFile        string `json:"kubeletUnitFile"`
+	KubeletEnvironmentFile string `json:"kubeletEnvironmentFile"`
+	KubeletConfigFile      string `json:"kubeletConfigFile"`
+	KubeletRootDir         string `json:"kubeletRootDir"`
+	KubeletHealthzURL      string `json:"kubeletHealthzURL"`
+	// KubeletWrapper, on a further node, is what its unit runs: a script
+	// that runs KubeletBinary in the node's own mount namespace
+	// (local.KubeletHandoff.Namespace). The first node's kubelet, the
+	// host's only one in the host's namespace, needs none.
+	KubeletWrapper string `json:"kubeletWrapper,omitempty"`
+}
+
+// layoutOf is node i's layout: the first node's is kops's own; a host
+// has one kubelet there, so each further node (a second kubelet on the
+// same guest, for two runs at once on one shared cluster) takes the same
+// paths with a suffix, -2, -3, ...
+func layoutOf(i int) NodeLayout {
+	sfx := ""
+	if i > 0 {
+		sfx = fmt.Sprintf("-%d", i+1)
+	}
+	l := NodeLayout{
+		KubeletUnit:            Unit + sfx,
+		KubeletUnitFile:        strings.TrimSuffix(UnitFile, ".service") + sfx + ".service",
+		KubeletBinary:          Binary + sfx,
+		KubeletEnvironmentFile: EnvironmentFile + sfx,
+		KubeletConfigFile:      strings.TrimSuffix(ConfigFile, ".conf") + sfx + ".conf",
+	}
+	if i > 0 {
+		l.KubeletWrapper = l.KubeletBinary + "-ns"
+	}
+	return l
+}
+
+// files are the files of the layout: Serve refuses a guest that has any
+// of them and removes them all at its end.
+func (l NodeLayout) files() []string {
+	out := []string{l.KubeletUnitFile, l.KubeletBinary, l.KubeletEnvironmentFile, l.KubeletConfigFile}
+	if l.KubeletWrapper != "" {
+		out = append(out, l.KubeletWrapper)
+	}
+	return out
+}
+
+// execStart is the program the unit runs with $DAEMON_ARGS.
+func (l NodeLayout) execStart() string {
+	if l.KubeletWrapper != "" {
+		return l.KubeletWrapper
+	}
+	return l.KubeletBinary
+}
+
+// wrapperText is KubeletWrapper's script: namespace (the handoff's) with
+// the kubelet and the unit's arguments appended.
+func (l NodeLayout) wrapperText(namespace []string) string {
+	var q []string
+	for _, a := range append(slices.Clone(namespace), l.KubeletBinary) {
+		q = append(q, skexec.ShellQuote(a))
+	}
+	return "#!/bin/sh\n# " + l.KubeletUnit + " runs its kubelet in a mount namespace of its own (skewtest make test-hosts)\nexec " + strings.Join(q, " ") + ` "$@"` + "\n"
+}
 
 // What the cluster offers a test of the node.
 const (
@@ -106,8 +177,14 @@ const ReadyLine = "kops-node ready: "
 const pvSize = "64Mi"
 
 // unitText is the kubelet's unit as kops writes it, but for ExecStart's
-// $DAEMON_ARGS, unquoted here so that systemd splits it into arguments.
-const unitText = `[Unit]
+// $DAEMON_ARGS, unquoted here so that systemd splits it into arguments;
+// the layout's environment file and binary replace kops's.
+func (l NodeLayout) unitText() string {
+	return strings.NewReplacer(EnvironmentFile, l.KubeletEnvironmentFile, Binary+" ", l.execStart()+" ").Replace(kopsUnitText)
+}
+
+// kopsUnitText is the first node's unit.
+const kopsUnitText = `[Unit]
 Description=Kubernetes Kubelet Server (laid out as kops lays out a node; skewtest make test-hosts)
 Documentation=https://github.com/kubernetes/kubernetes
 After=containerd.service
@@ -140,8 +217,11 @@ type Config struct {
 	// Busybox is a static busybox (Debian's busybox-static), the workload
 	// image's only program.
 	Busybox string
-	// PVs is how many volumes StorageClass has on the node.
+	// PVs is how many volumes StorageClass has on each node.
 	PVs int
+	// Nodes is how many nodes the cluster has, each a kubelet of its own
+	// under systemd (layoutOf); 0 means 1.
+	Nodes int
 	// Out receives KubeconfigFile and InfoFile.
 	Out string
 	// Server is the API server's URL as the test reaches it (the host's
@@ -156,19 +236,15 @@ type Config struct {
 // Info is what InfoFile holds: the settings of an existing-provider run
 // against the node.
 type Info struct {
-	Node           string `json:"node"`
-	KubeletVersion string `json:"kubeletVersion"`
-	KubeletUnit    string `json:"kubeletUnit"`
-	KubeletBinary  string `json:"kubeletBinary"`
-	// KubeletUnitFile, KubeletEnvironmentFile and KubeletConfigFile are
-	// the rest of kops's layout: what Serve removes again.
-	KubeletUnitFile        string `json:"kubeletUnitFile"`
-	KubeletEnvironmentFile string `json:"kubeletEnvironmentFile"`
-	KubeletConfigFile      string `json:"kubeletConfigFile"`
-	KubeletRootDir         string `json:"kubeletRootDir"`
-	StorageClass           string `json:"storageClass"`
-	Image                  string `json:"image"`
-	PVs                    int    `json:"pvs"`
+	// NodeLayout is the first node's, laid out as kops lays out a node.
+	NodeLayout
+	// More are the further nodes' (Config.Nodes).
+	More           []NodeLayout `json:"moreNodes,omitempty"`
+	KubeletVersion string       `json:"kubeletVersion"`
+	StorageClass   string       `json:"storageClass"`
+	Image          string       `json:"image"`
+	// PVs is how many volumes StorageClass has on each node.
+	PVs int `json:"pvs"`
 	// GuestKubeconfig is the admin kubeconfig as reached from inside the
 	// guest (the local provider's own), for what runs beside the node.
 	GuestKubeconfig string `json:"guestKubeconfig"`
@@ -191,7 +267,12 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := checkFree(); err != nil {
+	nodeCount := max(cfg.Nodes, 1)
+	var layouts []NodeLayout
+	for i := range nodeCount {
+		layouts = append(layouts, layoutOf(i))
+	}
+	if err := checkFree(layouts); err != nil {
 		return err
 	}
 	apiV, err := version.ParseSemantic(cfg.APIServerVersion)
@@ -205,8 +286,12 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	if err != nil {
 		return fmt.Errorf("kopsnode: %w", err)
 	}
+	kubelets := make([]binaries.Binary, nodeCount)
+	for i := range kubelets {
+		kubelets[i] = cfg.Kubelet
+	}
 	p, err := local.New(local.Config{RunID: cfg.RunID, RunRoot: cfg.RunRoot, CacheDir: cfg.CacheDir,
-		APIServerVersion: apiV, Kubelets: []binaries.Binary{cfg.Kubelet}, Logger: log})
+		APIServerVersion: apiV, Kubelets: kubelets, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -215,7 +300,7 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(5*time.Minute, factor))
 		defer cancel()
-		err = errors.Join(err, removeUnit(tctx, log), p.Down(tctx))
+		err = errors.Join(err, removeUnits(tctx, layouts, log), p.Down(tctx))
 	}()
 	start := time.Now()
 	if err := p.Up(ctx); err != nil {
@@ -225,9 +310,8 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	if err != nil {
 		return err
 	}
-	n, ok := ns[0].(handoff)
-	if !ok {
-		return fmt.Errorf("kopsnode: the local provider's node %s cannot hand its kubelet off", ns[0])
+	if len(ns) != nodeCount {
+		return fmt.Errorf("kopsnode: the local provider made %d nodes, want %d", len(ns), nodeCount)
 	}
 	rc, err := p.RESTConfig()
 	if err != nil {
@@ -237,27 +321,45 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := importBusybox(ctx, p.Binaries(), n.ContainerdSocket(), cfg.Busybox, filepath.Join(p.RunDir(), "busybox")); err != nil {
-		return err
-	}
-	if err := makeVolumes(ctx, cs, n.String(), cfg.RunID, cfg.PVs); err != nil {
-		return err
-	}
-	h, err := n.HandOffKubelet(ctx, healthzPort)
-	if err != nil {
-		return err
-	}
-	if err := installUnit(ctx, h); err != nil {
-		return err
-	}
 	res, err := resources.New(rc)
 	if err != nil {
 		return err
 	}
-	if err := conditions.WaitNodeReady(ctx, res, n.String(), cfg.Kubelet.Version, timeouts.Scale(2*time.Minute, factor)); err != nil {
-		return fmt.Errorf("kopsnode: the kubelet under systemd: %w (journalctl -u %s)", err, Unit)
+	if err := makeStorageClass(ctx, cs); err != nil {
+		return err
 	}
-	log.Info("kopsnode: the node's kubelet runs under systemd as kops lays it out", "node", n.String(), "unit", UnitFile, "took", time.Since(start).Round(time.Second))
+	for i, nn := range ns {
+		n, ok := nn.(handoff)
+		if !ok {
+			return fmt.Errorf("kopsnode: the local provider's node %s cannot hand its kubelet off", nn)
+		}
+		if err := importBusybox(ctx, p.Binaries(), n.ContainerdSocket(), cfg.Busybox, filepath.Join(p.RunDir(), fmt.Sprintf("busybox-%d", i))); err != nil {
+			return err
+		}
+		if err := makeVolumes(ctx, cs, n.String(), cfg.RunID, cfg.PVs); err != nil {
+			return err
+		}
+		// The first node's kubelet answers where a kops node's does; a
+		// further one keeps the port the provider gave it.
+		port := 0
+		if i == 0 {
+			port = healthzPort
+		}
+		h, err := n.HandOffKubelet(ctx, port)
+		if err != nil {
+			return err
+		}
+		l := &layouts[i]
+		l.Node, l.KubeletRootDir = n.String(), n.KubeletRootDir()
+		l.KubeletHealthzURL = fmt.Sprintf("http://127.0.0.1:%d/healthz", h.HealthzPort)
+		if err := installUnit(ctx, h, *l); err != nil {
+			return err
+		}
+		if err := conditions.WaitNodeReady(ctx, res, n.String(), cfg.Kubelet.Version, timeouts.Scale(2*time.Minute, factor)); err != nil {
+			return fmt.Errorf("kopsnode: the kubelet under systemd: %w (journalctl -u %s)", err, l.KubeletUnit)
+		}
+	}
+	log.Info("kopsnode: the nodes' kubelets run under systemd as kops lays them out", "nodes", len(layouts), "units", layouts, "took", time.Since(start).Round(time.Second))
 	port := cfg.APIServerPort
 	if port == 0 {
 		port = DefaultAPIServerPort
@@ -270,9 +372,8 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	if err := writeKubeconfig(p.KubeconfigPath(), cfg.Server, filepath.Join(cfg.Out, KubeconfigFile)); err != nil {
 		return err
 	}
-	info := Info{Node: n.String(), KubeletVersion: cfg.Kubelet.Version, KubeletUnit: Unit, KubeletBinary: Binary,
-		KubeletUnitFile: UnitFile, KubeletEnvironmentFile: EnvironmentFile, KubeletConfigFile: ConfigFile,
-		KubeletRootDir: n.KubeletRootDir(), StorageClass: StorageClass, Image: Image, PVs: cfg.PVs, GuestKubeconfig: p.KubeconfigPath()}
+	info := Info{NodeLayout: layouts[0], More: layouts[1:], KubeletVersion: cfg.Kubelet.Version,
+		StorageClass: StorageClass, Image: Image, PVs: cfg.PVs, GuestKubeconfig: p.KubeconfigPath()}
 	// In one rename: a test polling for InfoFile reads all of it or none.
 	if err := statefile.Write(cfg.Out, InfoFile, info, 0o644); err != nil {
 		return err
@@ -283,10 +384,14 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 	return nil
 }
 
-// checkFree refuses a guest where the kops layout's files already exist:
-// they are not Serve's to replace or remove.
-func checkFree() error {
-	for _, f := range layoutFiles {
+// checkFree refuses a guest where the layouts' files already exist: they
+// are not Serve's to replace or remove.
+func checkFree(layouts []NodeLayout) error {
+	var files []string
+	for _, l := range layouts {
+		files = append(files, l.files()...)
+	}
+	for _, f := range files {
 		if _, err := os.Stat(f); err == nil {
 			return fmt.Errorf("kopsnode: %s exists: this host already has a kubelet laid out as kops does; use a fresh guest", f)
 		}
@@ -294,8 +399,8 @@ func checkFree() error {
 	return nil
 }
 
-// installUnit lays the kubelet out as kops does and starts its unit.
-func installUnit(ctx context.Context, h local.KubeletHandoff) error {
+// installUnit lays the kubelet out as l says and starts its unit.
+func installUnit(ctx context.Context, h local.KubeletHandoff, l NodeLayout) error {
 	bin, err := os.ReadFile(h.Binary)
 	if err != nil {
 		return err
@@ -305,10 +410,17 @@ func installUnit(ctx context.Context, h local.KubeletHandoff) error {
 		mode os.FileMode
 		data []byte
 	}{
-		{Binary, 0o755, bin},
-		{ConfigFile, 0o644, []byte(h.Config)},
-		{EnvironmentFile, 0o644, []byte(`DAEMON_ARGS="--config=` + ConfigFile + " " + strings.Join(h.Flags, " ") + "\"\n")},
-		{UnitFile, 0o644, []byte(unitText)},
+		{l.KubeletBinary, 0o755, bin},
+		{l.KubeletConfigFile, 0o644, []byte(h.Config)},
+		{l.KubeletEnvironmentFile, 0o644, []byte(`DAEMON_ARGS="--config=` + l.KubeletConfigFile + " " + strings.Join(h.Flags, " ") + "\"\n")},
+		{l.KubeletUnitFile, 0o644, []byte(l.unitText())},
+	}
+	if l.KubeletWrapper != "" {
+		files = append(files, struct {
+			path string
+			mode os.FileMode
+			data []byte
+		}{l.KubeletWrapper, 0o755, []byte(l.wrapperText(h.Namespace))})
 	}
 	for _, f := range files {
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
@@ -318,7 +430,7 @@ func installUnit(ctx context.Context, h local.KubeletHandoff) error {
 			return fmt.Errorf("kopsnode: %w", err)
 		}
 	}
-	for _, argv := range [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "--now", Unit}} {
+	for _, argv := range [][]string{{"systemctl", "daemon-reload"}, {"systemctl", "enable", "--now", l.KubeletUnit}} {
 		if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
 			return fmt.Errorf("kopsnode: %s: %w: %s", strings.Join(argv, " "), err, out)
 		}
@@ -326,23 +438,30 @@ func installUnit(ctx context.Context, h local.KubeletHandoff) error {
 	return nil
 }
 
-// removeUnit stops and disables the unit and removes the kops layout's
+// removeUnits stops and disables each layout's unit and removes its
 // files, with whatever a killed swap left beside the binary; the local
 // provider's teardown then removes the rest. A unit that was never made
 // is nothing to do.
-func removeUnit(ctx context.Context, log *slog.Logger) error {
-	if _, err := os.Stat(UnitFile); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+func removeUnits(ctx context.Context, layouts []NodeLayout, log *slog.Logger) error {
 	var errs []error
-	if out, err := exec.CommandContext(ctx, "systemctl", "disable", "--now", Unit).CombinedOutput(); err != nil {
-		errs = append(errs, fmt.Errorf("kopsnode: systemctl disable --now %s: %w: %s", Unit, err, out))
-	}
-	olds, _ := filepath.Glob(Binary + ".skewtest-*")
-	for _, f := range append(slices.Clone(layoutFiles), olds...) {
-		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
+	removed := false
+	for _, l := range layouts {
+		if _, err := os.Stat(l.KubeletUnitFile); errors.Is(err, os.ErrNotExist) {
+			continue
 		}
+		removed = true
+		if out, err := exec.CommandContext(ctx, "systemctl", "disable", "--now", l.KubeletUnit).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kopsnode: systemctl disable --now %s: %w: %s", l.KubeletUnit, err, out))
+		}
+		olds, _ := filepath.Glob(l.KubeletBinary + ".skewtest-*")
+		for _, f := range append(l.files(), olds...) {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if !removed {
+		return errors.Join(errs...)
 	}
 	// Made for the layout; empty now unless something else uses them.
 	for _, d := range []string{filepath.Dir(EnvironmentFile), filepath.Dir(ConfigFile)} {
@@ -351,15 +470,16 @@ func removeUnit(ctx context.Context, log *slog.Logger) error {
 	if out, err := exec.CommandContext(ctx, "systemctl", "daemon-reload").CombinedOutput(); err != nil {
 		errs = append(errs, fmt.Errorf("kopsnode: systemctl daemon-reload: %w: %s", err, out))
 	}
-	_ = exec.CommandContext(ctx, "systemctl", "reset-failed", Unit).Run()
-	log.Info("kopsnode: kubelet unit and its files removed", "unit", UnitFile)
+	for _, l := range layouts {
+		_ = exec.CommandContext(ctx, "systemctl", "reset-failed", l.KubeletUnit).Run()
+	}
+	log.Info("kopsnode: kubelet units and their files removed", "units", len(layouts))
 	return errors.Join(errs...)
 }
 
-// makeVolumes makes StorageClass and n PVs of skewtest's CSI driver on
-// node, unbound: as an administrator makes local volumes, bound by the
-// scheduler to whatever claims a pod on the node.
-func makeVolumes(ctx context.Context, cs kubernetes.Interface, node, runID string, n int) error {
+// makeStorageClass makes StorageClass: no provisioner, volumes bound when
+// a pod is scheduled.
+func makeStorageClass(ctx context.Context, cs kubernetes.Interface) error {
 	sc := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: StorageClass},
 		Provisioner:       "kubernetes.io/no-provisioner",
@@ -369,9 +489,16 @@ func makeVolumes(ctx context.Context, cs kubernetes.Interface, node, runID strin
 	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kopsnode: create StorageClass %s: %w", StorageClass, err)
 	}
+	return nil
+}
+
+// makeVolumes makes n PVs of StorageClass, skewtest's CSI driver's, on
+// node, unbound: as an administrator makes local volumes, bound by the
+// scheduler to whatever claims a pod on the node.
+func makeVolumes(ctx context.Context, cs kubernetes.Interface, node, runID string, n int) error {
 	qty := resource.MustParse(pvSize)
 	for i := range n {
-		name := fmt.Sprintf("%s-%s-%d", StorageClass, runID, i)
+		name := fmt.Sprintf("%s-%s-%s-%d", StorageClass, runID, node, i)
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PersistentVolumeSpec{

@@ -3,6 +3,7 @@ package kopsnode
 import (
 	"bytes"
 	"os"
+	osexec "os/exec" // the wrapper script run as systemd would
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,15 +55,56 @@ func TestWriteKubeconfig(t *testing.T) {
 }
 
 // The unit is kops': the binary, the environment file, Restart=always,
-// KillMode=process; systemd splits $DAEMON_ARGS into arguments.
+// KillMode=process; systemd splits $DAEMON_ARGS into arguments. A further
+// node's unit runs its own binary with its own flags, and no file of one
+// layout is another's.
 func TestUnitText(t *testing.T) {
-	for _, want := range []string{
-		"EnvironmentFile=" + EnvironmentFile + "\n",
-		"ExecStart=" + Binary + " $DAEMON_ARGS\n",
-		"Restart=always\n", "RestartSec=2s\n", "KillMode=process\n",
+	first, second := layoutOf(0), layoutOf(1)
+	for _, tc := range []struct {
+		l    NodeLayout
+		want []string
+	}{
+		{first, []string{"EnvironmentFile=" + EnvironmentFile + "\n", "ExecStart=" + Binary + " $DAEMON_ARGS\n"}},
+		{second, []string{"EnvironmentFile=/etc/sysconfig/kubelet-2\n", "ExecStart=/usr/local/bin/kubelet-2-ns $DAEMON_ARGS\n"}},
 	} {
-		if !strings.Contains(unitText, want) {
-			t.Errorf("unit lacks %q:\n%s", want, unitText)
+		text := tc.l.unitText()
+		for _, want := range append(tc.want, "Restart=always\n", "RestartSec=2s\n", "KillMode=process\n") {
+			if !strings.Contains(text, want) {
+				t.Errorf("unit of %s lacks %q:\n%s", tc.l.KubeletUnit, want, text)
+			}
 		}
+	}
+	if first.KubeletUnit != Unit || first.KubeletUnitFile != UnitFile || first.KubeletBinary != Binary || first.KubeletEnvironmentFile != EnvironmentFile || first.KubeletConfigFile != ConfigFile {
+		t.Errorf("the first node's layout %+v is not kops's", first)
+	}
+	if second.KubeletUnit != "kubelet-2" || second.KubeletUnitFile != "/lib/systemd/system/kubelet-2.service" || second.KubeletConfigFile != "/var/lib/kubelet/kubelet-2.conf" {
+		t.Errorf("the second node's layout: %+v", second)
+	}
+	seen := map[string]bool{}
+	for _, f := range append(first.files(), second.files()...) {
+		if seen[f] {
+			t.Errorf("%s is in two layouts", f)
+		}
+		seen[f] = true
+	}
+}
+
+// A further node's unit runs its kubelet through the wrapper, in the
+// namespace the handoff names, with the unit's arguments.
+func TestWrapperText(t *testing.T) {
+	l := layoutOf(1)
+	w := filepath.Join(t.TempDir(), "wrapper")
+	if err := os.WriteFile(w, []byte(l.wrapperText([]string{"echo", "in ns", "it's"})), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := osexec.Command("sh", w, "--config=/var/lib/kubelet/kubelet-2.conf", "--v=2").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "in ns it's /usr/local/bin/kubelet-2 --config=/var/lib/kubelet/kubelet-2.conf --v=2\n"; string(out) != want {
+		t.Errorf("the wrapper ran %q, want %q", out, want)
+	}
+	if layoutOf(0).KubeletWrapper != "" {
+		t.Errorf("the first node's kubelet is wrapped: %+v", layoutOf(0))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	osexec "os/exec"
@@ -51,6 +52,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		qemu    []string // the host processes of the guest (qemu)
 		busybox string   // a static busybox, in the guest too
 		kops    *kopsNode
+		foreign *foreignWorkload // someone else's, in the node's cluster
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -178,7 +180,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		Expect(g.output(ctx, "sh", "-c", "ls -d /sys/fs/cgroup/system.slice/skewtest-* 2>/dev/null || true")).To(BeEmpty(), "cgroups of the run left")
 	}, NodeTimeout(5*time.Minute))
 
-	It("serves a kops-style node of a real cluster from the guest", func(ctx SpecContext) {
+	It("serves a kops-style node of a real cluster from the guest, and a second node beside it", func(ctx SpecContext) {
 		start := time.Now()
 		kops = startKopsNode(g, src, bin, busybox, filepath.Join(private, "kops-node"))
 		select {
@@ -189,62 +191,121 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		case <-ctx.Done():
 			Fail("the kops-style node was not ready in time")
 		}
-		AddReportEntry("kops-style node up in the guest", fmt.Sprintf("%s (local provider's control plane, node handed to systemd)", time.Since(start).Round(time.Second)))
-		info := kops.info
-		Expect(g.must(ctx, "systemctl", "show", "-p", "FragmentPath,EnvironmentFiles,Restart,ActiveState", "--value", info.KubeletUnit)).
-			To(And(ContainSubstring(info.KubeletUnitFile), ContainSubstring(info.KubeletEnvironmentFile), ContainSubstring("always"), ContainSubstring("active")))
-		Expect(g.must(ctx, "cat", info.KubeletEnvironmentFile)).To(ContainSubstring("--config=" + info.KubeletConfigFile))
-		kops.ownSHA = g.must(ctx, "sh", "-c", "sha256sum "+info.KubeletBinary+" | cut -d' ' -f1")
-		Expect(kops.ownSHA).To(HaveLen(64))
-		By("reaching the API server from the host through the forward")
-		Expect(nodeState(ctx, kops.kubeconfig(), info.Node)).To(Equal("Ready " + info.KubeletVersion))
+		AddReportEntry("kops-style node up in the guest", fmt.Sprintf("%s (local provider's control plane, %d nodes handed to systemd)", time.Since(start).Round(time.Second), len(kops.info.nodes())))
+		Expect(kops.info.nodes()).To(HaveLen(kopsNodes))
+		kops.ownSHA = map[string]string{}
+		for _, l := range kops.info.nodes() {
+			Expect(g.must(ctx, "systemctl", "show", "-p", "FragmentPath,EnvironmentFiles,Restart,ActiveState", "--value", l.KubeletUnit)).
+				To(And(ContainSubstring(l.KubeletUnitFile), ContainSubstring(l.KubeletEnvironmentFile), ContainSubstring("always"), ContainSubstring("active")))
+			Expect(g.must(ctx, "cat", l.KubeletEnvironmentFile)).To(ContainSubstring("--config=" + l.KubeletConfigFile))
+			sha := g.must(ctx, "sh", "-c", `sha256sum "$1" | cut -d' ' -f1`, "sh", l.KubeletBinary)
+			Expect(sha).To(HaveLen(64))
+			kops.ownSHA[l.Node] = sha
+			By("reaching the API server from the host through the forward: node " + l.Node)
+			Expect(nodeState(ctx, kops.kubeconfig(), l.Node)).To(Equal("Ready " + kops.info.KubeletVersion))
+		}
+		// The first node is laid out as kops lays out its one kubelet.
+		Expect(kops.info.KubeletUnitFile).To(Equal("/lib/systemd/system/kubelet.service"))
+		Expect(kops.info.KubeletBinary).To(Equal("/usr/local/bin/kubelet"))
 	}, NodeTimeout(kopsBudget))
 
-	It("passes the default sign-off plan through the existing provider, from the host, against the guest's node", func(ctx SpecContext) {
+	It("has someone else's workload in the node's cluster under the names older runs used (namespace skewtest, StatefulSet web, claim data-web-0)", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		foreign = makeForeignWorkload(ctx, clientFor(kops.kubeconfig()), kops.info.Node, kops.info.StorageClass, kops.info.Image)
+		AddReportEntry("someone else's workload", foreign.String())
+	}, NodeTimeout(foreignReady+time.Minute))
+
+	It("passes two runs at once through the existing provider, from the host, one on each node of the shared cluster, and leaves the owner's workload as it was", func(ctx SpecContext) {
+		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		Expect(foreign).NotTo(BeNil(), "no workload of someone else's")
 		start := time.Now()
-		cmd := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "run"))
-		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(g, filepath.Join(out, "existing"))...)
-		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
-		err := cmd.Run()
-		took := time.Since(start).Round(time.Second)
-		AddReportEntry("sign-off plan through the existing provider", fmt.Sprintf("%s, exit %d", took, exitCode(err)))
-		Expect(err).NotTo(HaveOccurred(), "skewtest run with PROVIDER=existing (reports: %s)", filepath.Join(out, "existing"))
-		reports, _ := filepath.Glob(filepath.Join(out, "existing", "*", "report.md"))
-		Expect(reports).NotTo(BeEmpty(), "no report.md under %s", filepath.Join(out, "existing"))
+		var runs []*runOn
+		for i, l := range kops.info.nodes() {
+			runs = append(runs, kops.startRun(ctx, g, src, bin, l, filepath.Join(out, fmt.Sprintf("existing-%d", i+1)), nil))
+		}
+		var took []string
+		for _, r := range runs {
+			err := r.wait()
+			took = append(took, fmt.Sprintf("node %s: %s, exit %d", r.node, time.Since(start).Round(time.Second), exitCode(err)))
+			Expect(err).NotTo(HaveOccurred(), "skewtest run with PROVIDER=existing on node %s (reports: %s)", r.node, r.art)
+			r.expectReport()
+		}
+		AddReportEntry("two sign-off plans at once through the existing provider", strings.Join(took, "; "))
+		cs := clientFor(kops.kubeconfig())
+		foreign.expectUntouched(ctx, cs)
 		kops.expectOwnKubelet(ctx, g)
 		kops.expectNoRunNamespace(ctx)
 	}, NodeTimeout(runBudget))
 
-	It("puts the node's own kubelet back with skewtest clean after the harness is SIGKILLed in the middle of a hop", func(ctx SpecContext) {
+	It("cleans a run SIGKILLed in the middle of a hop while another runs on the other node: refused after a context switch, then only its own objects removed", func(ctx SpecContext) {
 		Expect(kops).NotTo(BeNil(), "no kops-style node")
+		Expect(foreign).NotTo(BeNil(), "no workload of someone else's")
+		nodes := kops.info.nodes()
+		first, second := nodes[0], nodes[1]
 		start := time.Now()
-		cmd := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "run"))
-		cmd.Dir, cmd.Env = src, append(os.Environ(), kops.runEnv(g, filepath.Join(out, "existing-killed"))...)
-		logs, err := cmd.StderrPipe()
-		Expect(err).NotTo(HaveOccurred())
-		cmd.Stdout = GinkgoWriter
-		Expect(cmd.Start()).To(Succeed())
+		other := kops.startRun(ctx, g, src, bin, second, filepath.Join(out, "existing-beside"), nil)
+		var logs io.ReadCloser
+		killed := kops.startRun(ctx, g, src, bin, first, filepath.Join(out, "existing-killed"), func(c *osexec.Cmd) {
+			c.Stderr = nil
+			var err error
+			logs, err = c.StderrPipe()
+			Expect(err).NotTo(HaveOccurred())
+		})
 		stateDir, swapped := watchForSwap(logs, killVersion)
 		Expect(swapped).To(BeTrue(), "the run ended before it swapped the kubelet to %s", killVersion)
-		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-		werr := cmd.Wait()
+		Expect(killed.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+		go func() { _, _ = io.Copy(GinkgoWriter, logs) }()
+		werr := killed.wait()
 		var ee *osexec.ExitError
 		Expect(errors.As(werr, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL).To(BeTrue(), "the harness ended with %v, not SIGKILL", werr)
 		killedAt := time.Since(start).Round(time.Second)
 		Expect(stateDir).NotTo(BeEmpty(), "the run never logged its state directory")
-		active, _ := g.output(ctx, "systemctl", "is-active", kops.info.KubeletUnit)
+		killedRun := strings.TrimPrefix(filepath.Base(stateDir), "existing-")
+		active, _ := g.output(ctx, "systemctl", "is-active", first.KubeletUnit)
 		Expect(active).NotTo(Equal("active"), "the kubelet runs after a kill between swap and start")
 
-		By("skewtest clean " + stateDir)
+		cleanCmd := func() *osexec.Cmd {
+			c := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "clean", stateDir))
+			c.Dir, c.Env = src, append(os.Environ(), kops.runEnv(g, first, filepath.Join(out, "existing-killed"))...)
+			return c
+		}
+		By("skewtest clean " + stateDir + " after the kubeconfig's context was switched to another cluster")
+		restore := switchContext(kops.kubeconfig())
+		refused, rerr := cleanCmd().CombinedOutput()
+		restore()
+		fmt.Fprintf(GinkgoWriter, "%s\n", refused)
+		Expect(exitCode(rerr)).To(Equal(2), "skewtest clean after a context switch: %v", rerr)
+		Expect(string(refused)).To(And(ContainSubstring("another cluster"), ContainSubstring(otherContext), ContainSubstring("Nothing was touched")), "clean's refusal names both clusters")
+		_, err := os.Stat(stateDir)
+		Expect(err).NotTo(HaveOccurred(), "the refused clean removed the state directory")
+
+		By("skewtest clean " + stateDir + " with the run's context back, while the other run goes on")
 		cstart := time.Now()
-		clean := suiteconfig.Interruptible(osexec.CommandContext(ctx, bin, "clean", stateDir))
-		clean.Dir, clean.Env = src, append(os.Environ(), kops.runEnv(g, filepath.Join(out, "existing-killed"))...)
+		clean := cleanCmd()
 		clean.Stdout, clean.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(clean.Run()).To(Succeed(), "skewtest clean %s", stateDir)
-		AddReportEntry("SIGKILL mid-hop, then skewtest clean", fmt.Sprintf("killed %s after the start, after the swap to %s; clean took %s", killedAt, killVersion, time.Since(cstart).Round(time.Second)))
+		cleanTook := time.Since(cstart).Round(time.Second)
 		_, err = os.Stat(stateDir)
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the state directory after clean: %v", err)
+		cs := clientFor(kops.kubeconfig())
+		left := runNamespaces(ctx, cs)
+		for _, n := range left {
+			Expect(n).NotTo(HaveSuffix("("+killedRun+")"), "the killed run's namespace after its clean")
+		}
+		select {
+		case err := <-other.done:
+			other.done <- err
+			AddReportEntry("the other run", "ended before the clean did: the clean's restraint was shown against the owner's workload only")
+		default:
+			Expect(left).To(HaveLen(1), "while the other run goes on, its namespace alone is left: %v", left)
+		}
+		foreign.expectUntouched(ctx, cs)
+
+		Expect(other.wait()).To(Succeed(), "the run on node %s beside the killed one (reports: %s)", other.node, other.art)
+		other.expectReport()
+		AddReportEntry("SIGKILL mid-hop beside another run, then skewtest clean", fmt.Sprintf("killed %s after the start, after the swap to %s; the clean after a context switch refused (exit 2); clean took %s; the other run ended %s after the start, exit 0",
+			killedAt, killVersion, cleanTook, time.Since(start).Round(time.Second)))
+		foreign.expectUntouched(ctx, cs)
 		kops.expectOwnKubelet(ctx, g)
 		kops.expectNoRunNamespace(ctx)
 	}, NodeTimeout(runBudget))
@@ -287,9 +348,12 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		info := kops.info
 		Expect(kops.stop(ctx)).To(Succeed(), "skewtest vm kops-node's teardown")
 		kops = nil
-		Expect(g.output(ctx, "sh", "-c", "ls "+strings.Join([]string{info.KubeletUnitFile, info.KubeletBinary + "*", info.KubeletEnvironmentFile, info.KubeletConfigFile}, " ")+" 2>/dev/null || true")).To(BeEmpty(), "kops layout files left")
-		units := g.must(ctx, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*", info.KubeletUnit+".service")
-		Expect(runUnits(units)).To(BeEmpty(), "units left")
+		for _, l := range info.nodes() {
+			files := append(l.files(), l.KubeletBinary+".*")
+			Expect(g.output(ctx, "sh", "-c", "ls "+strings.Join(files, " ")+" 2>/dev/null || true")).To(BeEmpty(), "node %s's layout files left", l.Node)
+			units := g.must(ctx, "systemctl", "list-units", "--all", "--plain", "--no-legend", "skewtest*", l.KubeletUnit+".service")
+			Expect(runUnits(units)).To(BeEmpty(), "units left")
+		}
 	}, NodeTimeout(kopsTeardownBudget))
 
 	It("leaves no private key and no admin credential in $ARTIFACTS", func() {
@@ -297,6 +361,9 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 		AddReportEntry("files under $ARTIFACTS/hosts checked for keys and credentials", fmt.Sprint(found.files))
 		Expect(found.files).To(BeNumerically(">", 0), "nothing under %s to check", out)
 		Expect(found.hits).To(BeEmpty(), "CI uploads $ARTIFACTS: whoever reads it would hold the cluster")
+		if foreign != nil {
+			Expect(secretIn(out, foreign.secret)).To(BeEmpty(), "files under %s holding the owner's credential (its Secret and its pod's environment)", out)
+		}
 	})
 })
 

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -40,6 +39,9 @@ const (
 	// its claims bound, so the node has volumes for every run.
 	kopsReplicas = 3
 	kopsRuns     = 4
+	// kopsNodes is how many nodes the guest's cluster has: the second
+	// takes the other of two runs at once (shared_test.go).
+	kopsNodes = 2
 	// vmSetupUnit is the guest image's own unit (clusters/vm), the only
 	// skewtest* unit a guest has before and after a run.
 	vmSetupUnit = "skewtest-vm-setup.service"
@@ -64,24 +66,48 @@ var killVersion = strings.Split(skewrun.DefaultPlan, ",")[1]
 // command's JSON as any consumer of skewtest vm kops-node would, not the
 // Go type behind it (suites import no provider package).
 type nodeInfo struct {
+	// nodeLayout is the first node's, laid out as kops does.
+	nodeLayout
+	// More are the further nodes' (-nodes): kubelets beside the first,
+	// on the same guest, for two runs at once on one shared cluster.
+	More            []nodeLayout `json:"moreNodes"`
+	KubeletVersion  string       `json:"kubeletVersion"`
+	StorageClass    string       `json:"storageClass"`
+	Image           string       `json:"image"`
+	GuestKubeconfig string       `json:"guestKubeconfig"`
+}
+
+// nodeLayout is where one node's kubelet is, and what the existing
+// provider is told of it.
+type nodeLayout struct {
 	Node                   string `json:"node"`
-	KubeletVersion         string `json:"kubeletVersion"`
 	KubeletUnit            string `json:"kubeletUnit"`
 	KubeletBinary          string `json:"kubeletBinary"`
 	KubeletUnitFile        string `json:"kubeletUnitFile"`
 	KubeletEnvironmentFile string `json:"kubeletEnvironmentFile"`
 	KubeletConfigFile      string `json:"kubeletConfigFile"`
 	KubeletRootDir         string `json:"kubeletRootDir"`
-	StorageClass           string `json:"storageClass"`
-	Image                  string `json:"image"`
-	GuestKubeconfig        string `json:"guestKubeconfig"`
+	KubeletHealthzURL      string `json:"kubeletHealthzURL"`
+	KubeletWrapper         string `json:"kubeletWrapper"`
 }
+
+// files are the layout's files in the guest.
+func (l nodeLayout) files() []string {
+	out := []string{l.KubeletUnitFile, l.KubeletBinary, l.KubeletEnvironmentFile, l.KubeletConfigFile}
+	if l.KubeletWrapper != "" {
+		out = append(out, l.KubeletWrapper)
+	}
+	return out
+}
+
+// nodes are every node's layout, the kops-laid first.
+func (i nodeInfo) nodes() []nodeLayout { return append([]nodeLayout{i.nodeLayout}, i.More...) }
 
 // kopsNode is `skewtest vm kops-node` running in the guest.
 type kopsNode struct {
 	info   nodeInfo
-	dir    string // its kubeconfig and node.json, shared with the host
-	ownSHA string // sha256 of the node's own kubelet
+	dir    string            // its kubeconfig and node.json, shared with the host
+	ownSHA map[string]string // node -> sha256 of its own kubelet
 	stdin  *io.PipeWriter
 	ready  chan struct{}
 	done   chan error
@@ -100,7 +126,7 @@ func startKopsNode(g *guestVM, src, bin, busybox, dir string) *kopsNode {
 	k.stdin = stdin
 	q := exec.ShellQuote
 	script := fmt.Sprintf("cd %s && exec %s vm kops-node -out %s -server %s -port %d -busybox %s -pvs %d",
-		q(src), q(bin), q(dir), q("https://"+server), guestAPIServerPort, q(busybox), kopsRuns*kopsReplicas)
+		q(src), q(bin), q(dir), q("https://"+server), guestAPIServerPort, q(busybox), kopsRuns*kopsReplicas+foreignReplicas) + fmt.Sprintf(" -nodes %d", kopsNodes)
 	// Not the spec's context: the node serves the specs that follow.
 	cmd := g.command(context.Background(), envArgv([]string{g.timeoutFactor()}, "sh", "-c", script)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, GinkgoWriter, GinkgoWriter
@@ -144,28 +170,31 @@ func (k *kopsNode) stop(ctx context.Context) error {
 func (k *kopsNode) kubeconfig() string { return filepath.Join(k.dir, nodeKubeconfigFile) }
 
 // runEnv are the settings of `skewtest run` with the existing provider
-// against the node, from the host, reports in artifacts.
-func (k *kopsNode) runEnv(g *guestVM, artifacts string) []string {
+// against node l, from the host, reports in artifacts.
+func (k *kopsNode) runEnv(g *guestVM, l nodeLayout, artifacts string) []string {
 	return []string{
 		"PROVIDER=existing", "PLAN=" + skewrun.DefaultPlan, "ARTIFACTS=" + artifacts,
-		"KUBECONFIG=" + k.kubeconfig(), "NODES=" + k.info.Node,
+		"KUBECONFIG=" + k.kubeconfig(), "NODES=" + l.Node,
 		"SSH_USER=" + g.inst.User, "SSH_KEY=" + g.inst.KeyFile, "SSH_KNOWN_HOSTS=" + g.inst.KnownHostsFile,
-		"SSH_ADDRESSES=" + k.info.Node + "=" + g.inst.SSHAddress,
-		"KUBELET_UNIT=" + k.info.KubeletUnit, "KUBELET_BINARY=" + k.info.KubeletBinary, "KUBELET_ROOT_DIR=" + k.info.KubeletRootDir,
+		"SSH_ADDRESSES=" + l.Node + "=" + g.inst.SSHAddress,
+		"KUBELET_UNIT=" + l.KubeletUnit, "KUBELET_BINARY=" + l.KubeletBinary, "KUBELET_ROOT_DIR=" + l.KubeletRootDir,
+		"KUBELET_HEALTHZ_URL=" + l.KubeletHealthzURL,
 		"STORAGE_CLASS=" + k.info.StorageClass, "IMAGE=" + k.info.Image, fmt.Sprintf("REPLICAS=%d", kopsReplicas),
 		g.timeoutFactor(),
 	}
 }
 
-// expectOwnKubelet checks that the node runs its own kubelet again, with
-// nothing left beside it, and is Ready at its version through the API
-// server.
+// expectOwnKubelet checks that every node runs its own kubelet again,
+// with nothing left beside it, and is Ready at its version through the
+// API server.
 func (k *kopsNode) expectOwnKubelet(ctx context.Context, g *guestVM) {
 	GinkgoHelper()
-	Expect(g.must(ctx, "systemctl", "is-active", k.info.KubeletUnit)).To(Equal("active"))
-	Expect(g.must(ctx, "sh", "-c", "sha256sum "+k.info.KubeletBinary+" | cut -d' ' -f1")).To(Equal(k.ownSHA), "the node's kubelet binary is not its own")
-	Expect(g.must(ctx, "sh", "-c", "ls "+k.info.KubeletBinary+"*")).To(Equal(k.info.KubeletBinary), "files left beside the kubelet")
-	Expect(nodeState(ctx, k.kubeconfig(), k.info.Node)).To(Equal("Ready " + k.info.KubeletVersion))
+	for _, l := range k.info.nodes() {
+		Expect(g.must(ctx, "systemctl", "is-active", l.KubeletUnit)).To(Equal("active"), "node %s's kubelet unit", l.Node)
+		Expect(g.must(ctx, "sh", "-c", `sha256sum "$1" | cut -d' ' -f1`, "sh", l.KubeletBinary)).To(Equal(k.ownSHA[l.Node]), "node %s's kubelet binary is not its own", l.Node)
+		Expect(g.must(ctx, "sh", "-c", `ls -d "$1" "$1".* 2>/dev/null; true`, "sh", l.KubeletBinary)).To(Equal(l.KubeletBinary), "files left beside node %s's kubelet", l.Node)
+		Expect(nodeState(ctx, k.kubeconfig(), l.Node)).To(Equal("Ready "+k.info.KubeletVersion), "node %s", l.Node)
+	}
 }
 
 // expectNoRunNamespace checks that the node's cluster holds no namespace
@@ -174,17 +203,7 @@ func (k *kopsNode) expectOwnKubelet(ctx context.Context, g *guestVM) {
 // each remove it.
 func (k *kopsNode) expectNoRunNamespace(ctx context.Context) {
 	GinkgoHelper()
-	rc, err := clientcmd.BuildConfigFromFlags("", k.kubeconfig())
-	Expect(err).NotTo(HaveOccurred())
-	cs, err := kubernetes.NewForConfig(rc)
-	Expect(err).NotTo(HaveOccurred())
-	list, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: workloads.RunLabel})
-	Expect(err).NotTo(HaveOccurred())
-	var left []string
-	for _, n := range list.Items {
-		left = append(left, n.Name+" ("+n.Labels[workloads.RunLabel]+")")
-	}
-	Expect(left).To(BeEmpty(), "namespaces of a run's workload in the node's cluster")
+	Expect(runNamespaces(ctx, clientFor(k.kubeconfig()))).To(BeEmpty(), "namespaces of a run's workload in the node's cluster")
 }
 
 // nodeState is "Ready <kubelet version>" or what the node's Ready

@@ -1,8 +1,12 @@
 package reports
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 )
 
 // MaxLogBytes bounds each log and API dump a run writes among its
@@ -56,6 +60,45 @@ func (c *CapWriter) Close() error {
 	if c.err != nil || c.cut == 0 {
 		return c.err
 	}
-	_, err := fmt.Fprintf(c.w, "\n[skewtest cut this file here: %d more bytes were not kept (limit %d bytes)]\n", c.cut, c.limit)
+	_, err := fmt.Fprint(c.w, cutLine(c.cut, c.limit))
 	return err
+}
+
+// CapFiles cuts every regular file under dir longer than limit bytes to
+// its first limit bytes, followed by the line CapWriter's Close writes,
+// and returns the files it cut (relative to dir). It bounds what a
+// provider's own log collection wrote (kind's, kops toolbox dump's, a
+// kubectl cluster-info dump), as CapWriter bounds what skewtest writes.
+// Symbolic links are not followed.
+func CapFiles(dir string, limit int64) ([]string, error) {
+	var cut []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil || fi.Size() <= limit {
+			return err
+		}
+		if err := os.Truncate(p, limit); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		_, werr := fmt.Fprint(f, cutLine(fi.Size()-limit, limit))
+		if err := errors.Join(werr, f.Close()); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		cut = append(cut, rel)
+		return nil
+	})
+	return cut, err
+}
+
+// cutLine ends a file skewtest cut: how much was dropped, and the limit.
+func cutLine(cut, limit int64) string {
+	return fmt.Sprintf("\n[skewtest cut this file here: %d more bytes were not kept (limit %d bytes)]\n", cut, limit)
 }

@@ -83,14 +83,22 @@ func (c *Cluster) end(ctx context.Context, logsDir string, runErr error) (kept s
 	return "", c.removeLeftWorkloads(wctx)
 }
 
-// CollectLogs copies the cluster's component logs into dir, the API
-// objects of pods and volumes into dir/api, and the CSI calls its driver
+// CollectLogs copies the cluster's component logs into dir, each cut at
+// reports.MaxLogBytes, the API objects of pods and volumes into dir/api, and the CSI calls its driver
 // served where the provider records them. Failures are
 // logged: logs are evidence, not a verdict.
 func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 	logger := c.v.Options.Logger
 	if err := c.Provider.DumpClusterLogs(ctx, dir); err != nil {
 		logger.Warn("could not collect cluster logs", "err", err)
+	}
+	// Whatever the provider's own collection wrote (kind's, kops toolbox
+	// dump's) is bounded as skewtest's own logs are: nightly jobs upload
+	// it whole.
+	if cut, err := reports.CapFiles(dir, reports.MaxLogBytes); err != nil {
+		logger.Warn("could not bound the cluster logs' size", "dir", dir, "err", err)
+	} else if len(cut) > 0 {
+		logger.Info("cluster logs cut to their first bytes", "limit", reports.MaxLogBytes, "files", cut)
 	}
 	cs, err := c.clientset()
 	if err == nil {

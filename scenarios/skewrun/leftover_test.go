@@ -1,10 +1,13 @@
 package skewrun
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +106,34 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 				t.Errorf("the error %q does not name the cluster the workload is left in", err)
 			}
 		})
+	}
+}
+
+// bigLogs is a provider whose own log collection writes a file beyond
+// reports.MaxLogBytes, as kind's or kops toolbox dump's can.
+type bigLogs struct{ borrowed }
+
+func (b *bigLogs) DumpClusterLogs(_ context.Context, dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "node"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "node", "journal.log"), bytes.Repeat([]byte("x"), reports.MaxLogBytes+100), 0o644)
+}
+
+// What a provider's own log collection wrote is cut as skewtest's own
+// logs are, whichever provider wrote it.
+func TestCollectLogsCapsTheProvidersFiles(t *testing.T) {
+	var events []string
+	c := &Cluster{Provider: &bigLogs{borrowed{events: &events}}, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 1}, ArtifactsRoot: t.TempDir()}}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.CollectLogs(ctx, dir)
+	fi, err := os.Stat(filepath.Join(dir, "node", "journal.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > reports.MaxLogBytes+200 {
+		t.Errorf("the provider's journal is %d bytes after CollectLogs, want at most %d and the note", fi.Size(), reports.MaxLogBytes)
 	}
 }

@@ -117,7 +117,7 @@ func (b *bigLogs) DumpClusterLogs(_ context.Context, dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "node"), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "node", "journal.log"), bytes.Repeat([]byte("x"), reports.MaxLogBytes+100), 0o644)
+	return os.WriteFile(filepath.Join(dir, "node", "journal.log"), bytes.Repeat([]byte("x"), reports.MaxLogBytes+1<<20), 0o644)
 }
 
 // What a provider's own log collection wrote is cut as skewtest's own

@@ -14,9 +14,8 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	c, err := ConfigFromEnv(mapEnv(map[string]string{
 		"KUBECONFIG": "/k/config", "KUBELET_BINARY": "/opt/kubelet", "KUBELET_UNIT": "kubelet2", "KUBELET_ROOT_DIR": "/k/root",
-		"KUBELET_HEALTHZ_URL": "http://127.0.0.1:10348/healthz",
-		"SSH_USER":            "ops", "SSH_KEY": "/k/id", "SSH_KNOWN_HOSTS": "/k/known_hosts", "NODES": "node-a, node-b,,",
-		"SSH_ADDRESSES": "node-a=127.0.0.1:2222, node-b=[::1]:22",
+		"SSH_USER": "ops", "SSH_KEY": "/k/id", "SSH_KNOWN_HOSTS": "/k/known_hosts", "NODES": "node-a, node-b,,",
+		"SSH_ADDRESSES": "node-a=127.0.0.1:2222, node-b=[::1]:22", "KUBELET_HEALTHZ_URL": "http://127.0.0.1:10348/healthz",
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -98,6 +98,14 @@ func makeForeignWorkload(ctx context.Context, cs kubernetes.Interface, node, sto
 				Spec: corev1.PodSpec{
 					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					// A run stops the node's kubelet for as long as a hop,
+					// or a killed run until its clean: the node
+					// controller's eviction after 5 minutes NotReady
+					// (TCG is slow) is not what this proof watches for.
+					Tolerations: []corev1.Toleration{
+						{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+						{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+					},
 					Containers: []corev1.Container{{
 						Name: "app", Image: image, ImagePullPolicy: corev1.PullNever,
 						Command: []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"},

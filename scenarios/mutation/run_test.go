@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -33,5 +34,20 @@ func TestRunValidatesBeforeBuilding(t *testing.T) {
 	}
 	for _, e := range left {
 		t.Errorf("the cache has %s after a refused run", e.Name())
+	}
+}
+
+// A mutant that leaks fails its run when the cleanup bound ends: the
+// measurement's is shorter than a run's default, scaled as every wait
+// is, and CLEANUP_TIMEOUT still wins.
+func TestRunOptionsCleanupTimeout(t *testing.T) {
+	if got := runOptions(skewrun.Options{}).CleanupTimeout; got != CleanupTimeout || got >= 3*time.Minute {
+		t.Errorf("the measurement's cleanup bound = %s, want %s, below a run's 3m", got, CleanupTimeout)
+	}
+	if got := runOptions(skewrun.Options{TimeoutFactor: 10}).CleanupTimeout; got != 10*CleanupTimeout {
+		t.Errorf("under SKEWTEST_TIMEOUT_FACTOR=10 the bound = %s, want %s", got, 10*CleanupTimeout)
+	}
+	if got := runOptions(skewrun.Options{CleanupTimeout: 5 * time.Minute}).CleanupTimeout; got != 5*time.Minute {
+		t.Errorf("CLEANUP_TIMEOUT=5m gave %s", got)
 	}
 }

@@ -70,6 +70,9 @@ type Run struct {
 	InitialReconstructionPath string `json:"initialReconstructionPath,omitempty"`
 }
 
+// Fail sets the run's verdict to Fail with why, its first failure.
+func (r *Run) Fail(why string) { r.Verdict, r.Failure = Fail, why }
+
 // KeyValue is one row of an ordered table.
 type KeyValue struct {
 	Key   string `json:"key"`

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/workloads"
+	"sigs.k8s.io/skewtest/scenarios"
 )
 
 // Exit codes of skewtest, for the jobs and dashboards that act on them
@@ -52,9 +53,9 @@ var (
 	// ErrKubelet marks a scenario that failed: the kubelet under test
 	// misbehaved.
 	ErrKubelet = errors.New("kubelet failure")
-	// ErrHarness marks a scenario that failed through skewtest's own
-	// fault (scenarios.ErrHarness).
-	ErrHarness = errors.New("skewtest's own fault")
+	// ErrHarness marks a run that failed through skewtest's own fault:
+	// scenarios.ErrHarness itself, one value wherever it is raised.
+	ErrHarness = scenarios.ErrHarness
 )
 
 // Interrupted is the cause of a context SignalContext cancelled.

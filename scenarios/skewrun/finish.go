@@ -40,7 +40,7 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	res.Kept = kept
 	if endErr != nil {
 		runErr = errors.Join(runErr, endErr)
-		run.Verdict, run.Failure = reports.Fail, firstNonEmpty(run.Failure, "teardown failed: "+endErr.Error())
+		run.Fail(firstNonEmpty(run.Failure, "teardown failed: "+endErr.Error()))
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: "teardown", Duration: time.Since(teardown)})
 	if fp, ok := c.Provider.(capabilities.WithRunFacts); ok {

@@ -127,18 +127,18 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	}
 	testNodes, err := c.TestNodes(ctx)
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return run, err
 	}
 	if len(testNodes) < len(m.Trails) {
 		err := fmt.Errorf("%w: the tour has %d trails (MATRIX_NODES), but the %s cluster has %d test nodes; use MATRIX_NODES=%d, or a cluster with more nodes", ErrInvalid, len(m.Trails), c.Provider.Name(), len(testNodes), len(testNodes))
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return run, err
 	}
 	testNodes = testNodes[:len(m.Trails)]
 	cluster, err := c.workloads()
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return run, err
 	}
 	c.describe(ctx, testNodes[0], run, o.Replicas, m.VolumeKind)
@@ -169,7 +169,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	tourStart := time.Now()
 	trails, err := t.Run(ctx)
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return run, classify(err, ErrInfrastructure)
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: TourPhase, Duration: time.Since(tourStart)})

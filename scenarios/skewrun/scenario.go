@@ -68,7 +68,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	run.Node = node.String()
 	cluster, err := c.workloads()
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return err
 	}
 	c.describe(ctx, node, run, s.replicas(c.v), s.kind(c.v))
@@ -76,7 +76,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		RunID: run.ID, Name: s.Name, Namespace: s.Namespace, PollInterval: o.PollInterval, CleanupTimeout: o.CleanupTimeout, TimeoutFactor: o.TimeoutFactor, Fault: s.Fault, Shapes: s.Shapes, VolumeGroup: s.VolumeGroup, Logger: o.Logger}
 	sc, err := c.newScenario(cfg, cluster, node, run)
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return classify(err, ErrInfrastructure)
 	}
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}

@@ -172,7 +172,7 @@ func recoverRun(run *reports.Run, err *error) {
 		return
 	}
 	msg := fmt.Sprintf("skewtest panicked: %v\n%s", p, debug.Stack())
-	run.Verdict, run.Failure = reports.Fail, msg
+	run.Fail(msg)
 	*err = classify(errors.New(msg), ErrInfrastructure)
 }
 
@@ -185,7 +185,7 @@ func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []bina
 	}
 	testNodes, err := c.TestNodes(ctx)
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return err
 	}
 	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault, Shapes: c.v.Shapes}, run)

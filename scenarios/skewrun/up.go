@@ -90,7 +90,7 @@ func (v *Validated) checkProvider(initialKubelets []binaries.Binary) error {
 func (c *Cluster) Up(ctx context.Context, run *reports.Run) error {
 	start := time.Now()
 	if err := c.Provider.Up(ctx); err != nil {
-		run.Verdict, run.Failure = reports.Fail, "cluster bring-up: "+err.Error()
+		run.Fail("cluster bring-up: " + err.Error())
 		return classify(fmt.Errorf("bring up the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
 	}
 	c.up = true
@@ -100,11 +100,11 @@ func (c *Cluster) Up(ctx context.Context, run *reports.Run) error {
 		c.ServerVersion, c.serverGit, err = serverVersion(ctx, rc)
 	}
 	if err != nil {
-		run.Verdict, run.Failure = reports.Fail, "read the API server's version: "+err.Error()
+		run.Fail("read the API server's version: " + err.Error())
 		return classify(fmt.Errorf("read the %s cluster's API server version: %w", c.Provider.Name(), err), ErrInfrastructure)
 	}
 	if err := c.v.Plan.Validate(c.ServerVersion); err != nil {
-		run.Verdict, run.Failure = reports.Fail, err.Error()
+		run.Fail(err.Error())
 		return fmt.Errorf("%w: PLAN=%s against the cluster's API server %s: %v", ErrInvalid, c.v.Options.Plan, c.ServerVersion, err)
 	}
 	return nil

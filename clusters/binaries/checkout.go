@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // resolveCheckout builds component in a local kubernetes checkout.
@@ -43,7 +45,7 @@ func (r *Resolver) resolveCheckout(ctx context.Context, component, p string) (Bi
 	r.logger().Info("building in the kubernetes checkout (several minutes when cold)", "dir", dir, "command", strings.Join(argv, " "))
 	start := time.Now()
 	if out, err := r.run(ctx, dir, argv...); err != nil {
-		return Binary{}, fmt.Errorf("%s in %s: %w\n%s", strings.Join(argv, " "), dir, err, lastLines(string(out), 20))
+		return Binary{}, fmt.Errorf("%s in %s: %w\n%s", strings.Join(argv, " "), dir, err, lines.Last(string(out), 20))
 	}
 	r.logger().Info("built", "dir", dir, "component", component, "took", time.Since(start).Round(time.Second))
 	path, err := r.checkoutOutput(dir, component)

@@ -1,7 +1,6 @@
 package binaries
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // Components the module build knows how to build; each is a main package
@@ -688,7 +689,7 @@ func (b *ModuleBuilder) goOutput(ctx context.Context, dir string, args ...string
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("%w: %s", err, lastLines(stderr.String(), 10))
+		return out, fmt.Errorf("%w: %s", err, lines.Last(stderr.String(), 10))
 	}
 	return out, nil
 }
@@ -697,7 +698,7 @@ func (b *ModuleBuilder) goOutput(ctx context.Context, dir string, args ...string
 // and returning the tail of its output on failure.
 func (b *ModuleBuilder) goCmd(ctx context.Context, dir, what string, args ...string) error {
 	if out, err := b.goRun(ctx, dir, what, args...); err != nil {
-		return fmt.Errorf("%s: %w\n%s", what, err, lastLines(string(out), 20))
+		return fmt.Errorf("%s: %w\n%s", what, err, lines.Last(string(out), 20))
 	}
 	return nil
 }
@@ -708,18 +709,6 @@ func (b *ModuleBuilder) goRun(ctx context.Context, dir, what string, args ...str
 	cmd := exec.CommandContext(ctx, b.goBinary(), args...)
 	cmd.Dir, cmd.Env = dir, b.goEnv()
 	return RunWithProgress(b.logger(), cmd, what)
-}
-
-func lastLines(s string, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // patchVersionDir is <cache>/patch/vX, the patch source's tree of v.
@@ -143,7 +144,7 @@ func (b *ModuleBuilder) buildInTree(ctx context.Context, t patchTree, v *version
 		if ctx.Err() == nil && !d.empty() && compileErrorRE.Match(out) {
 			return badSource("patch %s does not compile against k8s.io/kubernetes@%s (%s); the compiler says:\n%s", d.Path, kv, err, firstLines(compilerOutput(out, t), 20))
 		}
-		return fmt.Errorf("build %s %s with patch %s: %w\n%s", component, kv, d.Path, err, lastLines(string(out), 20))
+		return fmt.Errorf("build %s %s with patch %s: %w\n%s", component, kv, d.Path, err, lines.Last(string(out), 20))
 	}()
 	if err := t.restore(d.Files); err != nil {
 		// The record stays: the next build's prepare tries again.

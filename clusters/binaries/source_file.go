@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // resolveFile uses an executable on the local disk as it is.
@@ -61,11 +63,11 @@ func (r *Resolver) binaryVersion(ctx context.Context, path string) (string, erro
 		if r.arch() != runtime.GOARCH {
 			hint = fmt.Sprintf(" (it is built for %s; this machine is %s)", r.arch(), runtime.GOARCH)
 		}
-		return "", badSource("%s --version%s: %w: %s", path, hint, err, lastLines(string(out), 5))
+		return "", badSource("%s --version%s: %w: %s", path, hint, err, lines.Last(string(out), 5))
 	}
 	m := versionOutputRE.FindStringSubmatch(string(out))
 	if m == nil {
-		return "", badSource("%s --version printed %q, want \"Kubernetes vX.Y.Z\"", path, strings.TrimSpace(lastLines(string(out), 3)))
+		return "", badSource("%s --version printed %q, want \"Kubernetes vX.Y.Z\"", path, strings.TrimSpace(lines.Last(string(out), 3)))
 	}
 	v, _, ok := parseKubeVersion(m[1])
 	if !ok {

@@ -15,6 +15,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // Cmd is one command, configured then run once.
@@ -85,7 +87,7 @@ func (e *RunError) Error() string {
 	} else {
 		msg += fmt.Sprintf(" did not run: %v", e.Err)
 	}
-	if tail := tail(e.Result.Stderr, 5); tail != "" {
+	if tail := strings.TrimSpace(lines.Last(e.Result.Stderr, 5)); tail != "" {
 		msg += ": " + tail
 	}
 	return msg
@@ -146,12 +148,4 @@ func ShellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }

@@ -19,8 +19,8 @@ import (
 	"time"
 	"unicode"
 
-	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"sigs.k8s.io/skewtest/clusters/internal/hostports"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // Config says which guest to boot and what it shares with the host.
@@ -428,7 +428,7 @@ func probeKVM(ctx context.Context, img Image, dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("no kernel banner within %s: %v %s", kvmProbeTimeout, err, debian.LastLines(string(out), 3))
+		return fmt.Errorf("no kernel banner within %s: %v %s", kvmProbeTimeout, err, lines.Last(string(out), 3))
 	}
 	return errors.New("no kernel banner on the serial console")
 }
@@ -515,5 +515,5 @@ func (i *Instance) diagnostics() string {
 	serial, _ := os.ReadFile(i.SerialLog)
 	q, _ := os.ReadFile(filepath.Join(i.Dir, qemuLogFile))
 	return fmt.Sprintf("serial console (%s), last lines:\n%s\nqemu:\n%s", i.SerialLog,
-		debian.LastLines(string(serial), 25), debian.LastLines(string(q), 10))
+		lines.Last(string(serial), 25), lines.Last(string(q), 10))
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/internal/debian"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // imageRecipe is bumped whenever BuildImage's steps change in a way the
@@ -277,7 +278,7 @@ func copyKernel(rootfs, out string) (string, error) {
 func makeDisk(ctx context.Context, rootfs, disk string) error {
 	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-L", diskLabel, "-d", rootfs, disk, diskSize)
 	if o, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mkfs.ext4 -d: %w\n%s", err, debian.LastLines(string(o), 10))
+		return fmt.Errorf("mkfs.ext4 -d: %w\n%s", err, lines.Last(string(o), 10))
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // Suite is the Debian release debootstrap installs; our machines run it too.
@@ -83,7 +85,7 @@ func Debootstrap(ctx context.Context, target string, s Spec, log *slog.Logger) e
 	UnmountUnder(target)
 	if err != nil {
 		log, _ := os.ReadFile(logFile)
-		return fmt.Errorf("debootstrap: %w\n%s", err, LastLines(string(log), 20))
+		return fmt.Errorf("debootstrap: %w\n%s", err, lines.Last(string(log), 20))
 	}
 	return Clean(target)
 }
@@ -162,13 +164,4 @@ func Clean(root string) error {
 		}
 	}
 	return nil
-}
-
-// LastLines returns the last n lines of s, for errors quoting a log.
-func LastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sigs.k8s.io/skewtest/clusters/mountinfo"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // tarFlags keep owners, permissions, hard links, xattrs (file capabilities)
@@ -26,7 +27,7 @@ func WriteRootfsTar(ctx context.Context, root, out string) error {
 	args = append(args, ".")
 	if o, err := exec.CommandContext(ctx, "tar", args...).CombinedOutput(); err != nil {
 		os.Remove(part)
-		return fmt.Errorf("tar %s: %w\n%s", root, err, LastLines(string(o), 10))
+		return fmt.Errorf("tar %s: %w\n%s", root, err, lines.Last(string(o), 10))
 	}
 	return os.Rename(part, out)
 }
@@ -40,7 +41,7 @@ func Untar(ctx context.Context, tarball, dir string, members ...string) error {
 	args := append([]string{"-C", dir, "-xpf", tarball, "--same-owner"}, tarFlags...)
 	args = append(args, members...)
 	if o, err := exec.CommandContext(ctx, "tar", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("untar %s: %w\n%s", tarball, err, LastLines(string(o), 10))
+		return fmt.Errorf("untar %s: %w\n%s", tarball, err, lines.Last(string(o), 10))
 	}
 	return nil
 }

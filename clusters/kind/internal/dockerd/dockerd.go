@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 const (
@@ -312,15 +313,7 @@ func tail(path string, n int) string {
 	if err != nil {
 		return err.Error()
 	}
-	return tailText(string(b), n)
-}
-
-func tailText(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return lines.Last(string(b), n)
 }
 
 func stderrOf(err error) string {

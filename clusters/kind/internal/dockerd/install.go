@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec" // apt-get and dpkg on this host, installing docker.io
+
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // Installed reports whether Debian's docker.io (dockerd, the docker CLI,
@@ -31,13 +33,13 @@ func Install(ctx context.Context) error {
 		cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "--no-install-recommends", "docker.io")
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get install docker.io: %w\n%s", err, tailText(string(out), 20))
+			return fmt.Errorf("apt-get install docker.io: %w\n%s", err, lines.Last(string(out), 20))
 		}
 		return nil
 	}
 	if err := install(); err != nil {
 		if out, uerr := exec.CommandContext(ctx, "apt-get", "update").CombinedOutput(); uerr != nil {
-			return fmt.Errorf("%w; apt-get update: %v\n%s", err, uerr, tailText(string(out), 20))
+			return fmt.Errorf("%w; apt-get update: %v\n%s", err, uerr, lines.Last(string(out), 20))
 		}
 		if err := install(); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/debian"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // storeContainerd is a throwaway containerd whose content store is a node
@@ -115,7 +116,7 @@ func startStoreContainerd(ctx context.Context, bins map[string]binaries.Binary, 
 			c.done <- werr
 			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
 			c.Stop()
-			return nil, fmt.Errorf("throwaway containerd exited: %v\n%s", werr, debian.LastLines(string(log), 20))
+			return nil, fmt.Errorf("throwaway containerd exited: %v\n%s", werr, lines.Last(string(log), 20))
 		case <-ctx.Done():
 			c.Stop()
 			return nil, ctx.Err()
@@ -124,7 +125,7 @@ func startStoreContainerd(ctx context.Context, bins map[string]binaries.Binary, 
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
 			c.Stop()
-			return nil, fmt.Errorf("throwaway containerd did not listen on %s within 30 s\n%s", c.socket, debian.LastLines(string(log), 20))
+			return nil, fmt.Errorf("throwaway containerd did not listen on %s within 30 s\n%s", c.socket, lines.Last(string(log), 20))
 		}
 	}
 	return c, nil

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/internal/debian"
 	"sigs.k8s.io/skewtest/clusters/internal/helpers"
+	"sigs.k8s.io/skewtest/internal/lines"
 )
 
 // goMain is a program built from a generated main package that calls into
@@ -142,7 +142,7 @@ func goRun(ctx context.Context, log *slog.Logger, dir, what string, args ...stri
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := binaries.RunWithProgress(log, cmd, what); err != nil {
-		return fmt.Errorf("%s: %w\n%s", what, err, debian.LastLines(string(out), 20))
+		return fmt.Errorf("%s: %w\n%s", what, err, lines.Last(string(out), 20))
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ var Descriptor = registry.Descriptor{
 		if cfg.RunID == "" {
 			cfg.RunID = o.RunID
 		}
+		if cfg.TimeoutFactor == 0 {
+			cfg.TimeoutFactor = o.TimeoutFactor
+		}
 		if cfg.StateDir == "" && o.RunID != "" {
 			cfg.StateDir = filepath.Join(registry.UserRunRoot(o.RunRoot), RunDirPrefix+o.RunID)
 		}

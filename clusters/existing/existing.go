@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -91,7 +90,10 @@ type Config struct {
 	// Empty keeps the record in memory only: Down still restores, but a
 	// killed run cannot be cleaned.
 	StateDir string
-	Logger   *slog.Logger
+	// TimeoutFactor stretches the waits for a kubelet and a node
+	// (registry.Options); 0 counts as 1.
+	TimeoutFactor time.Duration
+	Logger        *slog.Logger
 }
 
 // SSHConfig is how nodes are reached.
@@ -195,10 +197,7 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
-	factor, err := timeouts.Parse(os.Getenv(timeouts.FactorEnv))
-	if err != nil {
-		return nil, fmt.Errorf("existing: %w", err)
-	}
+	factor := max(cfg.TimeoutFactor, 1)
 	d, err := newDialer(&cfg.SSH, cfg.Logger)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
+	"sigs.k8s.io/skewtest/clusters/registry"
+	"sigs.k8s.io/skewtest/clusters/timeouts"
 )
 
 func TestSelectNodes(t *testing.T) {
@@ -119,5 +122,35 @@ func TestDumpClusterLogs(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "node-a") {
 		t.Errorf("node-a failed: %v", err)
+	}
+}
+
+// The run's timeout factor is one of the shared options: the provider
+// takes it from there, not from the environment, and stretches its
+// kubelets' waits by it.
+func TestTimeoutFactorFromTheRunsOptions(t *testing.T) {
+	t.Setenv(timeouts.FactorEnv, "3") // not what the run decided
+	dir := t.TempDir()
+	kc, key, kh := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
+	if err := sshdtest.WriteKubeconfig(kc, "https://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sshdtest.WriteKey(key); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kh, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := Descriptor.New(registry.Options{RunID: "r1", RunRoot: dir, TimeoutFactor: 7},
+		Config{Kubeconfig: kc, SSH: SSHConfig{KeyFile: key, KnownHostsFile: kh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rp.(*Provider)
+	if p.slow != 7 {
+		t.Errorf("the provider's factor = %d, want the run's 7", p.slow)
+	}
+	if got := p.Node("node-a", "127.0.0.1:1").driver.Timeout; got != 7*systemdkubelet.DefaultTimeout {
+		t.Errorf("a node's kubelet waits %s, want 7 × %s", got, systemdkubelet.DefaultTimeout)
 	}
 }

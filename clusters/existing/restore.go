@@ -191,7 +191,9 @@ func Clean(ctx context.Context, dir string) error {
 		Context:    st.Context,
 		RunID:      st.RunID,
 		StateDir:   dir,
-		Logger:     slog.Default(),
+		// clean is a command of its own: the factor is its environment's.
+		TimeoutFactor: timeouts.FromEnv(),
+		Logger:        slog.Default(),
 		SSH: SSHConfig{
 			User: st.SSH.User, Port: st.SSH.Port, KeyFile: st.SSH.KeyFile, KnownHostsFile: st.SSH.KnownHostsFile,
 		},
@@ -256,7 +258,7 @@ func (p *Provider) removeWorkload(ctx context.Context, r workloads.Record) error
 	if err != nil {
 		return fmt.Errorf("existing: clean %s: %w", p.cfg.StateDir, err)
 	}
-	timeout := timeouts.Scale(timeouts.Teardown, timeouts.FromEnv())
+	timeout := timeouts.Scale(timeouts.Teardown, p.slow)
 	p.log.Info("removing what the killed run made in the cluster", "workload", r.String(), "timeout", timeout)
 	if err := workloads.Remove(ctx, cs, r, timeout, workloadPollInterval, p.log); err != nil {
 		return fmt.Errorf("existing: clean %s: the run's workload (%s): %w\nthe state is kept: run `skewtest clean %s` again once the node's kubelet runs", p.cfg.StateDir, r, err, p.cfg.StateDir)

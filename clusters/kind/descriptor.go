@@ -59,7 +59,7 @@ var Descriptor = registry.Descriptor{
 			return nil, err
 		}
 		return New(Config{RunID: o.RunID, RunRoot: o.RunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, NodeImage: st.NodeImage, CSI: st.CSI, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, NodeImage: st.NodeImage, CSI: st.CSI, TimeoutFactor: o.TimeoutFactor, Logger: o.Logger})
 	},
 	Inspect: func(dir string) registry.RunDir { return registry.RunDir{Path: dir, NotARun: CheckRunDir(dir)} },
 	Clean:   Clean,

@@ -50,7 +50,7 @@ func (p *Provider) preload(ctx context.Context, kp *kindcluster.Provider, tarbal
 		return err
 	}
 	return eachNode(ctx, workers, func(ctx context.Context, _ int, w *Node) error {
-		if err := waitContainerd(ctx, w); err != nil {
+		if err := waitContainerd(ctx, w, p.scaled(containerdTimeout)); err != nil {
 			return err
 		}
 		return loadImages(w, tarballs)
@@ -62,7 +62,7 @@ func (p *Provider) preload(ctx context.Context, kp *kindcluster.Provider, tarbal
 // orders them the same way once the cluster is up).
 func (p *Provider) workerContainers(ctx context.Context, kp *kindcluster.Provider) ([]*Node, error) {
 	want := len(p.cfg.Kubelets)
-	ctx, cancel := context.WithTimeout(ctx, scaled(workerContainersTimeout))
+	ctx, cancel := context.WithTimeout(ctx, p.scaled(workerContainersTimeout))
 	defer cancel()
 	for {
 		all, err := kp.ListNodes(p.name)
@@ -91,9 +91,10 @@ func (p *Provider) workerContainers(ctx context.Context, kp *kindcluster.Provide
 	}
 }
 
-// waitContainerd waits until the containerd in w's node container answers.
-func waitContainerd(ctx context.Context, w *Node) error {
-	ctx, cancel := context.WithTimeout(ctx, scaled(containerdTimeout))
+// waitContainerd waits until the containerd in w's node container answers,
+// for at most timeout.
+func waitContainerd(ctx context.Context, w *Node, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		err := w.kind.CommandContext(ctx, "ctr", "--namespace=k8s.io", "version").Run()

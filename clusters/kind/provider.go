@@ -62,8 +62,11 @@ type Config struct {
 	NodeImage string
 	// CSI chooses the CSI driver (see chooseCSI): empty for the default,
 	// CSISkewtest or CSIHostpath.
-	CSI    string
-	Logger *slog.Logger
+	CSI string
+	// TimeoutFactor stretches the provider's waits (registry.Options); 0
+	// counts as 1.
+	TimeoutFactor time.Duration
+	Logger        *slog.Logger
 }
 
 // UpstreamNodeImage is the node image the kind release in go.mod uses by
@@ -218,7 +221,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 		}
 		if err != nil {
 			// Bounded, as Finish's teardown is: nothing waits forever.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scaled(timeouts.Teardown))
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.scaled(timeouts.Teardown))
 			defer cancel()
 			if derr := p.Down(dctx); derr != nil {
 				err = errors.Join(err, fmt.Errorf("teardown after failed bring-up: %w", derr))
@@ -319,8 +322,8 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	return nil
 }
 
-// scaled is d scaled by SKEWTEST_TIMEOUT_FACTOR.
-func scaled(d time.Duration) time.Duration { return timeouts.Scale(d, timeouts.FromEnv()) }
+// scaled is d scaled by the run's timeout factor.
+func (p *Provider) scaled(d time.Duration) time.Duration { return timeouts.Scale(d, p.cfg.TimeoutFactor) }
 
 // DumpClusterLogs implements clusters.Provider with kind's own log
 // collection.

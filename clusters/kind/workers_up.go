@@ -125,7 +125,7 @@ func (p *Provider) initialKubelets(ctx context.Context) error {
 		if err := w.StartKubelet(ctx); err != nil {
 			return err
 		}
-		if err := conditions.WaitNodeReady(ctx, res, w.String(), k.Version, scaled(workerReadyTimeout)); err != nil {
+		if err := conditions.WaitNodeReady(ctx, res, w.String(), k.Version, p.scaled(workerReadyTimeout)); err != nil {
 			return fmt.Errorf("kind provider: %w", err)
 		}
 		return nil
@@ -149,7 +149,7 @@ func (p *Provider) nodesReady(ctx context.Context) error {
 		return err
 	}
 	var notReady []string
-	err = apimachinerywait.PollUntilContextTimeout(ctx, nodesReadyPoll, scaled(nodesReadyTimeout), true, func(ctx context.Context) (bool, error) {
+	err = apimachinerywait.PollUntilContextTimeout(ctx, nodesReadyPoll, p.scaled(nodesReadyTimeout), true, func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			notReady = []string{err.Error()}

@@ -102,7 +102,10 @@ type Config struct {
 	RunDir       string
 	ArtifactsDir string
 	CacheDir     string
-	Logger       *slog.Logger
+	// TimeoutFactor stretches the node's kubelet waits
+	// (registry.Options); 0 counts as 1.
+	TimeoutFactor time.Duration
+	Logger        *slog.Logger
 }
 
 // ClusterName is the kops cluster's name: gossip DNS (.k8s.local), so no

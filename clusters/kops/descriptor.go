@@ -91,6 +91,7 @@ func configFor(o registry.Options, s any) (Config, error) {
 		return cfg, err
 	}
 	cfg.RunID, cfg.APIServerVersion, cfg.CacheDir, cfg.ArtifactsDir = o.RunID, o.APIServerVersion, o.CacheDir, o.ArtifactsDir
+	cfg.TimeoutFactor = o.TimeoutFactor
 	if cfg.Logger == nil {
 		cfg.Logger = o.Logger
 	}

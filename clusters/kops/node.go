@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
@@ -52,12 +53,12 @@ type sshKubelet struct {
 }
 
 // newSSHKubelet is the worker n with its kubelet laid out as Layout; the
-// kubelet's waits stretch with SKEWTEST_TIMEOUT_FACTOR, as every
+// kubelet's waits stretch by factor, the run's timeout factor, as every
 // provider's do (a node in an emulated guest starts its kubelet 10-18
 // times slower).
-func newSSHKubelet(n *sshnode.Node, log *slog.Logger) sshKubelet {
+func newSSHKubelet(n *sshnode.Node, log *slog.Logger, factor time.Duration) sshKubelet {
 	return sshKubelet{Node: n, d: &systemdkubelet.Driver{Node: n, Layout: Layout, Log: log,
-		Timeout: timeouts.Scale(systemdkubelet.DefaultTimeout, timeouts.FromEnv())}}
+		Timeout: timeouts.Scale(systemdkubelet.DefaultTimeout, factor)}}
 }
 
 func (s sshKubelet) KubeletRootDir() string                         { return s.d.Layout.RootDir }

@@ -127,7 +127,7 @@ func (p *Provider) findWorker(ctx context.Context) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kops: %w", err)
 	}
-	return newNode(p, newSSHKubelet(sshnode.New(d, name, w.PublicIP), p.log), w), nil
+	return newNode(p, newSSHKubelet(sshnode.New(d, name, w.PublicIP), p.log, p.cfg.TimeoutFactor), w), nil
 }
 
 // nodeFor is the name of the node backing instance w: its provider ID

@@ -39,7 +39,7 @@ var Descriptor = registry.Descriptor{
 			return nil, err
 		}
 		return New(Config{RunID: o.RunID, RunRoot: o.RunRoot, CacheDir: o.CacheDir,
-			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, CSIMode: o.CSIMode, Logger: o.Logger})
+			APIServerVersion: o.APIServerVersion, Kubelets: o.InitialKubelets, CSIMode: o.CSIMode, TimeoutFactor: o.TimeoutFactor, Logger: o.Logger})
 	},
 	Inspect: func(dir string) registry.RunDir { return registry.RunDir{Path: dir, NotARun: CheckRunDir(dir)} },
 	Clean:   Clean,

@@ -75,7 +75,10 @@ type Config struct {
 	// or "ebs" (loop devices, ext4 or raw block, attached through
 	// VolumeAttachments by the external-attacher).
 	CSIMode string
-	Logger  *slog.Logger
+	// TimeoutFactor stretches the start timeouts (registry.Options); 0
+	// counts as 1.
+	TimeoutFactor time.Duration
+	Logger        *slog.Logger
 }
 
 // Provider is a local cluster.
@@ -141,10 +144,7 @@ func New(cfg Config) (*Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("local provider: must run as root (it mounts volumes and runs a kubelet); try sudo -E make test-skew")
 	}
-	factor, err := timeouts.Parse(os.Getenv(timeouts.FactorEnv))
-	if err != nil {
-		return nil, fmt.Errorf("local provider: %w", err)
-	}
+	factor := max(cfg.TimeoutFactor, 1)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -56,7 +56,7 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			// Bounded, as Finish's teardown is: nothing waits forever.
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(timeouts.Teardown, timeouts.FromEnv()))
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeouts.Scale(timeouts.Teardown, p.slow))
 			defer cancel()
 			if derr := p.Down(dctx); derr != nil {
 				err = errors.Join(err, fmt.Errorf("teardown after failed bring-up: %w", derr))

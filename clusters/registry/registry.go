@@ -82,6 +82,10 @@ type Options struct {
 	// (Descriptor.CSIModes), so that CSI_MODE=ebs on a provider that does
 	// not run that mode is refused rather than ignored.
 	CSIMode string
+	// TimeoutFactor stretches the provider's waits, as the scenario's
+	// (SKEWTEST_TIMEOUT_FACTOR, read once with the run's settings); 0
+	// counts as 1.
+	TimeoutFactor time.Duration
 }
 
 // Setting is one environment variable a provider reads (several names

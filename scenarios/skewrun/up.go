@@ -70,7 +70,7 @@ func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Bina
 	o := v.Options
 	co := clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
 		APIServerVersion: v.APIServer, InitialKubelets: initialKubelets, RunRoot: o.RunRoot,
-		CSIMode: o.CSIMode}
+		CSIMode: o.CSIMode, TimeoutFactor: o.TimeoutFactor}
 	if runID != "" {
 		co.ArtifactsDir = filepath.Join(v.ArtifactsRoot, runID)
 	}

@@ -291,7 +291,7 @@ func Serve(ctx context.Context, cfg Config, ready func(Info)) (err error) {
 		kubelets[i] = cfg.Kubelet
 	}
 	p, err := local.New(local.Config{RunID: cfg.RunID, RunRoot: cfg.RunRoot, CacheDir: cfg.CacheDir,
-		APIServerVersion: apiV, Kubelets: kubelets, Logger: log})
+		APIServerVersion: apiV, Kubelets: kubelets, TimeoutFactor: factor, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@ package ci
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -803,5 +806,40 @@ func TestDocsMutants(t *testing.T) {
 	}
 	if diff := docsFirstDiff(string(page), want); diff != "" {
 		t.Errorf("docs/mutation.md's mutants are not what mutation.DocsSection generates: %s; regenerate it with UPDATE_DOCS=1 go test ./ci/ -run TestDocsMutants", diff)
+	}
+}
+
+// docs/design.md names every provider capability clusters/capabilities
+// declares, so that the list a newcomer reads is the package's.
+func TestDocsCapabilities(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join(repoRoot, "clusters", "capabilities", "capabilities.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			continue
+		}
+		for _, sp := range g.Specs {
+			ts := sp.(*ast.TypeSpec)
+			if _, ok := ts.Type.(*ast.InterfaceType); ok && ts.Name.IsExported() {
+				names = append(names, ts.Name.Name)
+			}
+		}
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d capabilities in clusters/capabilities (%v): the parse is wrong", len(names), names)
+	}
+	for _, n := range names {
+		if !strings.Contains(string(page), "`"+n+"`") {
+			t.Errorf("docs/design.md does not name the capability %s of clusters/capabilities", n)
+		}
 	}
 }

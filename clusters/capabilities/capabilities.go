@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -79,6 +80,19 @@ type WithWorkloadRecord interface {
 // them after Down.
 type WithRunFacts interface {
 	RunFacts() []reports.KeyValue
+}
+
+// WithVolumes is a provider that makes the workload's volumes itself (PVs
+// of its own CSI driver, or local volumes) rather than through a
+// StorageClass of the cluster's.
+type WithVolumes interface {
+	ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error)
+}
+
+// WithWorkload is a provider that says how the workload's pods run on its
+// nodes (the image it imported, its pull policy), beside WithVolumes.
+type WithWorkload interface {
+	Workload() storage.Workload
 }
 
 // WithStorageClass is a provider whose cluster comes with a StorageClass

@@ -42,6 +42,8 @@ var (
 	_ capabilities.WithRunDir    = &Provider{}
 	_ capabilities.WithCSIDriver = &Provider{}
 	_ capabilities.WithPrefetch  = &Provider{}
+	_ capabilities.WithVolumes   = &Provider{}
+	_ capabilities.WithWorkload  = &Provider{}
 )
 
 // Config configures a kind cluster.
@@ -323,7 +325,9 @@ func (p *Provider) Up(ctx context.Context) (err error) {
 }
 
 // scaled is d scaled by the run's timeout factor.
-func (p *Provider) scaled(d time.Duration) time.Duration { return timeouts.Scale(d, p.cfg.TimeoutFactor) }
+func (p *Provider) scaled(d time.Duration) time.Duration {
+	return timeouts.Scale(d, p.cfg.TimeoutFactor)
+}
 
 // DumpClusterLogs implements clusters.Provider with kind's own log
 // collection.

@@ -49,6 +49,8 @@ var (
 	_ capabilities.WithCSIDriver = &Provider{}
 	_ capabilities.WithCSICalls  = &Provider{}
 	_ capabilities.WithPrefetch  = &Provider{}
+	_ capabilities.WithVolumes   = &Provider{}
+	_ capabilities.WithWorkload  = &Provider{}
 )
 
 // harnessQPS is the request rate the harness's clients of the run's API

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/e2e-framework/klient/k8s/resources"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
@@ -34,11 +35,14 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
-// Cluster is what the scenario needs of a provider beyond its node.
+// Cluster is what the scenario needs of a provider beyond its node: its
+// API server, and volumes and a workload image, which a provider gives of
+// its own (capabilities.WithVolumes and WithWorkload) or the run makes
+// from a StorageClass and a stock image.
 type Cluster interface {
 	RESTConfig() (*rest.Config, error)
-	ProvisionVolumes(ctx context.Context, req storage.Request) (storage.Volumes, error)
-	Workload() storage.Workload
+	capabilities.WithVolumes
+	capabilities.WithWorkload
 }
 
 // Config is one scenario run.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"unicode"
 
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/mutation"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -840,6 +841,24 @@ func TestDocsCapabilities(t *testing.T) {
 	for _, n := range names {
 		if !strings.Contains(string(page), "`"+n+"`") {
 			t.Errorf("docs/design.md does not name the capability %s of clusters/capabilities", n)
+		}
+	}
+}
+
+// docs/catalogue.md describes every catalogue entry, by its name in code
+// quotes: adding an entry without its page fails here.
+func TestDocsCatalogueEntries(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs", "catalogue.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := catalogue.All()
+	if len(entries) < 10 {
+		t.Fatalf("catalogue.All() has %d entries", len(entries))
+	}
+	for _, e := range entries {
+		if !strings.Contains(string(page), "`"+e.Name+"`") {
+			t.Errorf("docs/catalogue.md does not describe catalogue entry %s (%s)", e.Name, e.Kind)
 		}
 	}
 }

@@ -25,7 +25,7 @@ var Settings = []clusters.Setting{
 	{Name: "APISERVER", Default: "the plan's newest", Help: "the kube-apiserver, controller-manager and scheduler version of a cluster the provider creates; at least the plan's newest minor, and within the skew policy of every entry (n-3 from 1.28, n-2 before)"},
 	{Name: "MATRIX", Default: matrix.Default, Help: "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{Name: "MATRIX_NODES", Default: fmt.Sprint(matrix.DefaultNodes), Help: "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
-	{Name: "BATCH_NODES", Default: fmt.Sprint(DefaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: kind 4)"},
+	{Name: "BATCH_NODES", Default: fmt.Sprint(DefaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: " + strings.Join(nodeCaps(), ", ") + ")"},
 	{Name: "SCENARIO", Help: "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./scripts/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
 	{Name: "REPLICAS", Default: "3", Help: "StatefulSet replicas, one PVC each, all on the test node (a matrix tour's trails: 1 unless set; catalogue faults: 1)"},
 	{Name: "VOLUME_KIND", Default: "csi", Help: "csi (skewtest's CSI driver, or STORAGE_CLASS on existing) or local (local-volume PVs)"},
@@ -37,7 +37,7 @@ var Settings = []clusters.Setting{
 	{Name: "SKEWTEST_CACHE", Default: "$HOME/.cache/skewtest", Help: "binary cache (never in the repository)"},
 	{Name: "POLL_INTERVAL", Default: "250ms", Help: "how often node state is read while waiting; at least " + minPollInterval.String() + " (each poll reads the node's mountinfo and lists the API)"},
 	{Name: "CLEANUP_TIMEOUT", Default: "3m", Help: "how long the kubelet gets to clean up after each hop; at least " + minCleanupTimeout.String() + " (its volume manager and pod cleanup need seconds after it starts)"},
-	{Name: "SKEWTEST_TIMEOUT_FACTOR", Default: "1", Help: "multiplies the local provider's start timeouts and the scenario's waits (1 to 100), for emulated guests such as make test-hosts under TCG"},
+	{Name: "SKEWTEST_TIMEOUT_FACTOR", Default: "1", Help: "multiplies the providers' start timeouts and the scenario's waits (1 to 100), for emulated guests such as make test-hosts under TCG"},
 	{Name: "STORAGE_CLASS", Help: "existing: a StorageClass that provisions volumes on the test node"},
 	{Name: "IMAGE", Default: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1", Help: "existing, kops: the workload image (needs sh, sleep, date, mv)"},
 	{Name: "MUTANTS", Help: "make test-mutants, skewtest mutants: the mutants of the kubelet to run, comma-separated names of scenarios/mutation/mutants (default: all of them)"},
@@ -74,6 +74,18 @@ func providerHelp() string {
 
 // csiModeProviders are the providers that run skewtest's CSI driver in
 // mode.
+// nodeCaps are "provider N" for each provider with a limit on its test
+// nodes (Descriptor.MaxTestNodes), from the descriptors.
+func nodeCaps() []string {
+	var out []string
+	for _, d := range clusters.Providers() {
+		if d.MaxTestNodes > 0 {
+			out = append(out, fmt.Sprintf("%s %d", d.Name, d.MaxTestNodes))
+		}
+	}
+	return out
+}
+
 func csiModeProviders(mode string) []string {
 	var out []string
 	for _, d := range clusters.Providers() {

@@ -9,7 +9,7 @@ import (
 )
 
 // Prefetch implements capabilities.WithPrefetch: the offline node image
-// (Kubernetes, containerd, etcd and CoreDNS from Go modules) when Up would
+// (Kubernetes, containerd and etcd from Go modules) when Up would
 // use it, as Up chooses it (a private dockerd, or KIND_NODE_IMAGE=offline),
 // and the runtime shim a private dockerd on this host needs.
 func (p *Provider) Prefetch(ctx context.Context) error {

@@ -81,7 +81,7 @@ func TestBuild(t *testing.T) {
 		t.Errorf("image metadata: %+v", img)
 	}
 	wantImages := []string{
-		"localhost/skewtest/kind-cni:v1", "registry.k8s.io/coredns/coredns:v1.14.6", "registry.k8s.io/etcd:3.7.0-0",
+		"localhost/skewtest/kind-cni:v1", "registry.k8s.io/etcd:3.7.0-0",
 		"registry.k8s.io/kube-apiserver:v1.37.2", "registry.k8s.io/kube-controller-manager:v1.37.2",
 		"registry.k8s.io/kube-proxy:v1.37.2", "registry.k8s.io/kube-scheduler:v1.37.2", "registry.k8s.io/pause:3.10.2",
 	}

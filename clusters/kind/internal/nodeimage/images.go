@@ -35,7 +35,7 @@ var kubeProxyPackages = []string{"iptables", "nftables", "conntrack"}
 
 type imageBinaries struct {
 	kube                          map[string]binaries.Binary
-	etcd, coredns, pause, kindcni string
+	etcd, pause, kindcni string
 }
 
 // layerEntry is one entry of an image layer.
@@ -68,8 +68,9 @@ func binaryLayer(p, src string) []layerEntry {
 // imageSpecs lists the images to make for kubeadm's image list (in
 // `required`) plus the CNI stand-in. Each Kubernetes component and etcd
 // is at /usr/local/bin (kubeadm's manifests run them by name or, for
-// kube-proxy, as /usr/local/bin/kube-proxy); CoreDNS is /coredns and
-// pause /pause-style (podbin pause), as in the upstream images.
+// kube-proxy, as /usr/local/bin/kube-proxy); pause is /pause-style
+// (podbin pause), as in the upstream images. CoreDNS, on kubeadm's list,
+// is left out: no cluster of skewtest's runs its addon.
 func imageSpecs(set kubeadmImageSet, bins imageBinaries, proxyUserspace []layerEntry) []imageSpec {
 	kubeImage := func(ref imageRef, extra ...[]layerEntry) imageSpec {
 		p := "/usr/local/bin/" + ref.Name
@@ -85,7 +86,6 @@ func imageSpecs(set kubeadmImageSet, bins imageBinaries, proxyUserspace []layerE
 		kubeImage(set.Scheduler),
 		kubeImage(set.Proxy, proxyLayers...),
 		{Ref: set.Etcd.Ref, Entrypoint: []string{"/usr/local/bin/etcd"}, Layers: [][]layerEntry{binaryLayer("/usr/local/bin/etcd", bins.etcd)}},
-		{Ref: set.CoreDNS.Ref, Entrypoint: []string{"/coredns"}, Layers: [][]layerEntry{binaryLayer("/coredns", bins.coredns)}},
 		{Ref: set.Pause.Ref, Entrypoint: []string{"/podbin", "pause"}, Layers: [][]layerEntry{binaryLayer("/podbin", bins.pause)}},
 		{Ref: KindCNIImage, Entrypoint: []string{"/kindcni"}, Layers: [][]layerEntry{binaryLayer("/kindcni", bins.kindcni)}},
 	}

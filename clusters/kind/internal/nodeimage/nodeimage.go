@@ -43,7 +43,7 @@ import (
 
 // recipe is bumped whenever the contents Build produces change, so that a
 // cached image made by older code is rebuilt rather than reused.
-const recipe = 3
+const recipe = 4
 
 // Config says which node image to build.
 type Config struct {

@@ -255,12 +255,9 @@ func TestKubeadmImages(t *testing.T) {
 	if _, err := parseKubeadmImages([]string{"registry.k8s.io/kube-foo:v1"}); err == nil {
 		t.Error("no error for an unknown image")
 	}
-	// etcd/CoreDNS module versions from the tags.
+	// etcd's module version from its tag.
 	if m := etcdMain("3.7.0-0"); m.Version != "v3.7.0" || m.Module != "go.etcd.io/etcd/server/v3" {
 		t.Errorf("etcdMain: %+v", m)
-	}
-	if m := corednsMain("v1.14.6"); m.Version != "v1.14.6" {
-		t.Errorf("corednsMain: %+v", m)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 
 // goMain is a program built from a generated main package that calls into
 // another module, for modules whose own main package is at the module root
-// (which binaries.GoTool cannot name): etcd and CoreDNS.
+// (which binaries.GoTool cannot name): etcd.
 type goMain struct {
 	Name            string // binary name
 	Module, Version string // the module main.go calls into
@@ -43,23 +43,6 @@ import (
 )
 
 func main() { etcdmain.Main(os.Args) }
-`,
-	}
-}
-
-// corednsMain is CoreDNS at kubeadm's CoreDNS tag, with the default
-// plugins, as CoreDNS's own main.go.
-func corednsMain(tag string) goMain {
-	return goMain{
-		Name: "coredns", Module: "github.com/coredns/coredns", Version: tag,
-		Source: `package main
-
-import (
-	_ "github.com/coredns/coredns/core/plugin"
-	"github.com/coredns/coredns/coremain"
-)
-
-func main() { coremain.Run() }
 `,
 	}
 }
@@ -95,7 +78,7 @@ func (b *builder) buildMain(ctx context.Context, m goMain) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	b.log.Info("building from the Go module (cold on 2 cores: etcd about 1 min, CoreDNS about 5 min)", "module", m.Module, "version", m.Version)
+	b.log.Info("building from the Go module (cold on 2 cores: etcd about 1 min)", "module", m.Module, "version", m.Version)
 	start := time.Now()
 	if err := goRun(ctx, b.log, dir, "go build "+m.Name, "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(tmp, m.Name), "."); err != nil {
 		return "", fmt.Errorf("build %s@%s: %w", m.Module, m.Version, err)

@@ -34,7 +34,7 @@ const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 var kubeProxyPackages = []string{"iptables", "nftables", "conntrack"}
 
 type imageBinaries struct {
-	kube                          map[string]binaries.Binary
+	kube                 map[string]binaries.Binary
 	etcd, pause, kindcni string
 }
 

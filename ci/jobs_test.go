@@ -557,6 +557,17 @@ func TestWorkflows(t *testing.T) {
 	if !slices.ContainsFunc(hostRuns, func(r string) bool { return strings.HasSuffix(r, " make test-hosts") }) {
 		t.Errorf("nightly.yaml: job hosts runs %q, want make test-hosts", hostRuns)
 	}
+	// The kind node image and the suite on kind are the nightly's alone
+	// (.ci/run runs the local provider's suite).
+	var kindRuns []string
+	for _, s := range nightly.Jobs["kind-suite"].Steps {
+		kindRuns = append(kindRuns, s.Run)
+	}
+	for _, want := range []string{" make test-images", " make test-skew PROVIDER=kind"} {
+		if !slices.ContainsFunc(kindRuns, func(r string) bool { return strings.HasSuffix(r, want) }) {
+			t.Errorf("nightly.yaml: job kind-suite runs %q, want%s", kindRuns, want)
+		}
+	}
 	if !slices.ContainsFunc(runs, func(r string) bool { return strings.HasSuffix(r, " make nightly") }) ||
 		!slices.ContainsFunc(runs, func(r string) bool { return strings.HasSuffix(r, " make nightly-signoff") }) {
 		t.Errorf("nightly.yaml: runs %q, want make nightly and make nightly-signoff", runs)
@@ -565,7 +576,8 @@ func TestWorkflows(t *testing.T) {
 
 // TestCIRun checks the steps of .ci/run (lines `step NAME COMMAND...`):
 // each runs a make target that exists or a program in the repository, and
-// together they run lint, the fast tests, the image tests and the suite.
+// together they run lint, the fast tests, the patch source's image tests
+// and the suite.
 func TestCIRun(t *testing.T) {
 	mk := readMakefile(t)
 	f, err := os.Open(filepath.Join(repoRoot, ".ci", "run"))

@@ -280,7 +280,10 @@ type scanned struct {
 }
 
 // secretsIn lists the files under dir holding a credentialMark.
-func secretsIn(dir string) scanned {
+func secretsIn(dir string) scanned { return filesHolding(dir, credentialMarks...) }
+
+// filesHolding lists the files under dir holding any of marks.
+func filesHolding(dir string, marks ...string) scanned {
 	var s scanned
 	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || !fi.Mode().IsRegular() {
@@ -291,7 +294,7 @@ func secretsIn(dir string) scanned {
 		if err != nil {
 			return nil
 		}
-		for _, m := range credentialMarks {
+		for _, m := range marks {
 			if strings.Contains(string(b), m) {
 				s.hits = append(s.hits, p+": "+m)
 			}

@@ -255,21 +255,6 @@ func (r *runOn) expectReport() {
 	Expect(reports).NotTo(BeEmpty(), "no report.md under %s", r.art)
 }
 
-// secretIn lists the files under dir holding value.
-func secretIn(dir, value string) []string {
-	var hits []string
-	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), value) {
-			hits = append(hits, p)
-		}
-		return nil
-	})
-	return hits
-}
-
 // String names the workload for a report entry.
 func (f *foreignWorkload) String() string {
 	return fmt.Sprintf("namespace %s: StatefulSet %s, claim %s, pod %s, Secret %s (%d objects by UID)", foreignNamespace, foreignSTS, foreignClaim, foreignPod, foreignSecret, len(f.uids))

@@ -1,7 +1,7 @@
 # skewtest: see README.md.
 SHELL := /bin/bash
 
-# Settings read by the suite and `skewtest run` (go run ./scripts/skewtest settings).
+# Settings read by the suite and `skewtest run` (go run ./cmd/skewtest settings).
 PROVIDER ?= local
 PLAN ?=
 # Empty: each command's own (3 for a plan, 1 for a matrix tour's trails).
@@ -153,7 +153,7 @@ test-matrix: deps
 
 bench-skew: deps
 	@mkdir -p "$(ARTIFACTS)"
-	go run ./scripts/skewtest bench -rounds $(ROUNDS) -out "$(ARTIFACTS)/bench-$(PROVIDER).json"
+	go run ./cmd/skewtest bench -rounds $(ROUNDS) -out "$(ARTIFACTS)/bench-$(PROVIDER).json"
 
 # What reconstruction costs on a busy node (skewtest bench-scale): one run
 # of PLAN per CSI driver mode and size, N pods with a volume each and one
@@ -167,17 +167,17 @@ SCALE_VOLUMES ?=
 SCALE_MODES ?=
 bench-scale: deps
 	@mkdir -p "$(ARTIFACTS)"
-	go run ./scripts/skewtest bench-scale $(if $(SCALE_PODS),-pods $(SCALE_PODS)) $(if $(SCALE_VOLUMES),-volumes $(SCALE_VOLUMES)) $(if $(SCALE_MODES),-modes $(SCALE_MODES))
+	go run ./cmd/skewtest bench-scale $(if $(SCALE_PODS),-pods $(SCALE_PODS)) $(if $(SCALE_VOLUMES),-volumes $(SCALE_VOLUMES)) $(if $(SCALE_MODES),-modes $(SCALE_MODES))
 
 kind-node-image: deps
-	go run ./scripts/skewtest kind-node-image $(VERSION)
+	go run ./cmd/skewtest kind-node-image $(VERSION)
 
 # signoff.md and signoff.html in DIR; exit 0 even when runs failed (the
 # page says so), 2 when DIR holds no run.json.
 DIR ?= $(ARTIFACTS)
 BASELINE ?=
 signoff:
-	go run ./scripts/skewtest signoff "$(DIR)" $(if $(BASELINE),-baseline "$(BASELINE)")
+	go run ./cmd/skewtest signoff "$(DIR)" $(if $(BASELINE),-baseline "$(BASELINE)")
 
 # make exits 2 for any failed recipe and go run exits 1, whatever the
 # program's code: jobs that act on skewtest's exit code (docs/design.md, "Exit
@@ -192,7 +192,7 @@ HELPERS_TAG = embedhelpers
 SKEWTEST_BIN ?= bin/skewtest
 skewtest:
 	go run ./clusters/internal/helpers/cmd/embedhelpers
-	go build -tags $(HELPERS_TAG) -o $(SKEWTEST_BIN) ./scripts/skewtest
+	go build -tags $(HELPERS_TAG) -o $(SKEWTEST_BIN) ./cmd/skewtest
 
 # The jobs call these. make exits 2 for any failed recipe, so the job's
 # verdict comes from .ci/exit-code: skewtest's own code is recorded in
@@ -243,19 +243,19 @@ deps:
 	scripts/install-deps.sh
 
 clean:
-	go run ./scripts/skewtest clean
+	go run ./cmd/skewtest clean
 
 # The host's footprint (processes, mounts, loop devices, cgroups, iptables,
 # links, kernel settings, files): .ci/run saves it before its first test
 # and compares after its last, so a leak of any test fails CI, named.
 footprint-save:
-	go run ./scripts/skewtest footprint save $(FOOTPRINT)
+	go run ./cmd/skewtest footprint save $(FOOTPRINT)
 
 # AWS resources of kops runs (tag skewtest.k8s.io/run-id) whose expiry tag
 # has passed, in AWS_REGION: listed by default, deleted with DRY_RUN=false.
 DRY_RUN ?= true
 janitor-aws:
-	go run ./scripts/skewtest janitor-aws -dry-run=$(DRY_RUN)
+	go run ./cmd/skewtest janitor-aws -dry-run=$(DRY_RUN)
 
 footprint-compare:
-	go run ./scripts/skewtest footprint compare $(FOOTPRINT)
+	go run ./cmd/skewtest footprint compare $(FOOTPRINT)

@@ -46,7 +46,7 @@ func docsSettingsPage(settings []docsSetting) string {
 	b.WriteString("This page is generated from `skewrun.AllSettings`: the shared\n")
 	b.WriteString("settings in `scenarios/skewrun/env.go`, then each provider's own from\n")
 	b.WriteString("its `Descriptor` (`clusters/<provider>/descriptor.go`), named before\n")
-	b.WriteString("their meaning; the table that `go run ./scripts/skewtest settings`\n")
+	b.WriteString("their meaning; the table that `go run ./cmd/skewtest settings`\n")
 	b.WriteString("prints. Do not edit it by hand: change the settings there and\n")
 	b.WriteString("regenerate the page with\n\n")
 	b.WriteString("```sh\n" + docsRegenerate + "\n```\n\n")
@@ -287,8 +287,10 @@ type docsRepo struct {
 }
 
 var (
-	docsRule   = regexp.MustCompile(`^([A-Za-z0-9_.%/-]+(?:\s+[A-Za-z0-9_.%/-]+)*)\s*:(?:[^=]|$)`)
-	docsCase   = regexp.MustCompile(`^\s*case\s+((?:"[^"]+"\s*,?\s*)+):`)
+	docsRule = regexp.MustCompile(`^([A-Za-z0-9_.%/-]+(?:\s+[A-Za-z0-9_.%/-]+)*)\s*:(?:[^=]|$)`)
+	docsCase = regexp.MustCompile(`^\s*case\s+((?:"[^"]+"\s*,?\s*)+):`)
+	// docsVerb is an entry of cmd/skewtest's command table.
+	docsVerb   = regexp.MustCompile(`^\s*\{name:\s*("[^"]+")`)
 	docsQuoted = regexp.MustCompile(`"([^"]+)"`)
 	docsMake   = regexp.MustCompile(`(?:^|[\s;&|(])make((?:\s+[^\s;&|()]+)*)`)
 	docsGoRun  = regexp.MustCompile(`(?:^|[\s;&|(])go\s+run((?:\s+[^\s;&|()]+)+)`)
@@ -323,11 +325,16 @@ func docsMakeTargets(makefile string) map[string]bool {
 	return targets
 }
 
-// docsCases are the strings of a Go file's case clauses.
+// docsCases are the strings of a Go file's case clauses, or the verbs of
+// its command table.
 func docsCases(src string) map[string]bool {
 	cases := map[string]bool{}
 	for _, line := range strings.Split(src, "\n") {
-		if m := docsCase.FindStringSubmatch(line); m != nil {
+		m := docsCase.FindStringSubmatch(line)
+		if m == nil {
+			m = docsVerb.FindStringSubmatch(line)
+		}
+		if m != nil {
 			for _, q := range docsQuoted.FindAllStringSubmatch(m[1], -1) {
 				cases[q[1]] = true
 			}
@@ -348,14 +355,14 @@ func readDocsRepo(t *testing.T) docsRepo {
 	r := docsRepo{
 		root:       repoRoot,
 		targets:    docsMakeTargets(read("Makefile")),
-		commands:   docsCases(read("scripts/skewtest/main.go")),
-		vmCommands: docsCases(read("scripts/skewtest/vm.go")),
+		commands:   docsCases(read("cmd/skewtest/commands.go")),
+		vmCommands: docsCases(read("cmd/skewtest/vm.go")),
 	}
 	if len(r.targets) < 5 || !r.targets["test"] || !r.targets["test-skew"] {
 		t.Fatalf("parsed only these targets from the Makefile: %v", r.targets)
 	}
 	if !r.commands["run"] || !r.commands["settings"] || !r.vmCommands["up"] {
-		t.Fatalf("parsed only these subcommands from scripts/skewtest: %v, vm %v", r.commands, r.vmCommands)
+		t.Fatalf("parsed only these subcommands from cmd/skewtest: %v, vm %v", r.commands, r.vmCommands)
 	}
 	return r
 }
@@ -434,12 +441,12 @@ func checkDocCommands(page, text string, r docsRepo) []string {
 		}
 		for _, m := range docsCmd.FindAllStringSubmatch(c.text, -1) {
 			if !r.commands[m[1]] {
-				bad(c, "skewtest %s: scripts/skewtest/main.go handles no subcommand %s", m[1], m[1])
+				bad(c, "skewtest %s: cmd/skewtest/commands.go lists no subcommand %s", m[1], m[1])
 			}
 		}
 		for _, m := range docsVMCmd.FindAllStringSubmatch(c.text, -1) {
 			if !r.vmCommands[m[1]] {
-				bad(c, "skewtest vm %s: scripts/skewtest/vm.go handles no vm subcommand %s", m[1], m[1])
+				bad(c, "skewtest vm %s: cmd/skewtest/vm.go handles no vm subcommand %s", m[1], m[1])
 			}
 		}
 	}
@@ -862,3 +869,68 @@ func TestDocsCatalogueEntries(t *testing.T) {
 		}
 	}
 }
+
+// docs/design.md's layout table has a row for every top-level directory
+// of the repository and names every package directly under scenarios/,
+// reports/ and clusters/, so that a newcomer's map is the tree's.
+func TestDocsLayout(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join(repoRoot, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(page), "\n## Layout\n")
+	if !ok {
+		t.Fatal("docs/design.md has no Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	rows := map[string]string{}
+	for _, line := range strings.Split(layout, "\n") {
+		if m := docsLayoutRow.FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	top, err := os.ReadDir(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, e := range top {
+		n := e.Name()
+		// Hidden directories other than .ci, and what builds and runs write
+		// (ignored by git), are no part of the layout.
+		if !e.IsDir() || n == "bin" || n == "_artifacts" || n == "_cache" || (strings.HasPrefix(n, ".") && n != ".ci") {
+			continue
+		}
+		found := false
+		for p := range rows {
+			if p == n || strings.HasPrefix(p, n+"/") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("docs/design.md's layout has no row for the directory %s/", n)
+		}
+		checked++
+	}
+	for _, parent := range []string{"scenarios", "reports", "clusters"} {
+		entries, err := os.ReadDir(filepath.Join(repoRoot, parent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() || e.Name() == "internal" || e.Name() == "testdata" || e.Name() == "_artifacts" {
+				continue
+			}
+			if !strings.Contains(layout, "`"+e.Name()+"`") && !strings.Contains(layout, "`"+parent+"/"+e.Name()+"`") {
+				t.Errorf("docs/design.md's layout does not name the package %s/%s", parent, e.Name())
+			}
+			checked++
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d directories: the walk is wrong", checked)
+	}
+}
+
+// docsLayoutRow is a row of design.md's layout table: its path.
+var docsLayoutRow = regexp.MustCompile("^\\| `([^`]+)` \\|")

@@ -133,7 +133,7 @@ func (e *BusyError) Error() string {
 	if e.NotHolder == "" {
 		return fmt.Sprintf("another skewtest run is using this host: %s; wait for it to finish (a second run would share its pod subnet, "+
 			"iptables chains and kernel settings), or stop it (kill %d: it tears down) and, if it was killed with SIGKILL, "+
-			"remove what it left with `make clean` (go run ./scripts/skewtest clean)", e.Holder, e.Holder.PID)
+			"remove what it left with `make clean` (go run ./cmd/skewtest clean)", e.Holder, e.Holder.PID)
 	}
 	s := fmt.Sprintf("the host lock %s is held, but not by the run it records, %s: %s; ", e.Path, e.Holder, e.NotHolder)
 	if len(e.Lockers) == 0 {

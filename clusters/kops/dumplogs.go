@@ -66,7 +66,7 @@ func (p *Provider) kubectlDump(ctx context.Context, dir string) error {
 	if kubectl == "" {
 		var err error
 		if kubectl, err = osexec.LookPath("kubectl"); err != nil {
-			p.log.Warn("kubectl not in PATH: the log dump has no kubectl cluster-info dump (go run ./scripts/skewtest build v1.37.2 kubectl builds one)")
+			p.log.Warn("kubectl not in PATH: the log dump has no kubectl cluster-info dump (go run ./cmd/skewtest build v1.37.2 kubectl builds one)")
 			return nil
 		}
 	}

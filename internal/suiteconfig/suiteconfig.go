@@ -82,7 +82,7 @@ func TeardownWait() time.Duration {
 }
 
 // skewtestPackage is the skewtest command's package.
-const skewtestPackage = "sigs.k8s.io/skewtest/scripts/skewtest"
+const skewtestPackage = "sigs.k8s.io/skewtest/cmd/skewtest"
 
 // BuildSkewtest builds the skewtest command into dir/skewtest, with env
 // added to the build's environment, and returns its path: the suites run

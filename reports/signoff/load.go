@@ -68,7 +68,7 @@ func Load(dir string) ([]Source, error) {
 		return nil, err
 	}
 	if len(srcs) == 0 {
-		return nil, fmt.Errorf("%w: no %s under %s; runs write $ARTIFACTS/<run-id>/%s (make test-skew, or go run ./scripts/skewtest run), so point signoff at that $ARTIFACTS dir",
+		return nil, fmt.Errorf("%w: no %s under %s; runs write $ARTIFACTS/<run-id>/%s (make test-skew, or go run ./cmd/skewtest run), so point signoff at that $ARTIFACTS dir",
 			ErrNoRuns, reports.JSONFileName, dir, reports.JSONFileName)
 	}
 	sort.SliceStable(srcs, func(i, j int) bool {

@@ -144,7 +144,7 @@ func LookupFault(name string) (Fault, error) {
 		}
 		sort.Strings(names)
 		if _, known := catalogue.Lookup(name); known {
-			return Fault{}, fmt.Errorf("catalogue entry %q is not implemented as a fault yet (go run ./scripts/skewtest scenarios); implemented: %s", name, strings.Join(names, ", "))
+			return Fault{}, fmt.Errorf("catalogue entry %q is not implemented as a fault yet (go run ./cmd/skewtest scenarios); implemented: %s", name, strings.Join(names, ", "))
 		}
 		return Fault{}, fmt.Errorf("no catalogue fault %q; implemented: %s", name, strings.Join(names, ", "))
 	}

@@ -164,7 +164,7 @@ func (c *Cluster) keptMessage() string {
 	p := c.Provider
 	msg := fmt.Sprintf("The failed %s cluster was kept (KEEP_CLUSTER_ON_FAILURE).\n  Reach it:     KUBECONFIG=%s kubectl get nodes,pods -A", p.Name(), p.KubeconfigPath())
 	if rp, ok := p.(capabilities.WithRunDir); ok {
-		msg += fmt.Sprintf("\n  Its files:    %s\n  Tear it down: go run ./scripts/skewtest clean %s", rp.RunDir(), rp.RunDir())
+		msg += fmt.Sprintf("\n  Its files:    %s\n  Tear it down: go run ./cmd/skewtest clean %s", rp.RunDir(), rp.RunDir())
 	}
 	return msg
 }

@@ -18,7 +18,7 @@ import (
 // run (labelsFor gives them the catalogue labels).
 var baselineEntries = map[string]string{"csi": "csi-filesystem", "local": "local-volume"}
 
-// The reconstruction catalogue (go run ./scripts/skewtest scenarios):
+// The reconstruction catalogue (go run ./cmd/skewtest scenarios):
 // -ginkgo.label-filter=catalogue runs every entry; each has its own label
 // (fault-reboot, ...). An entry skewtest does not run yet, or not on this
 // provider, is a skipped spec that says why, never a pass.

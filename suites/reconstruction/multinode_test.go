@@ -72,7 +72,7 @@ var _ = Describe("a local cluster with several nodes", multinodeLabels, func() {
 			// The suite's prefetch built them unless this spec was
 			// selected by focus alone.
 			testgate.SkipOrFail(GinkgoT(), fmt.Sprintf("the binary cache %s lacks the kubelets %s", cache, strings.Join(missing, ", ")),
-				"build each first: go run ./scripts/skewtest build "+missing[0]+" kubelet")
+				"build each first: go run ./cmd/skewtest build "+missing[0]+" kubelet")
 		}
 		logger := slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		before := footprint.Take(ctx)

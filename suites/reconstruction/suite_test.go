@@ -2,7 +2,7 @@
 // KEP-3756 upgrade/downgrade scenario on real kubelets, for the chosen
 // provider and plans, plus the teardown guarantees of the local provider.
 //
-// Settings come from the environment (see `go run ./scripts/skewtest
+// Settings come from the environment (see `go run ./cmd/skewtest
 // settings`); Ginkgo's own flags select specs, e.g.
 // -ginkgo.label-filter=downgrade or -ginkgo.focus=local-volume.
 package reconstruction

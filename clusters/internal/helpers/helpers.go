@@ -11,7 +11,7 @@
 //     carried.go embeds that directory. Write copies them out; no source
 //     tree and no Go toolchain is needed, so bin/skewtest runs from any
 //     directory, and on any Linux machine of its architecture.
-//   - Any other build (go run ./scripts/skewtest, test binaries, the
+//   - Any other build (go run ./cmd/skewtest, test binaries, the
 //     suites' go build) compiles them with go build from the skewtest
 //     source tree it was built from (sourceRoot).
 //

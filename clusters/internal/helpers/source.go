@@ -95,7 +95,7 @@ func checkToolchain(root string) error {
 // tree holding this file when the build kept source paths and the tree is
 // still there, else the one the working directory is in (builds with
 // -trimpath, as the Makefile's, record no paths: go test runs in the
-// package's directory, go run ./scripts/skewtest in the tree). The module
+// package's directory, go run ./cmd/skewtest in the tree). The module
 // there must be skewtest's.
 func sourceRoot() (string, error) {
 	var dirs []string

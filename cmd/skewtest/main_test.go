@@ -195,6 +195,15 @@ func TestCLI(t *testing.T) {
 			stderr: []string{"PROVIDER=kops", "no AWS region: set AWS_REGION", "no kops: not found in PATH", "no AWS credentials"},
 		},
 		{
+			// The owner's StorageClass is refused before any build, with
+			// nothing made (runCLI), whatever else is set.
+			name:   "run on an existing cluster without STORAGE_CLASS",
+			env:    []string{"PROVIDER=existing", "KUBECONFIG=/does/not/matter", "PLAN=v1.37.2,v1.36.3", "KUBELET_SOURCE=module"},
+			args:   []string{"run"},
+			code:   2,
+			stderr: []string{"skewtest: invalid input", "STORAGE_CLASS is not set", "kubectl get storageclass"},
+		},
+		{
 			name:   "run with a bad REPLICAS",
 			env:    []string{"REPLICAS=abc", missing},
 			args:   []string{"run"},

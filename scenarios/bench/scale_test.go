@@ -1,10 +1,7 @@
-package main
+package bench
 
 import (
-	"context"
 	"errors"
-	"log/slog"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,8 +15,8 @@ import (
 
 // The runs, mode by mode, pods shape first, smallest first; the counts
 // checked against the kubelet's and the driver's limits.
-func TestBenchScaleJobs(t *testing.T) {
-	jobs, err := benchScaleJobs("local", "30,10", "128", "")
+func TestScaleJobs(t *testing.T) {
+	jobs, err := scaleJobs("local", "30,10", "128", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +35,7 @@ func TestBenchScaleJobs(t *testing.T) {
 	if o.CSIMode != "tmpfs" || o.Replicas != 1 || o.VolumesPerPod != 128 || o.Plan != "v1.37.2,v1.34.4,v1.37.2" {
 		t.Errorf("options of %s: %+v", jobs[2], o)
 	}
-	if jobs, err := benchScaleJobs("local", "none", "10", "ebs"); err != nil || len(jobs) != 1 || jobs[0].shape != scale.ShapeVolumes {
+	if jobs, err := scaleJobs("local", "none", "10", "ebs"); err != nil || len(jobs) != 1 || jobs[0].shape != scale.ShapeVolumes {
 		t.Errorf("-pods none -volumes 10 -modes ebs: %v, %v", jobs, err)
 	}
 	for _, bad := range []struct{ provider, pods, volumes, modes, want string }{
@@ -52,36 +49,9 @@ func TestBenchScaleJobs(t *testing.T) {
 		{"kind", "10", "", "ebs", "provider kind runs skewtest's CSI driver in tmpfs"},
 		{"nope", "10", "", "", "nope"},
 	} {
-		_, err := benchScaleJobs(bad.provider, bad.pods, bad.volumes, bad.modes)
+		_, err := scaleJobs(bad.provider, bad.pods, bad.volumes, bad.modes)
 		if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("provider %s -pods %q -volumes %q -modes %q: %v, want bad input with %q", bad.provider, bad.pods, bad.volumes, bad.modes, err, bad.want)
-		}
-	}
-}
-
-// Bad input exits 2 before any run, naming the input and the fix.
-func TestBenchScaleBadInput(t *testing.T) {
-	t.Setenv("ARTIFACTS", t.TempDir())
-	for _, tc := range []struct {
-		env, value string
-		args       []string
-		want       string
-	}{
-		{"", "", []string{"-pods", "200"}, "-pods 200"},
-		{"", "", []string{"extra"}, "unexpected argument"},
-		{"", "", []string{"-rounds", "3"}, "flag provided but not defined"},
-		{"SCENARIO", "reboot", nil, "unset SCENARIO"},
-		{"PLAN", "v1.37.2,v1.20.0", nil, "PLAN=v1.37.2,v1.20.0"},
-	} {
-		if tc.env != "" {
-			t.Setenv(tc.env, tc.value)
-		}
-		err := benchScale(context.Background(), slog.New(slog.DiscardHandler), tc.args)
-		if skewrun.ExitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s=%s bench-scale %v: exit %d (%v), want 2 naming %q", tc.env, tc.value, tc.args, skewrun.ExitCode(err), err, tc.want)
-		}
-		if tc.env != "" {
-			os.Unsetenv(tc.env)
 		}
 	}
 }
@@ -89,7 +59,7 @@ func TestBenchScaleBadInput(t *testing.T) {
 // A run's hops become points: its phases, the kubelet's usage, and its
 // counters, the race named where the run named it; a hop that measured
 // nothing is no point.
-func TestBenchScalePoints(t *testing.T) {
+func TestScalePoints(t *testing.T) {
 	run := &reports.Run{ID: "20261203-1", Hops: []reports.Hop{
 		{Number: 1, From: "v1.37.2", To: "v1.34.4", Verdict: reports.PassWithExpectedDeviations, VolumesAtStart: 120,
 			Timings: []reports.Timing{{Phase: reports.PhaseNodeReady, Duration: 700 * time.Millisecond}, {Phase: reports.PhasePodDirsGone, Duration: 6 * time.Second}, {Phase: "swap binary", Duration: time.Second}},
@@ -100,7 +70,7 @@ func TestBenchScalePoints(t *testing.T) {
 			}},
 		{Number: 2, From: "v1.34.4", To: "v1.37.2", Verdict: reports.Skipped},
 	}}
-	pts := benchScalePoints(benchScaleJob{mode: "ebs", shape: scale.ShapeVolumes, pods: 1, volumesPerPod: 120}, run)
+	pts := scalePoints(scaleJob{mode: "ebs", shape: scale.ShapeVolumes, pods: 1, volumesPerPod: 120}, run)
 	if len(pts) != 1 {
 		t.Fatalf("%d points, want the one hop that measured", len(pts))
 	}
@@ -113,25 +83,25 @@ func TestBenchScalePoints(t *testing.T) {
 		t.Errorf("counters %+v: %s, want the race", p.Counters, check)
 	}
 	run.Hops[0].Metrics[0].Reason = "reconstruct_volume_operations_total is 0, want >= 120"
-	if check, _ := benchScalePoints(benchScaleJob{mode: "ebs", pods: 1, volumesPerPod: 120}, run)[0].Counters.Check(); check != scale.CountersMismatch {
+	if check, _ := scalePoints(scaleJob{mode: "ebs", pods: 1, volumesPerPod: 120}, run)[0].Counters.Check(); check != scale.CountersMismatch {
 		t.Errorf("a low counter the run did not explain: %s, want a mismatch", check)
 	}
-	if line := benchScaleLine(p); !strings.Contains(line, "hop 1 → v1.34.4") || !strings.Contains(line, "old pod dirs gone 6.00 s") || !strings.Contains(line, "kubelet peak RSS 96.00 MiB") {
+	if line := scaleLine(p); !strings.Contains(line, "hop 1 → v1.34.4") || !strings.Contains(line, "old pod dirs gone 6.00 s") || !strings.Contains(line, "kubelet peak RSS 96.00 MiB") {
 		t.Errorf("progress line %q", line)
 	}
 }
 
-func TestBenchScaleCommand(t *testing.T) {
+func TestScaleCommand(t *testing.T) {
 	t.Setenv("PLAN", "v1.37.2,v1.34.4,v1.37.2")
 	t.Setenv("PROVIDER", "")
-	if got, want := benchScaleCommand([]string{"-modes", "tmpfs"}), "PLAN=v1.37.2,v1.34.4,v1.37.2 skewtest bench-scale -modes tmpfs"; got != want {
+	if got, want := scaleCommand([]string{"-modes", "tmpfs"}), "PLAN=v1.37.2,v1.34.4,v1.37.2 skewtest bench-scale -modes tmpfs"; got != want {
 		t.Errorf("command %q, want %q", got, want)
 	}
 }
 
 // The printed summary names each fit's verdict and every point whose
 // counters are off.
-func TestPrintBenchScale(t *testing.T) {
+func TestPrintScale(t *testing.T) {
 	r := &scale.Result{Provider: "local", Plan: []string{"v1.37.2", "v1.34.4"}, PollInterval: 250 * time.Millisecond}
 	for _, n := range []int{10, 30, 60} {
 		r.Points = append(r.Points, scale.Point{Mode: "tmpfs", Shape: scale.ShapePods, Volumes: n, Hop: 1, Kubelet: "v1.34.4", RunID: "r",
@@ -141,7 +111,7 @@ func TestPrintBenchScale(t *testing.T) {
 	r.Failures = []string{"tmpfs, 100 pods with a volume each (run x): boom"}
 	r.FitAll()
 	var b strings.Builder
-	printBenchScale(&b, r)
+	PrintScale(&b, r)
 	out := b.String()
 	for _, want := range []string{"old pod dirs gone", "slope 0.1 s/volume", ": linear (", "counters mismatch at 30 volumes", "failed: tmpfs, 100 pods"} {
 		if !strings.Contains(out, want) {

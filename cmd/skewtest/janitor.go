@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 
 	"sigs.k8s.io/skewtest/clusters/kops"
@@ -15,7 +14,7 @@ import (
 // passed, in AWS_REGION, and deletes them with -dry-run=false (make
 // janitor-aws DRY_RUN=false). A region or credentials missing is bad
 // input (exit 2); AWS failing is infrastructure (exit 3).
-func janitorAWS(ctx context.Context, out io.Writer, args []string) error {
+func janitorAWSCmd(ctx context.Context, s streams, args []string) error {
 	fs := flag.NewFlagSet("janitor-aws", flag.ContinueOnError)
 	dryRun := fs.Bool("dry-run", true, "list only; false deletes")
 	if err := fs.Parse(args); err != nil {
@@ -29,7 +28,7 @@ func janitorAWS(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
 	}
-	if _, err := kops.Janitor(ctx, c, kops.JanitorConfig{Region: region, DryRun: *dryRun, Out: out}); err != nil {
+	if _, err := kops.Janitor(ctx, c, kops.JanitorConfig{Region: region, DryRun: *dryRun, Out: s.out}); err != nil {
 		return infrastructure(err)
 	}
 	return nil

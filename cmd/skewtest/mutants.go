@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -17,7 +16,7 @@ import (
 // settings of skewtest run and MUTANTS. The exit code is 0 when every
 // mutant was killed in every placement, 1 when one survived or was
 // masked, 3 when one could not be decided.
-func mutantsCmd(ctx context.Context, logger *slog.Logger) error {
+func mutantsCmd(ctx context.Context, s streams, _ []string) error {
 	o, err := skewrun.OptionsFromEnv(nil)
 	if err != nil {
 		return err
@@ -25,15 +24,15 @@ func mutantsCmd(ctx context.Context, logger *slog.Logger) error {
 	if o.Scenario != "" || o.Plan != "" || len(o.Kubelets) > 0 {
 		return fmt.Errorf("%w: skewtest mutants runs the whole catalogue on plans of its own; unset SCENARIO, PLAN and KUBELETS", skewrun.ErrInvalid)
 	}
-	o.Logger, o.Out = logger, os.Stdout
+	o.Logger, o.Out = s.logger, s.out
 	m, err := mutation.Run(ctx, mutation.Options{Run: o, Mutants: os.Getenv("MUTANTS")})
 	if m != nil {
 		killed, scored := m.Score()
-		fmt.Printf("mutation score: %d of %d mutants killed in every placement. %s\n", killed, scored, reports.MutationSummaryLine(m))
+		fmt.Fprintf(s.out, "mutation score: %d of %d mutants killed in every placement. %s\n", killed, scored, reports.MutationSummaryLine(m))
 		for _, r := range m.Mutants {
-			fmt.Printf("%-50s %s\n", r.Name, reports.MutantOutcomeLabel(r.Outcome))
+			fmt.Fprintf(s.out, "%-50s %s\n", r.Name, reports.MutantOutcomeLabel(r.Outcome))
 		}
-		fmt.Printf("report: %s\n", filepath.Join(m.Dir, reports.MutationMarkdownFileName))
+		fmt.Fprintf(s.out, "report: %s\n", filepath.Join(m.Dir, reports.MutationMarkdownFileName))
 	}
 	return err
 }

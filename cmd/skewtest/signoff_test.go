@@ -34,7 +34,7 @@ func TestSignoffCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "page")
 	var stdout bytes.Buffer
 	// Flags after DIR, as the Makefile passes them.
-	if err := signoffCmd(&stdout, []string{dir, "-out", out}); err != nil {
+	if err := signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-out", out}); err != nil {
 		t.Fatalf("signoff of a failed run = %v, want the page written and no error", err)
 	}
 	if !strings.HasPrefix(stdout.String(), "FAIL: 1 run, 1 cell (1 fail)") {
@@ -51,7 +51,7 @@ func TestSignoffCommand(t *testing.T) {
 	}
 	// A baseline that is the same night: compared, no warning.
 	stdout.Reset()
-	if err := signoffCmd(&stdout, []string{"-baseline", dir, dir, "-out", out}); err != nil {
+	if err := signoffCmd(t.Context(), streams{out: &stdout}, []string{"-baseline", dir, dir, "-out", out}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(stdout.String(), "warning") {
@@ -79,7 +79,7 @@ func TestSignoffCommandBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "page")
-			err := signoffCmd(&bytes.Buffer{}, append(tc.args, "-out", out))
+			err := signoffCmd(t.Context(), streams{out: &bytes.Buffer{}}, append(tc.args, "-out", out))
 			if !errors.Is(err, skewrun.ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid (exit 2)", err)
 			}
@@ -123,7 +123,7 @@ func TestSignoffCommandWithBenchScale(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "page")
 	var stdout bytes.Buffer
-	if err := signoffCmd(&stdout, []string{dir, "-out", out}); err != nil {
+	if err := signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-out", out}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(filepath.Join(out, signoff.MarkdownFileName))
@@ -144,7 +144,7 @@ func TestSignoffCommandWithBenchScale(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(res, scale.JSONFileName), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = signoffCmd(&stdout, []string{dir, "-out", out})
+	err = signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-out", out})
 	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), scale.JSONFileName) {
 		t.Errorf("a broken bench-scale result: %v, want bad input naming it", err)
 	}
@@ -194,7 +194,7 @@ func TestSignoffCommandWithMutation(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "page")
 	var stdout bytes.Buffer
-	if err := signoffCmd(&stdout, []string{dir, "-baseline", base, "-out", out}); err != nil {
+	if err := signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-baseline", base, "-out", out}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -219,7 +219,7 @@ func TestSignoffCommandWithMutation(t *testing.T) {
 	}
 
 	stdout.Reset()
-	if err := signoffCmd(&stdout, []string{base}); err != nil {
+	if err := signoffCmd(t.Context(), streams{out: &stdout}, []string{base}); err != nil {
 		t.Fatalf("signoff of a measurement alone = %v, want a page", err)
 	}
 	if !strings.HasPrefix(stdout.String(), "FAIL: 0 runs, 0 cells; 0 of 1 mutant killed") {
@@ -230,7 +230,7 @@ func TestSignoffCommandWithMutation(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := signoffCmd(&stdout, []string{dir, "-out", filepath.Join(t.TempDir(), "page")})
+	err := signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-out", filepath.Join(t.TempDir(), "page")})
 	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), bad) {
 		t.Errorf("a broken mutation.json: %v, want bad input naming %s", err, bad)
 	}

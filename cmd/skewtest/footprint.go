@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/footprint"
@@ -13,7 +12,8 @@ import (
 // footprintCmd saves the host's footprint to a file (before CI's first
 // test) or compares the host with a saved one (after its last), naming
 // every difference: a leak of any run fails CI.
-func footprintCmd(ctx context.Context, w io.Writer, args []string) error {
+func footprintCmd(ctx context.Context, s streams, args []string) error {
+	w := s.out
 	if len(args) != 2 || (args[0] != "save" && args[0] != "compare") {
 		return fmt.Errorf("%w: usage: skewtest footprint save FILE | compare FILE", skewrun.ErrInvalid)
 	}

@@ -15,6 +15,11 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
+// cleanCmd is clean, a failure of which is infrastructure (exit 3).
+func cleanCmd(ctx context.Context, s streams, args []string) error {
+	return infrastructure(clean(ctx, s.logger, args))
+}
+
 // clean undoes what runs left behind when the harness itself was killed
 // (SIGKILL, a lost machine): it removes local and kind runs, puts back the
 // own kubelet of each node an existing-cluster run changed, and removes the

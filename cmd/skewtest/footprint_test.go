@@ -16,7 +16,7 @@ func TestFootprintCmd(t *testing.T) {
 	ctx := context.Background()
 	file := filepath.Join(t.TempDir(), "fp.json")
 	var out strings.Builder
-	if err := footprintCmd(ctx, &out, []string{"save", file}); err != nil {
+	if err := footprintCmd(ctx, streams{out: &out}, []string{"save", file}); err != nil {
 		t.Fatalf("save: %v", err)
 	}
 	if !strings.Contains(out.String(), "saved to "+file) {
@@ -33,7 +33,7 @@ func TestFootprintCmd(t *testing.T) {
 	if err := footprint.Save(file, f); err != nil {
 		t.Fatal(err)
 	}
-	err = footprintCmd(ctx, &out, []string{"compare", file})
+	err = footprintCmd(ctx, streams{out: &out}, []string{"compare", file})
 	if err == nil || !errors.Is(err, skewrun.ErrInfrastructure) {
 		t.Fatalf("compare with a difference = %v; want an infrastructure error", err)
 	}
@@ -43,14 +43,14 @@ func TestFootprintCmd(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"save"}, {"diff", file}, {"compare", filepath.Join(t.TempDir(), "missing.json")}} {
-		if err := footprintCmd(ctx, &out, args); !errors.Is(err, skewrun.ErrInvalid) {
+		if err := footprintCmd(ctx, streams{out: &out}, args); !errors.Is(err, skewrun.ErrInvalid) {
 			t.Errorf("footprint %q = %v; want bad input", args, err)
 		}
 	}
 	if err := os.WriteFile(file, []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := footprintCmd(ctx, &out, []string{"compare", file}); !errors.Is(err, skewrun.ErrInvalid) {
+	if err := footprintCmd(ctx, streams{out: &out}, []string{"compare", file}); !errors.Is(err, skewrun.ErrInvalid) {
 		t.Errorf("compare with a broken file = %v; want bad input", err)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
@@ -15,7 +14,7 @@ import (
 // name, sha256, path, package; then where they came from, on stderr. It
 // shows that a skewtest has its helpers before a run needs them, and which
 // bytes a kind node image or a cached runc shim holds.
-func helpersCmd(ctx context.Context, stdout, stderr io.Writer, args []string) error {
+func helpersCmd(ctx context.Context, s streams, args []string) error {
 	if len(args) != 1 || args[0] == "" {
 		return fmt.Errorf("%w: usage: skewtest helpers DIR", skewrun.ErrInvalid)
 	}
@@ -28,8 +27,8 @@ func helpersCmd(ctx context.Context, stdout, stderr io.Writer, args []string) er
 		if err != nil {
 			return infrastructure(err)
 		}
-		fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\n", h.Name, sum, h.Path, h.Package)
+		fmt.Fprintf(s.out, "%s\t%s\t%s\t%s\n", h.Name, sum, h.Path, h.Package)
 	}
-	fmt.Fprintf(stderr, "skewtest: %d helper programs, %s\n", len(written), origin)
+	fmt.Fprintf(s.errOut, "skewtest: %d helper programs, %s\n", len(written), origin)
 	return nil
 }

@@ -1,11 +1,15 @@
-package main
+// Package bench measures skewtest's own runs: rounds of one plan with each
+// phase's minimum, median and maximum, the matrix tour at two node counts,
+// the catalogue one run after another and as one batch (Rounds), and what
+// reconstruction costs on a busy node (Scale). The skewtest command's bench
+// and bench-scale verbs parse flags and print; everything else is here.
+package bench
 
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -17,9 +21,9 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
-// benchPhases maps what the benchmark reports to where a run records it:
+// phases maps what the benchmark reports to where a run records it:
 // run-level timings, or hop timings (one sample per hop).
-var benchPhases = []struct{ name, runPhase, hopPhase string }{
+var phases = []struct{ name, runPhase, hopPhase string }{
 	{name: "bring-up", runPhase: "cluster up"},
 	{name: "workload Running", runPhase: "workload Running"},
 	{name: "kubelet stop", hopPhase: reports.PhaseKubeletStop},
@@ -39,8 +43,8 @@ type PhaseStats struct {
 	Max     float64   `json:"max"`
 }
 
-// BenchResult is what bench writes as JSON.
-type BenchResult struct {
+// Result is what Rounds measured, written as JSON by WriteJSON.
+type Result struct {
 	Provider     string       `json:"provider"`
 	Plan         string       `json:"plan"`
 	Rounds       int          `json:"rounds"`
@@ -74,9 +78,37 @@ type MatrixStats struct {
 	RunIDs   []string   `json:"runIds"`
 }
 
+// BatchStats is the catalogue run as one batch (make test-skew's way):
+// its wall time from the first bring-up to the last teardown, the sum of
+// its runs' own times, and its ratio to the same runs one after another,
+// measured in the same bench.
+type BatchStats struct {
+	BatchID string `json:"batchId"`
+	Nodes   int    `json:"nodes"`
+	Runs    int    `json:"runs"`
+	// Clusters the batch brought up (a second when runs need another CSI
+	// driver mode, or no node was left clean for them).
+	Clusters  int     `json:"clusters"`
+	Took      float64 `json:"took"`
+	SumOfRuns float64 `json:"sumOfRuns"`
+	// Sequential is the sum of the catalogue's runs one after another
+	// (CatalogueTotal), and Ratio is Took / Sequential.
+	Sequential float64 `json:"sequential"`
+	Ratio      float64 `json:"ratio"`
+}
+
+// Options are what Rounds runs: Run's plan Rounds times, then the matrix
+// tour MatrixRounds times per node count and each catalogue run
+// CatalogueRounds times (0: none), with a line per round on Progress.
+type Options struct {
+	Run                                   skewrun.Options
+	Rounds, MatrixRounds, CatalogueRounds int
+	Progress                              io.Writer
+}
+
 // tourRatio is the median tour on the most nodes over the median tour on
 // one node, both of this bench; false without both.
-func (r BenchResult) tourRatio() (float64, bool) {
+func (r Result) tourRatio() (float64, bool) {
 	if len(r.Matrix) < 2 || r.Matrix[len(r.Matrix)-1].Nodes != 1 || r.Matrix[len(r.Matrix)-1].Tour.Median == 0 {
 		return 0, false
 	}
@@ -86,70 +118,70 @@ func (r BenchResult) tourRatio() (float64, bool) {
 // wholeRunPhase is the run timing of a whole run, bring-up to teardown.
 const wholeRunPhase = "whole run"
 
-// bench runs ROUNDS rounds of one plan (the default, or $PLAN) and reports
-// each phase's minimum, median and maximum. Cleanup phases are measured
-// from the kubelet's start; the harness notices a change within one poll
-// interval of it happening.
-func bench(ctx context.Context, logger *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	rounds := fs.Int("rounds", 5, "number of rounds")
-	out := fs.String("out", "", "write the results as JSON to this file")
-	matrixRounds := fs.Int("matrix-rounds", 1, "rounds of the matrix tour at the default node count and at one node (0: none)")
-	catalogueRounds := fs.Int("catalogue-rounds", 1, "rounds of each catalogue fault that runs on the provider (0: none)")
-	if err := fs.Parse(args); err != nil {
-		return err
+// Rounds runs o.Rounds rounds of one plan (the default, or o.Run.Plan) and
+// reports each phase's minimum, median and maximum, then the matrix and
+// catalogue rounds. Cleanup phases are measured from the kubelet's start;
+// the harness notices a change within one poll interval of it happening.
+// Bad counts are bad input before any run.
+func Rounds(ctx context.Context, o Options) (*Result, error) {
+	if o.Rounds < 1 {
+		return nil, fmt.Errorf("%w: -rounds %d: want at least 1", skewrun.ErrInvalid, o.Rounds)
 	}
-	if *rounds < 1 {
-		return fmt.Errorf("%w: -rounds %d: want at least 1", skewrun.ErrInvalid, *rounds)
+	if o.MatrixRounds < 0 {
+		return nil, fmt.Errorf("%w: -matrix-rounds %d: want 0 or more", skewrun.ErrInvalid, o.MatrixRounds)
 	}
-	if *matrixRounds < 0 {
-		return fmt.Errorf("%w: -matrix-rounds %d: want 0 or more", skewrun.ErrInvalid, *matrixRounds)
+	if o.CatalogueRounds < 0 {
+		return nil, fmt.Errorf("%w: -catalogue-rounds %d: want 0 or more", skewrun.ErrInvalid, o.CatalogueRounds)
 	}
-	o, err := skewrun.OptionsFromEnv(nil)
-	if err != nil {
-		return err
+	if o.Progress == nil {
+		o.Progress = io.Discard
 	}
-	o.Logger = logger
-	o.Out = os.Stderr
 	samples := map[string][]float64{}
-	res := BenchResult{Provider: o.Provider, Plan: o.Plan, Rounds: *rounds, PollInterval: "250ms"}
-	if o.PollInterval > 0 {
-		res.PollInterval = o.PollInterval.String()
+	res := &Result{Provider: o.Run.Provider, Plan: o.Run.Plan, Rounds: o.Rounds, PollInterval: "250ms"}
+	if o.Run.PollInterval > 0 {
+		res.PollInterval = o.Run.PollInterval.String()
 	}
-	for i := 1; i <= *rounds; i++ {
-		fmt.Fprintf(os.Stderr, "=== bench round %d/%d\n", i, *rounds)
-		r, err := skewrun.Run(ctx, o)
+	for i := 1; i <= o.Rounds; i++ {
+		fmt.Fprintf(o.Progress, "=== bench round %d/%d\n", i, o.Rounds)
+		r, err := skewrun.Run(ctx, o.Run)
 		if err != nil {
-			return fmt.Errorf("bench round %d: %w", i, err)
+			return nil, fmt.Errorf("bench round %d: %w", i, err)
 		}
 		res.RunIDs = append(res.RunIDs, r.Run.ID)
 		res.Plan, res.Provider = strings.Join(r.Run.Plan, ","), r.Run.Provider
 		collect(samples, r.Run)
 	}
-	for _, p := range benchPhases {
+	for _, p := range phases {
 		res.Phases = append(res.Phases, stats(p.name, samples[p.name]))
 	}
-	if *matrixRounds > 0 {
+	var err error
+	if o.MatrixRounds > 0 {
 		// The matrix settings are the tour's own: PLAN is the plan rounds'.
-		mo := o
+		mo := o.Run
 		mo.Plan = ""
-		if res.Matrix, err = benchMatrix(ctx, mo, *matrixRounds); err != nil {
-			return err
+		if res.Matrix, err = benchMatrix(ctx, mo, o.MatrixRounds, o.Progress); err != nil {
+			return nil, err
 		}
 		res.TourRatio, _ = res.tourRatio()
 	}
-	if *catalogueRounds > 0 {
-		co := o
+	if o.CatalogueRounds > 0 {
+		co := o.Run
 		co.Plan = ""
-		if res.Catalogue, res.CatalogueTotal, err = benchCatalogue(ctx, co, *catalogueRounds); err != nil {
-			return err
+		if res.Catalogue, res.CatalogueTotal, err = benchCatalogue(ctx, co, o.CatalogueRounds, o.Progress); err != nil {
+			return nil, err
 		}
-		if res.CatalogueBatch, err = benchCatalogueBatch(ctx, co, res.CatalogueTotal); err != nil {
-			return err
+		if res.CatalogueBatch, err = benchCatalogueBatch(ctx, co, res.CatalogueTotal, o.Progress); err != nil {
+			return nil, err
 		}
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(os.Stdout, "skewtest bench: provider %s, plan %s, %d rounds, poll every %s (seconds)\n", res.Provider, res.Plan, res.Rounds, res.PollInterval)
+	return res, nil
+}
+
+// Print writes the result's tables: the phases, the matrix tour per node
+// count, the catalogue's runs and the batch.
+func (res *Result) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "skewtest bench: provider %s, plan %s, %d rounds, poll every %s (seconds)\n", res.Provider, res.Plan, res.Rounds, res.PollInterval)
 	fmt.Fprintln(tw, "phase\tn\tmin\tmedian\tmax\t")
 	for _, p := range res.Phases {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Phase, len(p.Samples), p.Min, p.Median, p.Max)
@@ -157,20 +189,20 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 	tw.Flush()
 	if len(res.Matrix) > 0 {
 		m := res.Matrix[0]
-		fmt.Fprintf(os.Stdout, "\nmatrix tour %s: %d pairs, %d rounds per node count (seconds)\n", m.Matrix, m.Pairs, len(m.RunIDs))
-		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(w, "\nmatrix tour %s: %d pairs, %d rounds per node count (seconds)\n", m.Matrix, m.Pairs, len(m.RunIDs))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "nodes\ttour min\tmedian\tmax\twhole run min\tmedian\tmax\t")
 		for _, m := range res.Matrix {
 			fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", m.Nodes, m.Tour.Min, m.Tour.Median, m.Tour.Max, m.WholeRun.Min, m.WholeRun.Median, m.WholeRun.Max)
 		}
 		tw.Flush()
 		if r, ok := res.tourRatio(); ok {
-			fmt.Fprintf(os.Stdout, "tour on %d nodes / on 1 node, medians of this bench: %.2f\n", res.Matrix[0].Nodes, r)
+			fmt.Fprintf(w, "tour on %d nodes / on 1 node, medians of this bench: %.2f\n", res.Matrix[0].Nodes, r)
 		}
 	}
 	if len(res.Catalogue) > 0 {
-		fmt.Fprintf(os.Stdout, "\ncatalogue faults and shapes (one run for all shapes), whole run each (seconds); one round of all: %.1f\n", res.CatalogueTotal)
-		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(w, "\ncatalogue faults and shapes (one run for all shapes), whole run each (seconds); one round of all: %.1f\n", res.CatalogueTotal)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "fault\tn\tmin\tmedian\tmax\t")
 		for _, p := range res.Catalogue {
 			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Phase, len(p.Samples), p.Min, p.Median, p.Max)
@@ -178,24 +210,22 @@ func bench(ctx context.Context, logger *slog.Logger, args []string) error {
 		tw.Flush()
 	}
 	if b := res.CatalogueBatch; b != nil {
-		fmt.Fprintf(os.Stdout, "\ncatalogue as one batch (batch %s): %d runs on %d nodes, %d clusters: %.1f s, against %.1f s one after another in this bench: ratio %.2f (its runs' own times add up to %.1f s)\n",
+		fmt.Fprintf(w, "\ncatalogue as one batch (batch %s): %d runs on %d nodes, %d clusters: %.1f s, against %.1f s one after another in this bench: ratio %.2f (its runs' own times add up to %.1f s)\n",
 			b.BatchID, b.Runs, b.Nodes, b.Clusters, b.Took, b.Sequential, b.Ratio, b.SumOfRuns)
 	}
-	if *out != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*out, b, 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("written: %s\n", *out)
+}
+
+// WriteJSON writes the result as indented JSON to path.
+func (res *Result) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
 	}
-	return nil
+	return os.WriteFile(path, b, 0o644)
 }
 
 func collect(samples map[string][]float64, run *reports.Run) {
-	for _, p := range benchPhases {
+	for _, p := range phases {
 		if p.runPhase != "" {
 			for _, t := range run.Timings {
 				if t.Phase == p.runPhase {
@@ -233,7 +263,7 @@ func stats(name string, xs []float64) PhaseStats {
 // benchMatrix runs the matrix tour rounds times at o's node count (or the
 // default), then rounds times on one node, and returns the tour's and the
 // whole run's timings for each.
-func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixStats, error) {
+func benchMatrix(ctx context.Context, o skewrun.Options, rounds int, progress io.Writer) ([]MatrixStats, error) {
 	counts := []int{o.MatrixNodes}
 	if counts[0] == 0 {
 		counts[0] = matrix.DefaultNodes
@@ -247,7 +277,7 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixSt
 		var tour, whole []float64
 		ms := MatrixStats{Nodes: n}
 		for i := 1; i <= rounds; i++ {
-			fmt.Fprintf(os.Stderr, "=== bench matrix tour on %d nodes, round %d/%d\n", n, i, rounds)
+			fmt.Fprintf(progress, "=== bench matrix tour on %d nodes, round %d/%d\n", n, i, rounds)
 			r, err := skewrun.RunMatrix(ctx, o)
 			if err != nil {
 				return nil, fmt.Errorf("bench matrix tour on %d nodes, round %d: %w", n, i, err)
@@ -279,13 +309,13 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int) ([]MatrixSt
 // rounds times, one after another, each with its own cluster, and returns
 // each run's whole-run time and the sum of their medians: what the
 // catalogue took before it ran as a batch.
-func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]PhaseStats, float64, error) {
+func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int, progress io.Writer) ([]PhaseStats, float64, error) {
 	var out []PhaseStats
 	total := 0.0
 	for _, j := range skewrun.CatalogueJobs(o) {
 		var whole []float64
 		for i := 1; i <= rounds; i++ {
-			fmt.Fprintf(os.Stderr, "=== bench catalogue one after another: %s, round %d/%d\n", j.Name, i, rounds)
+			fmt.Fprintf(progress, "=== bench catalogue one after another: %s, round %d/%d\n", j.Name, i, rounds)
 			r, err := skewrun.Run(ctx, j.Options)
 			if err != nil {
 				return nil, 0, fmt.Errorf("bench catalogue %s, round %d: %w", j.Name, i, err)
@@ -303,30 +333,11 @@ func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int) ([]Phase
 	return out, total, nil
 }
 
-// BatchStats is the catalogue run as one batch (make test-skew's way):
-// its wall time from the first bring-up to the last teardown, the sum of
-// its runs' own times, and its ratio to the same runs one after another,
-// measured in the same bench.
-type BatchStats struct {
-	BatchID string `json:"batchId"`
-	Nodes   int    `json:"nodes"`
-	Runs    int    `json:"runs"`
-	// Clusters the batch brought up (a second when runs need another CSI
-	// driver mode, or no node was left clean for them).
-	Clusters  int     `json:"clusters"`
-	Took      float64 `json:"took"`
-	SumOfRuns float64 `json:"sumOfRuns"`
-	// Sequential is the sum of the catalogue's runs one after another
-	// (CatalogueTotal), and Ratio is Took / Sequential.
-	Sequential float64 `json:"sequential"`
-	Ratio      float64 `json:"ratio"`
-}
-
 // benchCatalogueBatch runs the catalogue as one batch and compares it
 // with sequential seconds of the same runs one after another.
-func benchCatalogueBatch(ctx context.Context, o skewrun.Options, sequential float64) (*BatchStats, error) {
+func benchCatalogueBatch(ctx context.Context, o skewrun.Options, sequential float64, progress io.Writer) (*BatchStats, error) {
 	jobs := skewrun.CatalogueJobs(o)
-	fmt.Fprintf(os.Stderr, "=== bench catalogue as one batch: %d runs\n", len(jobs))
+	fmt.Fprintf(progress, "=== bench catalogue as one batch: %d runs\n", len(jobs))
 	res, err := skewrun.RunBatch(ctx, o, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("bench catalogue as one batch: %w", err)
@@ -340,6 +351,7 @@ func benchCatalogueBatch(ctx context.Context, o skewrun.Options, sequential floa
 	return st, nil
 }
 
+// defaultProvider is p, or the default provider's name when p is empty.
 func defaultProvider(p string) string {
 	if p == "" {
 		return clusters.Default().Name

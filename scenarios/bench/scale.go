@@ -1,12 +1,10 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,31 +21,48 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
-// kubeletMaxPods is the kubelet's default maxPods, which the clusters
+// KubeletMaxPods is the kubelet's default maxPods, which the clusters
 // skewtest makes keep: the most pods the pods shape puts on the node.
-const kubeletMaxPods = 110
+const KubeletMaxPods = 110
 
-// benchScaleDefaults are the sizes measured by default: N pods with a
-// volume each, and one pod with N volumes up to the CSI driver's limit.
-var benchScaleDefaults = struct{ pods, volumes []int }{
-	pods:    []int{10, 30, 60, 100},
-	volumes: []int{10, 30, 60, 100, clusters.CSIDriverMaxVolumesPerNode},
+// ScaleDefaults are the sizes measured by default: N pods with a volume
+// each, and one pod with N volumes up to the CSI driver's limit.
+var ScaleDefaults = struct{ Pods, Volumes []int }{
+	Pods:    []int{10, 30, 60, 100},
+	Volumes: []int{10, 30, 60, 100, clusters.CSIDriverMaxVolumesPerNode},
 }
 
-// benchScaleSettings are the environment variables bench-scale's command
-// line to reproduce it names when they are set: what chooses the cluster,
-// the plan and its kubelets, and the waits.
-var benchScaleSettings = []string{"PROVIDER", "PLAN", "APISERVER", "KUBELET_SOURCE", "KUBELETS", "POLL_INTERVAL", "CLEANUP_TIMEOUT", "SKEWTEST_TIMEOUT_FACTOR"}
+// scaleSettings are the environment variables bench-scale's command line
+// to reproduce it names when they are set: what chooses the cluster, the
+// plan and its kubelets, and the waits.
+var scaleSettings = []string{"PROVIDER", "PLAN", "APISERVER", "KUBELET_SOURCE", "KUBELETS", "POLL_INTERVAL", "CLEANUP_TIMEOUT", "SKEWTEST_TIMEOUT_FACTOR"}
 
-const benchScaleUsage = "usage: skewtest bench-scale [-pods N,...] [-volumes N,...] [-modes tmpfs,ebs] [-out DIR]"
+// NoCounts skips a shape: what make passes for SCALE_PODS=none, where an
+// empty variable means the default.
+const NoCounts = "none"
 
-// benchScaleJob is one run of bench-scale: a mode and a workload.
-type benchScaleJob struct {
+// ScaleOptions are what Scale measures: Run's plan, per CSI driver mode
+// (Modes, comma-separated; every mode the provider runs when empty), the
+// pods shape at each of Pods and the one-pod shape at each of Volumes
+// (comma-separated counts; NoCounts for none). Out is where the result
+// goes (default $ARTIFACTS/bench-scale/<time>); Args are the command's
+// own, for the command line that reproduces the result; Progress gets a
+// line per run and point.
+type ScaleOptions struct {
+	Run                  skewrun.Options
+	Pods, Volumes, Modes string
+	Out                  string
+	Args                 []string
+	Progress             io.Writer
+}
+
+// scaleJob is one run of Scale: a mode and a workload.
+type scaleJob struct {
 	mode, shape         string
 	pods, volumesPerPod int
 }
 
-func (j benchScaleJob) String() string {
+func (j scaleJob) String() string {
 	if j.shape == scale.ShapeVolumes {
 		return fmt.Sprintf("%s, one pod with %d volumes", j.mode, j.volumesPerPod)
 	}
@@ -55,75 +70,62 @@ func (j benchScaleJob) String() string {
 }
 
 // options are the run options of the job: o with its mode and workload.
-func (j benchScaleJob) options(o skewrun.Options) skewrun.Options {
+func (j scaleJob) options(o skewrun.Options) skewrun.Options {
 	o.CSIMode, o.Replicas, o.VolumesPerPod = j.mode, j.pods, j.volumesPerPod
 	return o
 }
 
-// benchScale measures what reconstruction costs on a busy node: one run of
-// the plan (PLAN, the default's otherwise) per CSI driver mode and size,
-// N pods with one volume each and one pod with N volumes, and per hop the
+// Scale measures what reconstruction costs on a busy node: one run of the
+// plan (PLAN, the default's otherwise) per CSI driver mode and size, N
+// pods with one volume each and one pod with N volumes, and per hop the
 // times from the kubelet's start, the kubelet's CPU and peak memory, and
 // its reconstruct counters against N; then it fits each against N and
 // writes the JSON, the Markdown table and an SVG chart per mode and shape
-// into -out. A run that fails is recorded and the others go on; bad input
-// stops it before any run.
-func benchScale(ctx context.Context, logger *slog.Logger, args []string) error {
-	fs := flag.NewFlagSet("bench-scale", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	pods := fs.String("pods", joinInts(benchScaleDefaults.pods), fmt.Sprintf("pod counts of the pods shape, one volume each (1 to %d, the kubelet's maxPods); none: no such run", kubeletMaxPods))
-	volumes := fs.String("volumes", joinInts(benchScaleDefaults.volumes), fmt.Sprintf("volume counts of the one-pod shape (1 to %d, the CSI driver's limit per node); none: no such run", clusters.CSIDriverMaxVolumesPerNode))
-	modes := fs.String("modes", "", "the CSI driver's modes to run, comma-separated (default: every mode the provider runs)")
-	out := fs.String("out", "", "where to write the result (default $ARTIFACTS/bench-scale/<time>)")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, benchScaleUsage)
+// into o.Out, returning what it wrote. A run that fails is recorded and
+// the others go on; bad input stops it before any run.
+func Scale(ctx context.Context, o ScaleOptions) (*scale.Result, []string, error) {
+	if o.Progress == nil {
+		o.Progress = io.Discard
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q\n%s", skewrun.ErrInvalid, fs.Arg(0), benchScaleUsage)
+	if o.Run.Scenario != "" {
+		return nil, nil, fmt.Errorf("%w: SCENARIO=%s: bench-scale measures the baseline force-delete; unset SCENARIO", skewrun.ErrInvalid, o.Run.Scenario)
 	}
-	o, err := skewrun.OptionsFromEnv(nil)
+	jobs, err := scaleJobs(o.Run.Provider, o.Pods, o.Volumes, o.Modes)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if o.Scenario != "" {
-		return fmt.Errorf("%w: SCENARIO=%s: bench-scale measures the baseline force-delete; unset SCENARIO", skewrun.ErrInvalid, o.Scenario)
-	}
-	jobs, err := benchScaleJobs(o.Provider, *pods, *volumes, *modes)
-	if err != nil {
-		return err
-	}
-	o.Logger, o.Out = logger, os.Stderr
 	// Every run's settings are checked before the first run makes
 	// anything.
 	var v *skewrun.Validated
 	for _, j := range jobs {
-		if v, err = skewrun.Validate(j.options(o)); err != nil {
-			return fmt.Errorf("bench-scale %s: %w", j, err)
+		if v, err = skewrun.Validate(j.options(o.Run)); err != nil {
+			return nil, nil, fmt.Errorf("bench-scale %s: %w", j, err)
 		}
 	}
-	if *out == "" {
-		*out = filepath.Join(v.ArtifactsRoot, "bench-scale", time.Now().UTC().Format("20060102-150405"))
+	out := o.Out
+	if out == "" {
+		out = filepath.Join(v.ArtifactsRoot, "bench-scale", time.Now().UTC().Format("20060102-150405"))
 	}
-	res := &scale.Result{Started: time.Now(), Provider: v.Options.Provider, Plan: strings.Split(v.Plan.String(), ","), Command: benchScaleCommand(args),
-		PollInterval: o.PollInterval, VolumeLimit: clusters.CSIDriverMaxVolumesPerNode, MaxPods: kubeletMaxPods}
+	res := &scale.Result{Started: time.Now(), Provider: v.Options.Provider, Plan: strings.Split(v.Plan.String(), ","), Command: scaleCommand(o.Args),
+		PollInterval: o.Run.PollInterval, VolumeLimit: clusters.CSIDriverMaxVolumesPerNode, MaxPods: KubeletMaxPods}
 	if res.PollInterval == 0 {
 		res.PollInterval = reconstruction.DefaultPollInterval
 	}
-	fmt.Fprintf(os.Stderr, "bench-scale: %d runs of plan %s on %s, writing %s\n", len(jobs), v.Plan, res.Provider, *out)
+	fmt.Fprintf(o.Progress, "bench-scale: %d runs of plan %s on %s, writing %s\n", len(jobs), v.Plan, res.Provider, out)
 	var errs []error
 	for i, j := range jobs {
-		fmt.Fprintf(os.Stderr, "=== bench-scale %d/%d: %s\n", i+1, len(jobs), j)
+		fmt.Fprintf(o.Progress, "=== bench-scale %d/%d: %s\n", i+1, len(jobs), j)
 		started := time.Now()
-		r, err := skewrun.Run(ctx, j.options(o))
+		r, err := skewrun.Run(ctx, j.options(o.Run))
 		if r != nil {
-			res.Host = benchScaleHost(r.Run)
-			points := benchScalePoints(j, r.Run)
+			res.Host = scaleHost(r.Run)
+			points := scalePoints(j, r.Run)
 			res.Points = append(res.Points, points...)
 			for _, p := range points {
-				fmt.Fprintf(os.Stderr, "    %s\n", benchScaleLine(p))
+				fmt.Fprintf(o.Progress, "    %s\n", scaleLine(p))
 			}
 		}
-		fmt.Fprintf(os.Stderr, "    run %d/%d took %s\n", i+1, len(jobs), time.Since(started).Round(time.Second))
+		fmt.Fprintf(o.Progress, "    run %d/%d took %s\n", i+1, len(jobs), time.Since(started).Round(time.Second))
 		if err == nil {
 			continue
 		}
@@ -139,22 +141,18 @@ func benchScale(ctx context.Context, logger *slog.Logger, args []string) error {
 	}
 	res.Finished = time.Now()
 	res.FitAll()
-	paths, werr := scale.Write(*out, res)
-	printBenchScale(os.Stdout, res)
-	for _, p := range paths {
-		fmt.Printf("written: %s\n", p)
-	}
-	return errors.Join(append(errs, werr)...)
+	paths, werr := scale.Write(out, res)
+	return res, paths, errors.Join(append(errs, werr)...)
 }
 
-// benchScaleJobs checks the flags and lists the runs, mode by mode, the
-// pods shape's then the one-pod shape's, smallest first.
-func benchScaleJobs(provider, pods, volumes, modes string) ([]benchScaleJob, error) {
+// scaleJobs checks the counts and modes and lists the runs, mode by mode,
+// the pods shape's then the one-pod shape's, smallest first.
+func scaleJobs(provider, pods, volumes, modes string) ([]scaleJob, error) {
 	d, err := clusters.Lookup(defaultProvider(provider))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
 	}
-	podCounts, err := parseCounts("-pods", pods, kubeletMaxPods, "the kubelet's maxPods")
+	podCounts, err := parseCounts("-pods", pods, KubeletMaxPods, "the kubelet's maxPods")
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +161,7 @@ func benchScaleJobs(provider, pods, volumes, modes string) ([]benchScaleJob, err
 		return nil, err
 	}
 	if len(podCounts)+len(volumeCounts) == 0 {
-		return nil, fmt.Errorf("%w: -pods and -volumes are both none: nothing to measure; give either, e.g. -pods %s", skewrun.ErrInvalid, joinInts(benchScaleDefaults.pods))
+		return nil, fmt.Errorf("%w: -pods and -volumes are both none: nothing to measure; give either, e.g. -pods %s", skewrun.ErrInvalid, JoinInts(ScaleDefaults.Pods))
 	}
 	ms := d.CSIModes
 	if modes != "" {
@@ -175,26 +173,22 @@ func benchScaleJobs(provider, pods, volumes, modes string) ([]benchScaleJob, err
 				skewrun.ErrInvalid, modes, d.Name, strings.Join(d.CSIModes, " and "), strings.Join(d.CSIModes, ","))
 		}
 	}
-	var jobs []benchScaleJob
+	var jobs []scaleJob
 	for _, m := range ms {
 		for _, n := range podCounts {
-			jobs = append(jobs, benchScaleJob{mode: m, shape: scale.ShapePods, pods: n, volumesPerPod: 1})
+			jobs = append(jobs, scaleJob{mode: m, shape: scale.ShapePods, pods: n, volumesPerPod: 1})
 		}
 		for _, n := range volumeCounts {
-			jobs = append(jobs, benchScaleJob{mode: m, shape: scale.ShapeVolumes, pods: 1, volumesPerPod: n})
+			jobs = append(jobs, scaleJob{mode: m, shape: scale.ShapeVolumes, pods: 1, volumesPerPod: n})
 		}
 	}
 	return jobs, nil
 }
 
-// noCounts skips a shape: what make passes for SCALE_PODS=none, where an
-// empty variable means the default.
-const noCounts = "none"
-
 // parseCounts reads a flag's comma-separated counts, each from 1 to max;
-// "" and noCounts are none.
+// "" and NoCounts are none.
 func parseCounts(flagName, s string, max int, what string) ([]int, error) {
-	if s == "" || s == noCounts {
+	if s == "" || s == NoCounts {
 		return nil, nil
 	}
 	var out []int
@@ -212,7 +206,8 @@ func parseCounts(flagName, s string, max int, what string) ([]int, error) {
 	return out, nil
 }
 
-func joinInts(xs []int) string {
+// JoinInts writes counts as a flag takes them: comma-separated.
+func JoinInts(xs []int) string {
 	var s []string
 	for _, x := range xs {
 		s = append(s, strconv.Itoa(x))
@@ -220,9 +215,9 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// benchScalePoints are the run's hops that measured anything, as points of
+// scalePoints are the run's hops that measured anything, as points of
 // job j, with the hop kubelet's reconstruct counters.
-func benchScalePoints(j benchScaleJob, run *reports.Run) []scale.Point {
+func scalePoints(j scaleJob, run *reports.Run) []scale.Point {
 	var out []scale.Point
 	for _, h := range run.Hops {
 		p := scale.HopPoint(h)
@@ -246,8 +241,8 @@ func benchScalePoints(j benchScaleJob, run *reports.Run) []scale.Point {
 	return out
 }
 
-// benchScaleLine is a point's progress line.
-func benchScaleLine(p scale.Point) string {
+// scaleLine is a point's progress line.
+func scaleLine(p scale.Point) string {
 	var parts []string
 	for _, q := range scale.Quantities {
 		if v, ok := p.Values[q.Name]; ok {
@@ -258,8 +253,8 @@ func benchScaleLine(p scale.Point) string {
 	return fmt.Sprintf("%s (%s): %s; %s", scale.SeriesOf(p).HopLabel(), p.Verdict, strings.Join(parts, ", "), counters)
 }
 
-// benchScaleHost is the machine's cores and the node host's cgroup mode.
-func benchScaleHost(run *reports.Run) string {
+// scaleHost is the machine's cores and the node host's cgroup mode.
+func scaleHost(run *reports.Run) string {
 	h := fmt.Sprintf("%d cores", runtime.NumCPU())
 	for _, kv := range run.Environment {
 		if kv.Key == reports.EnvCgroup {
@@ -269,11 +264,11 @@ func benchScaleHost(run *reports.Run) string {
 	return h
 }
 
-// benchScaleCommand is the command line that makes the result again: the
+// scaleCommand is the command line that makes the result again: the
 // settings that shape it, then the subcommand and its flags.
-func benchScaleCommand(args []string) string {
+func scaleCommand(args []string) string {
 	var parts []string
-	for _, k := range benchScaleSettings {
+	for _, k := range scaleSettings {
 		if v := os.Getenv(k); v != "" {
 			parts = append(parts, k+"="+v)
 		}
@@ -282,9 +277,9 @@ func benchScaleCommand(args []string) string {
 	return strings.Join(append(parts, args...), " ")
 }
 
-// printBenchScale prints the fits, a line per mode, shape, hop and
-// quantity, and the points whose counters are not what the kubelet found.
-func printBenchScale(w io.Writer, r *scale.Result) {
+// PrintScale prints the fits, a line per mode, shape, hop and quantity,
+// and the points whose counters are not what the kubelet found.
+func PrintScale(w io.Writer, r *scale.Result) {
 	fmt.Fprintf(w, "skewtest bench-scale: provider %s, plan %s, %d points (seconds from the kubelet's start; CPU s; peak RSS MiB)\n", r.Provider, strings.Join(r.Plan, ","), len(r.Points))
 	fmt.Fprintf(w, "growth rule: %s\n", scale.Rule)
 	for _, f := range r.Fits {

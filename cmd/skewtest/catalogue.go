@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -13,7 +11,7 @@ import (
 // batch (skewrun.CatalogueJobs, skewrun.RunBatch), with the settings of
 // skewtest run; each entry writes its own report, and the batch its
 // schedule. The exit code is the worst of the runs'.
-func catalogueCmd(ctx context.Context, logger *slog.Logger) error {
+func catalogueCmd(ctx context.Context, s streams, _ []string) error {
 	o, err := skewrun.OptionsFromEnv(nil)
 	if err != nil {
 		return err
@@ -21,11 +19,11 @@ func catalogueCmd(ctx context.Context, logger *slog.Logger) error {
 	if o.Scenario != "" {
 		return fmt.Errorf("%w: SCENARIO=%s is set, but skewtest catalogue runs every entry; unset it, or run that one with skewtest run", skewrun.ErrInvalid, o.Scenario)
 	}
-	o.Logger, o.Out = logger, os.Stdout
+	o.Logger, o.Out = s.logger, s.out
 	res, err := skewrun.RunBatch(ctx, o, skewrun.CatalogueJobs(o))
 	if res != nil {
 		for _, j := range res.Jobs {
-			fmt.Printf("%-40s exit %d\t%s\n", j.Job.Name, skewrun.ExitCode(j.Err), reportOf(j))
+			fmt.Fprintf(s.out, "%-40s exit %d\t%s\n", j.Job.Name, skewrun.ExitCode(j.Err), reportOf(j))
 		}
 	}
 	return err

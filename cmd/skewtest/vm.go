@@ -35,7 +35,8 @@ type exitStatus struct{ code int }
 func (e *exitStatus) Error() string { return fmt.Sprintf("guest command exited %d", e.code) }
 
 // vmCmd runs `skewtest vm VERB`.
-func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
+func vmCmd(ctx context.Context, s streams, args []string) error {
+	logger := s.logger
 	if len(args) < 1 {
 		return fmt.Errorf("%w: %s", skewrun.ErrInvalid, vmUsage)
 	}
@@ -45,7 +46,7 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		if err != nil {
 			return infrastructure(err)
 		}
-		fmt.Printf("%s\t%s\t%s\n", img.Key, img.KernelVersion, img.Dir)
+		fmt.Fprintf(s.out, "%s\t%s\t%s\n", img.Key, img.KernelVersion, img.Dir)
 		return nil
 	case "up":
 		f, err := parseVMFlags(args[0], args[1:])
@@ -56,12 +57,12 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("guest %s is up (%s, boot %.0fs): skewtest vm exec -name %s -- CMD; skewtest vm down -name %s\n",
+		fmt.Fprintf(s.out, "guest %s is up (%s, boot %.0fs): skewtest vm exec -name %s -- CMD; skewtest vm down -name %s\n",
 			inst.Name, inst.Accel, inst.BootSeconds, inst.Name, inst.Name)
 		for guest, host := range inst.Forwards {
-			fmt.Printf("guest port %d: %s\n", guest, host)
+			fmt.Fprintf(s.out, "guest port %d: %s\n", guest, host)
 		}
-		fmt.Printf("ssh -i %s -o UserKnownHostsFile=%s -p %s %s@127.0.0.1\n", inst.KeyFile, inst.KnownHostsFile,
+		fmt.Fprintf(s.out, "ssh -i %s -o UserKnownHostsFile=%s -p %s %s@127.0.0.1\n", inst.KeyFile, inst.KnownHostsFile,
 			inst.SSHAddress[strings.LastIndex(inst.SSHAddress, ":")+1:], inst.User)
 		return nil
 	case "exec":
@@ -92,7 +93,7 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		} else if f.changed {
 			return fmt.Errorf("%w: instance %s is already up: shares and machine flags are fixed at vm up (run without them, or vm down first)", skewrun.ErrInvalid, f.name)
 		}
-		err = inst.Command(ctx, f.argv[0], f.argv[1:]...).SetStdin(os.Stdin).SetStdout(os.Stdout).SetStderr(os.Stderr).Run()
+		err = inst.Command(ctx, f.argv[0], f.argv[1:]...).SetStdin(os.Stdin).SetStdout(s.out).SetStderr(s.errOut).Run()
 		if code := exec.ExitCode(err); code > 0 {
 			return &exitStatus{code}
 		}
@@ -104,7 +105,7 @@ func vmCmd(ctx context.Context, logger *slog.Logger, args []string) error {
 		if err != nil {
 			return err
 		}
-		return showVM(os.Stdout, inst)
+		return showVM(s.out, inst)
 	case "down":
 		inst, err := loadNamedVM(args, logger)
 		if err != nil {

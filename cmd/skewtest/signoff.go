@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +23,8 @@ const signoffUsage = "usage: skewtest signoff DIR [-baseline DIR] [-out DIR]"
 // product. Bad input (no DIR, no run.json nor mutation.json under it, an
 // unreadable run.json, mutation.json or bench-scale.json) is ErrInvalid,
 // exit 2.
-func signoffCmd(out io.Writer, args []string) error {
+func signoffCmd(_ context.Context, s streams, args []string) error {
+	out := s.out
 	fs := flag.NewFlagSet("signoff", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	baseline := fs.String("baseline", "", "an earlier night's runs dir to compare time-to-cleanup against")

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/skewtest/clusters"
+	"sigs.k8s.io/skewtest/scenarios/skewrun"
+)
+
+// invalid is bad input (exit 2): the message names the input and the fix.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{skewrun.ErrInvalid}, args...)...)
+}
+
+// infrastructure marks a failed build or clean-up (exit 3); a version the
+// module proxy does not serve stays bad input (exit 2), and so does a
+// skewtest without its helper programs, whose fix is make skewtest.
+func infrastructure(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, clusters.ErrNoHelpers) {
+		return fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+	}
+	return fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
+}

@@ -95,11 +95,18 @@ type WithWorkload interface {
 	Workload() storage.Workload
 }
 
-// WithStorageClass is a provider whose cluster comes with a StorageClass
-// for the workload's volumes (kops's default EBS CSI class); STORAGE_CLASS
-// still overrides it.
+// WithStorageClass is a provider whose workload's volumes come from a
+// StorageClass of the cluster's rather than skewtest's CSI driver: its
+// own setting STORAGE_CLASS, or kops's default EBS CSI class.
 type WithStorageClass interface {
 	StorageClass() string
+}
+
+// WithWorkloadImage is a provider whose workload pulls a stock image (its
+// own setting IMAGE, default storage.StockImage) in place of skewtest's
+// registry-free one.
+type WithWorkloadImage interface {
+	WorkloadImage() string
 }
 
 // WithPrefetch is a provider that builds what its Up would build (control

@@ -1,6 +1,8 @@
 package existing
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/registry"
+	"sigs.k8s.io/skewtest/clusters/storage"
 )
 
 // RunDirPrefix names an existing-provider run's state directory,
@@ -34,9 +37,23 @@ var Descriptor = registry.Descriptor{
 		{Name: "SSH_ADDRESSES", Help: "NODE=HOST:PORT,... for nodes reached other than at their InternalIP on port 22 (a port forward, a VM's)"},
 		{Name: "KUBELET_BINARY / KUBELET_UNIT", Default: DefaultKubeletBinary + " / " + DefaultKubeletUnit, Help: "the kubelet's path and systemd unit"},
 		{Name: "KUBELET_ROOT_DIR", Default: DefaultKubeletRootDir, Help: "the kubelet's --root-dir"},
+		{Name: "STORAGE_CLASS", Help: "required: a StorageClass of the cluster's that provisions volumes on the test nodes (kubectl get storageclass)"},
+		{Name: "IMAGE", Default: storage.StockImage, Help: "the workload image, pulled by the nodes (needs sh, sleep, date, mv)"},
 		{Name: "KUBELET_HEALTHZ_URL", Default: systemdkubelet.DefaultHealthzURL, Help: "the kubelet's health endpoint as the node reaches it (its healthzBindAddress and healthzPort)"},
 	},
 	FromEnv: func(getenv func(string) string) (any, error) { return ConfigFromEnv(getenv) },
+	// What needs no cluster is refused before anything is built: the
+	// workload's StorageClass is the owner's, and skewtest cannot guess it.
+	Check: func(_ context.Context, _ registry.Options, s any) error {
+		cfg, err := registry.SettingsAs[Config](Name, s)
+		if err != nil {
+			return err
+		}
+		if cfg.StorageClass == "" {
+			return errors.New("existing: STORAGE_CLASS is not set: the workload's volumes come from a StorageClass of the cluster's that provisions them on the test nodes; set STORAGE_CLASS to one of kubectl get storageclass")
+		}
+		return nil
+	},
 	New: func(o registry.Options, s any) (registry.Provider, error) {
 		cfg, err := registry.SettingsAs[Config](Name, s)
 		if err != nil {
@@ -81,6 +98,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		KubeletUnit:       getenv("KUBELET_UNIT"),
 		KubeletRootDir:    getenv("KUBELET_ROOT_DIR"),
 		KubeletHealthzURL: getenv("KUBELET_HEALTHZ_URL"),
+		StorageClass:      getenv("STORAGE_CLASS"),
+		Image:             getenv("IMAGE"),
 		SSH: SSHConfig{
 			User:           getenv("SSH_USER"),
 			KeyFile:        getenv("SSH_KEY"),

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/sshnode"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/reports"
 )
@@ -41,6 +42,8 @@ var (
 	_ capabilities.WithRunDir         = &Provider{}
 	_ capabilities.WithSharedCluster  = &Provider{}
 	_ capabilities.WithWorkloadRecord = &Provider{}
+	_ capabilities.WithStorageClass   = &Provider{}
+	_ capabilities.WithWorkloadImage  = &Provider{}
 )
 
 // Defaults.
@@ -83,6 +86,11 @@ type Config struct {
 	// systemdkubelet.DefaultHealthzURL (the kubelet's own default). A
 	// node whose kubelet sets healthzPort or healthzBindAddress names it.
 	KubeletHealthzURL string
+	// StorageClass provisions the workload's volumes on the test nodes
+	// (STORAGE_CLASS); required.
+	StorageClass string
+	// Image is the workload's image (IMAGE); default storage.StockImage.
+	Image string
 	// RunID names the run in the state.
 	RunID string
 	// StateDir is where the run records each node's own kubelet before it
@@ -551,4 +559,17 @@ func internalIP(n *corev1.Node) string {
 		}
 	}
 	return ""
+}
+
+// StorageClass implements capabilities.WithStorageClass: STORAGE_CLASS,
+// the owner's class the workload's claims name.
+func (p *Provider) StorageClass() string { return p.cfg.StorageClass }
+
+// WorkloadImage implements capabilities.WithWorkloadImage: IMAGE, or
+// storage.StockImage.
+func (p *Provider) WorkloadImage() string {
+	if p.cfg.Image == "" {
+		return storage.StockImage
+	}
+	return p.cfg.Image
 }

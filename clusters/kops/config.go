@@ -57,6 +57,11 @@ type Config struct {
 	RunID string
 	// Kops is the kops binary (KOPS); empty: from KopsVersion, else PATH.
 	Kops string
+	// StorageClass is the workload's claims' class (STORAGE_CLASS);
+	// empty: kops's default EBS CSI class.
+	StorageClass string
+	// Image is the workload's image (IMAGE); default storage.StockImage.
+	Image string
 	// KopsVersion (KOPS_VERSION), e.g. v1.34.0: download that release
 	// into the cache and check its published sha256.
 	KopsVersion string

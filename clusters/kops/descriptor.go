@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/registry"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 )
 
@@ -40,6 +41,8 @@ var Descriptor = registry.Descriptor{
 		{Name: "KOPS_ADMIN_ACCESS", Default: "this machine's public /32", Help: "CIDR allowed to reach the API server and SSH"},
 		{Name: "KOPS_OWNER / KOPS_TTL", Default: "the current user / " + DefaultTTL.String(), Help: "owner and expiry tags on every resource; make janitor-aws deletes expired ones"},
 		{Name: "KOPS_CREATE_ARGS", Help: "more kops create cluster flags, space-separated"},
+		{Name: "STORAGE_CLASS", Default: defaultStorageClass, Help: "the StorageClass of the workload's claims (kops's default is the EBS CSI driver's)"},
+		{Name: "IMAGE", Default: storage.StockImage, Help: "the workload image, pulled by the nodes (needs sh, sleep, date, mv)"},
 		{Name: "SSH_KEY", Default: "a keypair made for the run", Help: "a private key whose SSH_KEY.pub kops installs on the nodes"},
 	},
 	FromEnv: func(getenv func(string) string) (any, error) { return ConfigFromEnv(getenv) },
@@ -124,6 +127,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		NodeSize:         getenv("KOPS_NODE_SIZE"),
 		ControlPlaneSize: getenv("KOPS_CONTROL_PLANE_SIZE"),
 		CreateArgs:       strings.Fields(getenv("KOPS_CREATE_ARGS")),
+		StorageClass:     getenv("STORAGE_CLASS"),
+		Image:            getenv("IMAGE"),
 	}
 	if v := getenv("KOPS_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/internal/statefile"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 )
 
@@ -49,6 +50,7 @@ var (
 	_ capabilities.WithRunFacts        = &Provider{}
 	_ capabilities.WithCSIDriver       = &Provider{}
 	_ capabilities.WithStorageClass    = &Provider{}
+	_ capabilities.WithWorkloadImage   = &Provider{}
 )
 
 // Provider is one run's kops cluster. It implements clusters.Provider.
@@ -243,6 +245,19 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// StorageClass is kops's default EBS CSI StorageClass, for the workload's
-// PVCs (STORAGE_CLASS overrides it).
-func (p *Provider) StorageClass() string { return defaultStorageClass }
+// StorageClass is the workload's PVCs' class: STORAGE_CLASS, or kops's
+// default EBS CSI StorageClass.
+func (p *Provider) StorageClass() string {
+	if p.cfg.StorageClass == "" {
+		return defaultStorageClass
+	}
+	return p.cfg.StorageClass
+}
+
+// WorkloadImage is IMAGE, or storage.StockImage.
+func (p *Provider) WorkloadImage() string {
+	if p.cfg.Image == "" {
+		return storage.StockImage
+	}
+	return p.cfg.Image
+}

@@ -132,6 +132,11 @@ type Workload struct {
 	Command []string
 }
 
+// StockImage is the default workload image of the providers whose
+// clusters pull one (capabilities.WithWorkloadImage): it has the sh,
+// sleep, date and mv BusyboxCommand needs.
+const StockImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+
 // BusyboxCommand is the workload for clusters that pull a stock image
 // (existing clusters): the same marker protocol as podbin, in sh.
 var BusyboxCommand = []string{"sh", "-c", `if [ -f /data/marker ]; then echo "marker found: $(cat /data/marker)"; else echo "written by pod $POD_NAME uid $POD_UID at $(date -u +%Y-%m-%dT%H:%M:%SZ)" > /data/marker.tmp && mv /data/marker.tmp /data/marker && echo "marker written"; fi; trap 'exit 0' TERM INT; while true; do sleep 1; done`}

@@ -89,7 +89,13 @@ func TestValidateMatrix(t *testing.T) {
 func TestValidateMatrixDefaultNodesPerProvider(t *testing.T) {
 	t.Parallel()
 	for provider, want := range map[string]int{"local": 6, "kind": 4, "existing": 6} {
-		m, err := skewrun.ValidateMatrix(skewrun.Options{Provider: provider})
+		// An existing cluster's run names the owner's StorageClass.
+		env := map[string]string{"PROVIDER": provider, "STORAGE_CLASS": "standard"}
+		o, err := skewrun.OptionsFromEnv(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatalf("%s: %v", provider, err)
+		}
+		m, err := skewrun.ValidateMatrix(o)
 		if err != nil {
 			t.Fatalf("%s: %v", provider, err)
 		}

@@ -117,8 +117,6 @@ type Options struct {
 	// they go to clusters.New as they are. nil for the provider's
 	// defaults.
 	ProviderSettings any
-	StorageClass     string
-	Image            string
 	Logger           *slog.Logger
 	// Out receives the human summary at the end.
 	Out io.Writer

@@ -345,13 +345,11 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 		{"strings are passed through", map[string]string{
 			"PROVIDER": "existing", "PLAN": "v1.37.2,v1.36.3", "VOLUME_KIND": "local", "KUBELET_SOURCE": "release",
 			"RELEASE_BASE_URL": "https://mirror.example", "ARTIFACTS": "/tmp/a", "SKEWTEST_CACHE": "/tmp/c",
-			"STORAGE_CLASS": "fast", "IMAGE": "busybox",
 		}, func(t *testing.T, o skewrun.Options) {
 			for _, f := range []struct{ name, got, want string }{
 				{"Provider", o.Provider, "existing"}, {"Plan", o.Plan, "v1.37.2,v1.36.3"}, {"VolumeKind", o.VolumeKind, "local"},
 				{"KubeletSource", o.KubeletSource, "release"}, {"ReleaseBaseURL", o.ReleaseBaseURL, "https://mirror.example"},
 				{"ArtifactsDir", o.ArtifactsDir, "/tmp/a"}, {"CacheDir", o.CacheDir, "/tmp/c"},
-				{"StorageClass", o.StorageClass, "fast"}, {"Image", o.Image, "busybox"},
 			} {
 				if f.got != f.want {
 					t.Errorf("%s = %q, want %q", f.name, f.got, f.want)

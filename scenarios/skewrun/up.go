@@ -27,9 +27,6 @@ import (
 // server's version after Up.
 const serverVersionTimeout = 30 * time.Second
 
-// defaultImage is the workload image on clusters without one of skewtest's.
-const defaultImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
-
 // Cluster is one provider's cluster for a validated run: made by
 // NewCluster, brought up by Up, shared by every RunScenario on its nodes,
 // and ended by Finish.
@@ -145,20 +142,22 @@ func (c *Cluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 }
 
 // workloads adapts the provider to what the scenario needs: providers
-// with volumes of their own implement reconstruction.Cluster; others use
-// STORAGE_CLASS and a stock image.
+// with volumes of their own implement reconstruction.Cluster; others name
+// a StorageClass of the cluster's and a stock image (their own settings,
+// checked before anything was built).
 func (c *Cluster) workloads() (reconstruction.Cluster, error) {
 	if rc, ok := c.Provider.(reconstruction.Cluster); ok {
 		return rc, nil
 	}
-	o := c.v.Options
-	if sp, ok := c.Provider.(capabilities.WithStorageClass); ok && o.StorageClass == "" {
-		o.StorageClass = sp.StorageClass()
+	sp, ok := c.Provider.(capabilities.WithStorageClass)
+	if !ok || sp.StorageClass() == "" {
+		return nil, fmt.Errorf("%w: the %s provider has neither volumes of its own nor a StorageClass for the workload's", ErrHarness, c.Provider.Name())
 	}
-	if o.StorageClass == "" {
-		return nil, fmt.Errorf("%w: the %s provider needs STORAGE_CLASS, a StorageClass that provisions volumes on the test node", ErrInvalid, c.Provider.Name())
+	image := storage.StockImage
+	if ip, ok := c.Provider.(capabilities.WithWorkloadImage); ok && ip.WorkloadImage() != "" {
+		image = ip.WorkloadImage()
 	}
-	return &dynamicCluster{Provider: c.Provider, storageClass: o.StorageClass, image: defaultStr(o.Image, defaultImage)}, nil
+	return &dynamicCluster{Provider: c.Provider, storageClass: sp.StorageClass(), image: image}, nil
 }
 
 // dynamicCluster uses a StorageClass of the cluster's own and a stock image.

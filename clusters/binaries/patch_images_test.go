@@ -27,9 +27,8 @@ const (
 
 // TestPatchRealKubelet builds the real v1.37.2 kubelet with a one-line
 // diff of pkg/kubelet (written by git diff in a checkout) through the
-// shared cache, where the module build of v1.37.2 is warm: make
-// test-images runs it after the kind tests have built that kubelet. The
-// binary reports v1.37.2, holds the new log line and not the old, records
+// shared cache, building the module build of v1.37.2 there first when it
+// is not (a cold CI). The binary reports v1.37.2, holds the new log line and not the old, records
 // the diff, and is a cache hit the second time; a diff that does not
 // compile is ErrBadSource quoting the compiler. It removes the cache
 // entries of its own diffs, before and after, so that every run builds.
@@ -39,12 +38,20 @@ func TestPatchRealKubelet(t *testing.T) {
 	v := version.MustParseSemantic("v1.37.2")
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	mb := &ModuleBuilder{CacheDir: cache, Logger: logger}
+	ctx := t.Context()
+	// The unpatched module build first, from the cache when warm; cold
+	// (CI on a fresh machine) it is built here, into the cache the suite
+	// then takes its v1.37.2 kubelet from.
+	if _, err := cachedModuleBinary(mb.BinaryPath(v, "kubelet")); err != nil {
+		t.Logf("no module build of the v1.37.2 kubelet in %s (%v): building it", cache, err)
+		if _, err := mb.Build(ctx, v, "kubelet"); err != nil {
+			t.Fatalf("module build of the v1.37.2 kubelet: %v", err)
+		}
+	}
 	module, err := cachedModuleBinary(mb.BinaryPath(v, "kubelet"))
 	if err != nil {
-		testgate.SkipOrFail(t, "needs the v1.37.2 kubelet's module build in "+cache+" ("+err.Error()+")",
-			"build it first (go run ./scripts/skewtest build v1.37.2 kubelet, or make test-images)")
+		t.Fatalf("the v1.37.2 kubelet's module build is not in %s after building it: %v", cache, err)
 	}
-	ctx := t.Context()
 	diff, err := filepath.Abs(filepath.Join("testdata", "kubelet-log-message.diff"))
 	if err != nil {
 		t.Fatal(err)

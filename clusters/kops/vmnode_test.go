@@ -53,7 +53,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := newSSHKubelet(sshnode.New(dialer, "vm-node", addr), log)
+	sk := newSSHKubelet(sshnode.New(dialer, "vm-node", addr), log, 1)
 	sn, d := sk.Node, sk.d
 	// TCG: the kubelet's start is 10-18 times slower than on hardware.
 	d.Timeout, d.PollInterval = 10*time.Minute, time.Second

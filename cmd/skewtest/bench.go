@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/skewtest/scenarios/bench"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -18,7 +19,7 @@ func benchCmd(ctx context.Context, s streams, args []string) error {
 	matrixRounds := fs.Int("matrix-rounds", 1, "rounds of the matrix tour at the default node count and at one node (0: none)")
 	catalogueRounds := fs.Int("catalogue-rounds", 1, "rounds of each catalogue fault that runs on the provider (0: none)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	o, err := skewrun.OptionsFromEnv(nil)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/scenarios/bench"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -23,10 +24,10 @@ func benchScaleCmd(ctx context.Context, s streams, args []string) error {
 	modes := fs.String("modes", "", "the CSI driver's modes to run, comma-separated (default: every mode the provider runs)")
 	out := fs.String("out", "", "where to write the result (default $ARTIFACTS/bench-scale/<time>)")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, benchScaleUsage)
+		return fmt.Errorf("%w: %v\n%s", exitcode.ErrInvalid, err, benchScaleUsage)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q\n%s", skewrun.ErrInvalid, fs.Arg(0), benchScaleUsage)
+		return fmt.Errorf("%w: unexpected argument %q\n%s", exitcode.ErrInvalid, fs.Arg(0), benchScaleUsage)
 	}
 	o, err := skewrun.OptionsFromEnv(nil)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // Bad input exits 2 before any run, naming the input and the fix.
@@ -29,8 +29,8 @@ func TestBenchScaleBadInput(t *testing.T) {
 			t.Setenv(tc.env, tc.value)
 		}
 		err := benchScaleCmd(context.Background(), streams{logger: slog.New(slog.DiscardHandler), out: io.Discard, errOut: io.Discard}, tc.args)
-		if skewrun.ExitCode(err) != 2 || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s=%s bench-scale %v: exit %d (%v), want 2 naming %q", tc.env, tc.value, tc.args, skewrun.ExitCode(err), err, tc.want)
+		if exitcode.Of(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s bench-scale %v: exit %d (%v), want 2 naming %q", tc.env, tc.value, tc.args, exitcode.Of(err), err, tc.want)
 		}
 		if tc.env != "" {
 			os.Unsetenv(tc.env)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -17,13 +18,13 @@ func catalogueCmd(ctx context.Context, s streams, _ []string) error {
 		return err
 	}
 	if o.Scenario != "" {
-		return fmt.Errorf("%w: SCENARIO=%s is set, but skewtest catalogue runs every entry; unset it, or run that one with skewtest run", skewrun.ErrInvalid, o.Scenario)
+		return fmt.Errorf("%w: SCENARIO=%s is set, but skewtest catalogue runs every entry; unset it, or run that one with skewtest run", exitcode.ErrInvalid, o.Scenario)
 	}
 	o.Logger, o.Out = s.logger, s.out
 	res, err := skewrun.RunBatch(ctx, o, skewrun.CatalogueJobs(o))
 	if res != nil {
 		for _, j := range res.Jobs {
-			fmt.Fprintf(s.out, "%-40s exit %d\t%s\n", j.Job.Name, skewrun.ExitCode(j.Err), reportOf(j))
+			fmt.Fprintf(s.out, "%-40s exit %d\t%s\n", j.Job.Name, exitcode.Of(j.Err), reportOf(j))
 		}
 	}
 	return err

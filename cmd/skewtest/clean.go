@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/clusters/vm"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // cleanCmd is clean, a failure of which is infrastructure (exit 3).
@@ -44,7 +44,7 @@ func clean(ctx context.Context, logger *slog.Logger, dirs []string) error {
 	if cleansHost {
 		lock, err := hostlock.TryAcquire(hostlock.Path(), hostlock.Holder{RunID: "skewtest clean"})
 		if err != nil {
-			return fmt.Errorf("%w: not cleaning: %w", skewrun.ErrInvalid, err)
+			return fmt.Errorf("%w: not cleaning: %w", exitcode.ErrInvalid, err)
 		}
 		defer lock.Release()
 	}

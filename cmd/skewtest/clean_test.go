@@ -15,7 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/hostlock"
 	"sigs.k8s.io/skewtest/internal/testgate"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // While a run holds the host its directory is live: clean must refuse, and
@@ -58,8 +58,8 @@ func TestCleanRefusesWhileARunHoldsTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := clean(context.Background(), slog.New(slog.DiscardHandler), []string{dir})
-	if !errors.Is(err, hostlock.ErrHostInUse) || skewrun.ExitCode(infrastructure(err)) != skewrun.ExitInvalid {
-		t.Fatalf("clean while the host is held = %v (exit %d); want a refusal, exit 2", err, skewrun.ExitCode(infrastructure(err)))
+	if !errors.Is(err, hostlock.ErrHostInUse) || exitcode.Of(infrastructure(err)) != exitcode.Invalid {
+		t.Fatalf("clean while the host is held = %v (exit %d); want a refusal, exit 2", err, exitcode.Of(infrastructure(err)))
 	}
 	if _, err := os.Stat(dir); err != nil {
 		t.Errorf("a refused clean touched %s: %v", dir, err)

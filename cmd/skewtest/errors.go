@@ -5,12 +5,12 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/skewtest/clusters"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // invalid is bad input (exit 2): the message names the input and the fix.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{skewrun.ErrInvalid}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{exitcode.ErrInvalid}, args...)...)
 }
 
 // infrastructure marks a failed build or clean-up (exit 3); a version the
@@ -21,7 +21,7 @@ func infrastructure(err error) error {
 		return nil
 	}
 	if errors.Is(err, clusters.ErrNoHelpers) {
-		return fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+		return fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 	}
-	return fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
+	return fmt.Errorf("%w: %w", exitcode.ErrInfrastructure, err)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/footprint"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // footprintCmd saves the host's footprint to a file (before CI's first
@@ -15,7 +15,7 @@ import (
 func footprintCmd(ctx context.Context, s streams, args []string) error {
 	w := s.out
 	if len(args) != 2 || (args[0] != "save" && args[0] != "compare") {
-		return fmt.Errorf("%w: usage: skewtest footprint save FILE | compare FILE", skewrun.ErrInvalid)
+		return fmt.Errorf("%w: usage: skewtest footprint save FILE | compare FILE", exitcode.ErrInvalid)
 	}
 	file := args[1]
 	if args[0] == "save" {
@@ -29,7 +29,7 @@ func footprintCmd(ctx context.Context, s streams, args []string) error {
 	}
 	before, err := footprint.Load(file)
 	if err != nil {
-		return fmt.Errorf("%w: %v (write it with: skewtest footprint save %s)", skewrun.ErrInvalid, err, file)
+		return fmt.Errorf("%w: %v (write it with: skewtest footprint save %s)", exitcode.ErrInvalid, err, file)
 	}
 	diff := footprint.Diff(before, footprint.Take(ctx))
 	if len(diff) > 0 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/clusters/footprint"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 func TestFootprintCmd(t *testing.T) {
@@ -34,7 +34,7 @@ func TestFootprintCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = footprintCmd(ctx, streams{out: &out}, []string{"compare", file})
-	if err == nil || !errors.Is(err, skewrun.ErrInfrastructure) {
+	if err == nil || !errors.Is(err, exitcode.ErrInfrastructure) {
 		t.Fatalf("compare with a difference = %v; want an infrastructure error", err)
 	}
 	for _, want := range []string{"removed link skwgone", "changed sysctl kernel.panic: 12345 -> "} {
@@ -43,14 +43,14 @@ func TestFootprintCmd(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"save"}, {"diff", file}, {"compare", filepath.Join(t.TempDir(), "missing.json")}} {
-		if err := footprintCmd(ctx, streams{out: &out}, args); !errors.Is(err, skewrun.ErrInvalid) {
+		if err := footprintCmd(ctx, streams{out: &out}, args); !errors.Is(err, exitcode.ErrInvalid) {
 			t.Errorf("footprint %q = %v; want bad input", args, err)
 		}
 	}
 	if err := os.WriteFile(file, []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := footprintCmd(ctx, streams{out: &out}, []string{"compare", file}); !errors.Is(err, skewrun.ErrInvalid) {
+	if err := footprintCmd(ctx, streams{out: &out}, []string{"compare", file}); !errors.Is(err, exitcode.ErrInvalid) {
 		t.Errorf("compare with a broken file = %v; want bad input", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // helpersCmd writes the helper programs this skewtest runs beside itself
@@ -16,7 +16,7 @@ import (
 // bytes a kind node image or a cached runc shim holds.
 func helpersCmd(ctx context.Context, s streams, args []string) error {
 	if len(args) != 1 || args[0] == "" {
-		return fmt.Errorf("%w: usage: skewtest helpers DIR", skewrun.ErrInvalid)
+		return fmt.Errorf("%w: usage: skewtest helpers DIR", exitcode.ErrInvalid)
 	}
 	origin, written, err := clusters.WriteHelpers(ctx, args[0])
 	if err != nil {

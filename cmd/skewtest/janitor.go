@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"sigs.k8s.io/skewtest/clusters/kops"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // janitorAWS lists the AWS resources of kops runs whose expiry tag has
@@ -18,7 +18,7 @@ func janitorAWSCmd(ctx context.Context, s streams, args []string) error {
 	fs := flag.NewFlagSet("janitor-aws", flag.ContinueOnError)
 	dryRun := fs.Bool("dry-run", true, "list only; false deletes")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	region := os.Getenv("AWS_REGION")
 	if region == "" {
@@ -26,7 +26,7 @@ func janitorAWSCmd(ctx context.Context, s streams, args []string) error {
 	}
 	c, err := kops.JanitorClients(ctx, region)
 	if err != nil {
-		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	if _, err := kops.Janitor(ctx, c, kops.JanitorConfig{Region: region, DryRun: *dryRun, Out: s.out}); err != nil {
 		return infrastructure(err)

@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -33,11 +34,11 @@ func kopsNodeCmd(ctx context.Context, logger *slog.Logger, args []string) error 
 	nodeCount := fs.Int("nodes", 1, "nodes of the cluster, each a kubelet under systemd: the first laid out as kops does, the others beside it (kubelet-2, ...)")
 	kubelet := fs.String("kubelet", strings.Split(skewrun.DefaultPlan, ",")[0], "the node's own kubelet (and the control plane's version), from the module cache")
 	if err := fs.Parse(args); err != nil || *out == "" || *server == "" || *pvs < 1 || *nodeCount < 1 {
-		return fmt.Errorf("%w: vm kops-node: -out and -server are required, -pvs and -nodes at least 1 (%v)\n%s", skewrun.ErrInvalid, err, vmUsage)
+		return fmt.Errorf("%w: vm kops-node: -out and -server are required, -pvs and -nodes at least 1 (%v)\n%s", exitcode.ErrInvalid, err, vmUsage)
 	}
 	v, err := version.ParseSemantic(*kubelet)
 	if err != nil {
-		return fmt.Errorf("%w: vm kops-node -kubelet %q: %v", skewrun.ErrInvalid, *kubelet, err)
+		return fmt.Errorf("%w: vm kops-node -kubelet %q: %v", exitcode.ErrInvalid, *kubelet, err)
 	}
 	mb := &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir(), Logger: logger}
 	bins, err := mb.Build(ctx, v, "kubelet")

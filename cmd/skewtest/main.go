@@ -7,14 +7,14 @@ import (
 	"log/slog"
 	"os"
 
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// The first SIGINT/SIGTERM cancels the run, which then tears down and
 	// exits 130/143; a second one exits at once.
-	ctx, stop := skewrun.SignalContext(context.Background(), logger)
+	ctx, stop := exitcode.SignalContext(context.Background(), logger)
 	err := dispatch(ctx, streams{logger: logger, out: os.Stdout, errOut: os.Stderr}, os.Args[1:])
 	stop()
 	var guest *exitStatus
@@ -25,5 +25,5 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "skewtest:", err)
 	}
-	os.Exit(skewrun.ExitCode(err))
+	os.Exit(exitcode.Of(err))
 }

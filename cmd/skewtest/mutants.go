@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/mutation"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -22,7 +23,7 @@ func mutantsCmd(ctx context.Context, s streams, _ []string) error {
 		return err
 	}
 	if o.Scenario != "" || o.Plan != "" || len(o.Kubelets) > 0 {
-		return fmt.Errorf("%w: skewtest mutants runs the whole catalogue on plans of its own; unset SCENARIO, PLAN and KUBELETS", skewrun.ErrInvalid)
+		return fmt.Errorf("%w: skewtest mutants runs the whole catalogue on plans of its own; unset SCENARIO, PLAN and KUBELETS", exitcode.ErrInvalid)
 	}
 	o.Logger, o.Out = s.logger, s.out
 	m, err := mutation.Run(ctx, mutation.Options{Run: o, Mutants: os.Getenv("MUTANTS")})

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/skewtest/reports/scale"
 	"sigs.k8s.io/skewtest/reports/signoff"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 const signoffUsage = "usage: skewtest signoff DIR [-baseline DIR] [-out DIR]"
@@ -33,7 +33,7 @@ func signoffCmd(_ context.Context, s streams, args []string) error {
 	var dirs []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, signoffUsage)
+			return fmt.Errorf("%w: %v\n%s", exitcode.ErrInvalid, err, signoffUsage)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -42,7 +42,7 @@ func signoffCmd(_ context.Context, s streams, args []string) error {
 		args = fs.Args()[1:]
 	}
 	if len(dirs) != 1 {
-		return fmt.Errorf("%w: want one runs dir, got %d\n%s", skewrun.ErrInvalid, len(dirs), signoffUsage)
+		return fmt.Errorf("%w: want one runs dir, got %d\n%s", exitcode.ErrInvalid, len(dirs), signoffUsage)
 	}
 	dir := dirs[0]
 	if *outDir == "" {
@@ -50,12 +50,12 @@ func signoffCmd(_ context.Context, s streams, args []string) error {
 	}
 	srcs, muts, err := signoff.LoadAll(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	page := signoff.Build(srcs, *outDir)
 	found, err := scale.Find(dir)
 	if err != nil {
-		return fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+		return fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	page.AddScale(found, *outDir)
 	page.AddMutations(muts, *outDir)
@@ -65,7 +65,7 @@ func signoffCmd(_ context.Context, s streams, args []string) error {
 			if errors.Is(err, signoff.ErrNoRuns) {
 				err = fmt.Errorf("baseline: %w", err)
 			}
-			return fmt.Errorf("%w: -baseline: %v", skewrun.ErrInvalid, err)
+			return fmt.Errorf("%w: -baseline: %v", exitcode.ErrInvalid, err)
 		}
 		page.Compare(signoff.Build(base, *outDir), *baseline)
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/reports/scale"
 	"sigs.k8s.io/skewtest/reports/signoff"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // failedRun is a run whose only hop failed: the page must still be
@@ -80,7 +80,7 @@ func TestSignoffCommandBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "page")
 			err := signoffCmd(t.Context(), streams{out: &bytes.Buffer{}}, append(tc.args, "-out", out))
-			if !errors.Is(err, skewrun.ErrInvalid) {
+			if !errors.Is(err, exitcode.ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalid (exit 2)", err)
 			}
 			for _, w := range tc.want {
@@ -145,7 +145,7 @@ func TestSignoffCommandWithBenchScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-out", out})
-	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), scale.JSONFileName) {
+	if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), scale.JSONFileName) {
 		t.Errorf("a broken bench-scale result: %v, want bad input naming it", err)
 	}
 }
@@ -231,7 +231,7 @@ func TestSignoffCommandWithMutation(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := signoffCmd(t.Context(), streams{out: &stdout}, []string{dir, "-out", filepath.Join(t.TempDir(), "page")})
-	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), bad) {
+	if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), bad) {
 		t.Errorf("a broken mutation.json: %v, want bad input naming %s", err, bad)
 	}
 }

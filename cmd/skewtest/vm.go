@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/vm"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 const vmUsage = `usage: skewtest vm image
@@ -38,7 +38,7 @@ func (e *exitStatus) Error() string { return fmt.Sprintf("guest command exited %
 func vmCmd(ctx context.Context, s streams, args []string) error {
 	logger := s.logger
 	if len(args) < 1 {
-		return fmt.Errorf("%w: %s", skewrun.ErrInvalid, vmUsage)
+		return fmt.Errorf("%w: %s", exitcode.ErrInvalid, vmUsage)
 	}
 	switch args[0] {
 	case "image":
@@ -71,10 +71,10 @@ func vmCmd(ctx context.Context, s streams, args []string) error {
 			return err
 		}
 		if len(f.argv) == 0 {
-			return fmt.Errorf("%w: vm exec needs a command after --\n%s", skewrun.ErrInvalid, vmUsage)
+			return fmt.Errorf("%w: vm exec needs a command after --\n%s", exitcode.ErrInvalid, vmUsage)
 		}
 		inst, err := loadVM(f.name, logger)
-		if errors.Is(err, skewrun.ErrInvalid) {
+		if errors.Is(err, exitcode.ErrInvalid) {
 			return err
 		}
 		if err == nil && !inst.Running() {
@@ -91,7 +91,7 @@ func vmCmd(ctx context.Context, s streams, args []string) error {
 				}
 			}()
 		} else if f.changed {
-			return fmt.Errorf("%w: instance %s is already up: shares and machine flags are fixed at vm up (run without them, or vm down first)", skewrun.ErrInvalid, f.name)
+			return fmt.Errorf("%w: instance %s is already up: shares and machine flags are fixed at vm up (run without them, or vm down first)", exitcode.ErrInvalid, f.name)
 		}
 		err = inst.Command(ctx, f.argv[0], f.argv[1:]...).SetStdin(os.Stdin).SetStdout(s.out).SetStderr(s.errOut).Run()
 		if code := exec.ExitCode(err); code > 0 {
@@ -113,7 +113,7 @@ func vmCmd(ctx context.Context, s streams, args []string) error {
 		}
 		return infrastructure(inst.Down(ctx))
 	}
-	return fmt.Errorf("%w: unknown vm command %q\n%s", skewrun.ErrInvalid, args[0], vmUsage)
+	return fmt.Errorf("%w: unknown vm command %q\n%s", exitcode.ErrInvalid, args[0], vmUsage)
 }
 
 // loadVM is vm.Load of the default state directory, its refusals (a state
@@ -123,7 +123,7 @@ func loadVM(name string, logger *slog.Logger) (*vm.Instance, error) {
 	inst, err := vm.Load("", name, logger)
 	var invalid *vm.ConfigError
 	if errors.As(err, &invalid) {
-		return nil, fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 	}
 	return inst, err
 }
@@ -137,7 +137,7 @@ func loadNamedVM(args []string, logger *slog.Logger) (*vm.Instance, error) {
 		return nil, err
 	}
 	inst, err := loadVM(f.name, logger)
-	if err != nil && !errors.Is(err, skewrun.ErrInvalid) {
+	if err != nil && !errors.Is(err, exitcode.ErrInvalid) {
 		return nil, infrastructure(err)
 	}
 	return inst, err
@@ -199,7 +199,7 @@ func parseVMFlags(verb string, args []string) (*vmFlags, error) {
 		fs.StringVar(&f.serialLog, "serial-log", "", "the guest's serial console; default $ARTIFACTS/vm/NAME/serial.log")
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v\n%s", skewrun.ErrInvalid, err, vmUsage)
+		return nil, fmt.Errorf("%w: %v\n%s", exitcode.ErrInvalid, err, vmUsage)
 	}
 	fs.Visit(func(fl *flag.Flag) {
 		if fl.Name != "name" {
@@ -208,7 +208,7 @@ func parseVMFlags(verb string, args []string) (*vmFlags, error) {
 	})
 	f.argv = fs.Args()
 	if verb != "exec" && len(f.argv) > 0 {
-		return nil, fmt.Errorf("%w: vm %s takes no arguments, got %q\n%s", skewrun.ErrInvalid, verb, f.argv, vmUsage)
+		return nil, fmt.Errorf("%w: vm %s takes no arguments, got %q\n%s", exitcode.ErrInvalid, verb, f.argv, vmUsage)
 	}
 	return f, nil
 }
@@ -250,7 +250,7 @@ func (f *vmFlags) up(ctx context.Context, logger *slog.Logger, detach bool) (*vm
 	if err != nil {
 		var invalid *vm.ConfigError
 		if errors.As(err, &invalid) {
-			return nil, fmt.Errorf("%w: %w", skewrun.ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 		}
 		return nil, infrastructure(err)
 	}

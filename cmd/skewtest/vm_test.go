@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/clusters/vm"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 func TestParseVMFlags(t *testing.T) {
@@ -43,7 +43,7 @@ func TestParseVMFlags(t *testing.T) {
 		{"up", "extra"},
 		{"up", "-memory", "lots"},
 	} {
-		if _, err := parseVMFlags(bad[0], bad[1:]); !errors.Is(err, skewrun.ErrInvalid) {
+		if _, err := parseVMFlags(bad[0], bad[1:]); !errors.Is(err, exitcode.ErrInvalid) {
 			t.Errorf("%q: got %v, want bad input (exit 2)", bad, err)
 		}
 	}

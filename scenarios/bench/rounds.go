@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -125,13 +126,13 @@ const wholeRunPhase = "whole run"
 // Bad counts are bad input before any run.
 func Rounds(ctx context.Context, o Options) (*Result, error) {
 	if o.Rounds < 1 {
-		return nil, fmt.Errorf("%w: -rounds %d: want at least 1", skewrun.ErrInvalid, o.Rounds)
+		return nil, fmt.Errorf("%w: -rounds %d: want at least 1", exitcode.ErrInvalid, o.Rounds)
 	}
 	if o.MatrixRounds < 0 {
-		return nil, fmt.Errorf("%w: -matrix-rounds %d: want 0 or more", skewrun.ErrInvalid, o.MatrixRounds)
+		return nil, fmt.Errorf("%w: -matrix-rounds %d: want 0 or more", exitcode.ErrInvalid, o.MatrixRounds)
 	}
 	if o.CatalogueRounds < 0 {
-		return nil, fmt.Errorf("%w: -catalogue-rounds %d: want 0 or more", skewrun.ErrInvalid, o.CatalogueRounds)
+		return nil, fmt.Errorf("%w: -catalogue-rounds %d: want 0 or more", exitcode.ErrInvalid, o.CatalogueRounds)
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

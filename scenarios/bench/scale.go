@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/reports/scale"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -88,7 +89,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*scale.Result, []string, error)
 		o.Progress = io.Discard
 	}
 	if o.Run.Scenario != "" {
-		return nil, nil, fmt.Errorf("%w: SCENARIO=%s: bench-scale measures the baseline force-delete; unset SCENARIO", skewrun.ErrInvalid, o.Run.Scenario)
+		return nil, nil, fmt.Errorf("%w: SCENARIO=%s: bench-scale measures the baseline force-delete; unset SCENARIO", exitcode.ErrInvalid, o.Run.Scenario)
 	}
 	jobs, err := scaleJobs(o.Run.Provider, o.Pods, o.Volumes, o.Modes)
 	if err != nil {
@@ -135,7 +136,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*scale.Result, []string, error)
 		}
 		res.Failures = append(res.Failures, fmt.Sprintf("%s (%s): %s", j, id, reports.OneLine(err.Error())))
 		errs = append(errs, fmt.Errorf("bench-scale %s: %w", j, err))
-		if ctx.Err() != nil || errors.Is(err, skewrun.ErrInvalid) {
+		if ctx.Err() != nil || errors.Is(err, exitcode.ErrInvalid) {
 			break
 		}
 	}
@@ -150,7 +151,7 @@ func Scale(ctx context.Context, o ScaleOptions) (*scale.Result, []string, error)
 func scaleJobs(provider, pods, volumes, modes string) ([]scaleJob, error) {
 	d, err := clusters.Lookup(defaultProvider(provider))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", skewrun.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	podCounts, err := parseCounts("-pods", pods, KubeletMaxPods, "the kubelet's maxPods")
 	if err != nil {
@@ -161,7 +162,7 @@ func scaleJobs(provider, pods, volumes, modes string) ([]scaleJob, error) {
 		return nil, err
 	}
 	if len(podCounts)+len(volumeCounts) == 0 {
-		return nil, fmt.Errorf("%w: -pods and -volumes are both none: nothing to measure; give either, e.g. -pods %s", skewrun.ErrInvalid, JoinInts(ScaleDefaults.Pods))
+		return nil, fmt.Errorf("%w: -pods and -volumes are both none: nothing to measure; give either, e.g. -pods %s", exitcode.ErrInvalid, JoinInts(ScaleDefaults.Pods))
 	}
 	ms := d.CSIModes
 	if modes != "" {
@@ -170,7 +171,7 @@ func scaleJobs(provider, pods, volumes, modes string) ([]scaleJob, error) {
 	for _, m := range ms {
 		if !slices.Contains(d.CSIModes, m) {
 			return nil, fmt.Errorf("%w: -modes %s: provider %s runs skewtest's CSI driver in %s; fix: -modes %s",
-				skewrun.ErrInvalid, modes, d.Name, strings.Join(d.CSIModes, " and "), strings.Join(d.CSIModes, ","))
+				exitcode.ErrInvalid, modes, d.Name, strings.Join(d.CSIModes, " and "), strings.Join(d.CSIModes, ","))
 		}
 	}
 	var jobs []scaleJob
@@ -195,10 +196,10 @@ func parseCounts(flagName, s string, max int, what string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > max {
-			return nil, fmt.Errorf("%w: %s %s: %q is not a count from 1 to %d (%s); fix: for example %s 10,30,60", skewrun.ErrInvalid, flagName, s, f, max, what, flagName)
+			return nil, fmt.Errorf("%w: %s %s: %q is not a count from 1 to %d (%s); fix: for example %s 10,30,60", exitcode.ErrInvalid, flagName, s, f, max, what, flagName)
 		}
 		if slices.Contains(out, n) {
-			return nil, fmt.Errorf("%w: %s %s: %d twice; give each count once", skewrun.ErrInvalid, flagName, s, n)
+			return nil, fmt.Errorf("%w: %s %s: %d twice; give each count once", exitcode.ErrInvalid, flagName, s, n)
 		}
 		out = append(out, n)
 	}

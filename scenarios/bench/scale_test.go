@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/reports/scale"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -50,7 +51,7 @@ func TestScaleJobs(t *testing.T) {
 		{"nope", "10", "", "", "nope"},
 	} {
 		_, err := scaleJobs(bad.provider, bad.pods, bad.volumes, bad.modes)
-		if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
+		if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("provider %s -pods %q -volumes %q -modes %q: %v, want bad input with %q", bad.provider, bad.pods, bad.volumes, bad.modes, err, bad.want)
 		}
 	}

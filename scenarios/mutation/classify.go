@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -38,7 +39,7 @@ func Classify(kubelets []Kubelet, entries []Entry, res Results, artifactsRoot st
 			switch {
 			case r.Result == nil:
 				c.Outcome, c.Detail = reports.CellError, firstNonEmpty(r.Skipped, errText(r.Err), "not run")
-			case skewrun.ExitCode(r.Err) == skewrun.ExitPass:
+			case exitcode.Of(r.Err) == exitcode.Pass:
 				c.Outcome, c.Verdict = reports.CellSame, r.Result.Run.Verdict
 			default:
 				c.Outcome, c.Verdict, c.Detail = reports.CellControlFailed, r.Result.Run.Verdict, r.Result.Run.Failure
@@ -86,13 +87,13 @@ func cell(ctrl, mut skewrun.JobResult, artifactsRoot string) reports.MutantCell 
 	case mut.Skipped != "":
 		c.Outcome, c.Detail = reports.CellNotRun, mut.Skipped
 		return c
-	case mut.Result == nil || skewrun.ExitCode(mut.Err) != skewrun.ExitPass && skewrun.ExitCode(mut.Err) != skewrun.ExitKubelet:
+	case mut.Result == nil || exitcode.Of(mut.Err) != exitcode.Pass && exitcode.Of(mut.Err) != exitcode.Kubelet:
 		c.Outcome, c.Detail = reports.CellError, firstNonEmpty(errText(mut.Err), "not run")
 		return c
-	case ctrl.Result == nil || skewrun.ExitCode(ctrl.Err) != skewrun.ExitPass:
+	case ctrl.Result == nil || exitcode.Of(ctrl.Err) != exitcode.Pass:
 		c.Outcome, c.Detail = reports.CellControlFailed, "the control's same run did not pass: "+firstNonEmpty(runFailure(ctrl), errText(ctrl.Err), "not run")
 		return c
-	case skewrun.ExitCode(mut.Err) == skewrun.ExitKubelet:
+	case exitcode.Of(mut.Err) == exitcode.Kubelet:
 		c.Outcome, c.Detail = reports.MutantKilled, firstNonEmpty(mut.Result.Run.Failure, errText(mut.Err))
 		return c
 	}

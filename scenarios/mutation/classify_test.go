@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -79,8 +80,8 @@ var (
 	knownBug = reports.Deviation{Check: "catalogue fault vol-data-deleted", Expected: "known bug", Observed: "pods/x left", Reason: "known bug #101791"}
 	race     = reports.Deviation{Check: "metric " + kubeletmetrics.ReconstructVolumeOperations, Expected: ">= 1", Observed: "0", Reason: "log shows 1; " + kubeletmetrics.MetricsRegistrationRace}
 	metric   = reports.Deviation{Check: "metric reconstruct_volume_operations_errors_total", Expected: "== 0", Observed: "1", Reason: "planted"}
-	kill     = fmt.Errorf("old pods not cleaned up: %w", skewrun.ErrKubelet)
-	infra    = fmt.Errorf("node gone: %w", skewrun.ErrInfrastructure)
+	kill     = fmt.Errorf("old pods not cleaned up: %w", exitcode.ErrKubelet)
+	infra    = fmt.Errorf("node gone: %w", exitcode.ErrInfrastructure)
 )
 
 // Each cell against the control's same run; each placement and mutant
@@ -173,21 +174,21 @@ func TestVerdict(t *testing.T) {
 	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantEquivalent), nil, nil); err != nil {
 		t.Errorf("all killed: %v", err)
 	}
-	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantMasked, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitKubelet || !strings.Contains(err.Error(), "m1 (masked)") {
-		t.Errorf("masked: %v (exit %d), want exit 1 naming it", err, skewrun.ExitCode(err))
+	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantMasked, reports.MutantUndecided), nil, nil); exitcode.Of(err) != exitcode.Kubelet || !strings.Contains(err.Error(), "m1 (masked)") {
+		t.Errorf("masked: %v (exit %d), want exit 1 naming it", err, exitcode.Of(err))
 	}
-	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantUndecided), nil, nil); skewrun.ExitCode(err) != skewrun.ExitInfrastructure {
+	if err := verdict(ctx, m(reports.MutantKilled, reports.MutantUndecided), nil, nil); exitcode.Of(err) != exitcode.Infrastructure {
 		t.Errorf("undecided: %v, want exit 3", err)
 	}
 	// Interrupted, the measurement is no score: the interrupt's exit code
 	// wins, whatever the mutants it ran showed.
 	stopped, stop := context.WithCancelCause(ctx)
-	stop(&skewrun.Interrupted{Signal: syscall.SIGINT})
-	if err := verdict(stopped, m(reports.MutantKilled), nil, nil); skewrun.ExitCode(err) != 130 {
-		t.Errorf("all killed, then interrupted: %v (exit %d), want exit 130", err, skewrun.ExitCode(err))
+	stop(&exitcode.Interrupted{Signal: syscall.SIGINT})
+	if err := verdict(stopped, m(reports.MutantKilled), nil, nil); exitcode.Of(err) != 130 {
+		t.Errorf("all killed, then interrupted: %v (exit %d), want exit 130", err, exitcode.Of(err))
 	}
-	if err := verdict(stopped, m(reports.MutantMasked), nil, nil); skewrun.ExitCode(err) != 130 || !strings.Contains(err.Error(), "m0 (masked)") {
-		t.Errorf("masked, then interrupted: %v (exit %d), want exit 130 naming it", err, skewrun.ExitCode(err))
+	if err := verdict(stopped, m(reports.MutantMasked), nil, nil); exitcode.Of(err) != 130 || !strings.Contains(err.Error(), "m0 (masked)") {
+		t.Errorf("masked, then interrupted: %v (exit %d), want exit 130 naming it", err, exitcode.Of(err))
 	}
 }
 

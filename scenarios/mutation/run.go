@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -58,15 +59,15 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 	start := time.Now()
 	set, err := Set()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", skewrun.ErrHarness, err)
+		return nil, fmt.Errorf("%w: %w", exitcode.ErrHarness, err)
 	}
 	chosen, err := Select(set, o.Mutants)
 	if err != nil {
-		return nil, fmt.Errorf("%w: MUTANTS=%s: %w", skewrun.ErrInvalid, o.Mutants, err)
+		return nil, fmt.Errorf("%w: MUTANTS=%s: %w", exitcode.ErrInvalid, o.Mutants, err)
 	}
 	base, partner, err := Versions()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", skewrun.ErrHarness, err)
+		return nil, fmt.Errorf("%w: %w", exitcode.ErrHarness, err)
 	}
 	logger := o.Run.Logger
 	o.Run = runOptions(o.Run)
@@ -75,7 +76,7 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 	// they were.
 	dir, err := os.MkdirTemp("", "skewtest-mutants-")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
+		return nil, fmt.Errorf("%w: %w", exitcode.ErrInfrastructure, err)
 	}
 	defer os.RemoveAll(dir)
 	kubelets := []Kubelet{{Name: ControlName}}
@@ -92,7 +93,7 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 		}
 		file := filepath.Join(dir, kubelets[i].Name+".diff")
 		if err := os.WriteFile(file, patch, 0o600); err != nil {
-			return nil, fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, err)
+			return nil, fmt.Errorf("%w: %w", exitcode.ErrInfrastructure, err)
 		}
 		kubelets[i].Spec = "patch:" + file + "@" + base
 	}
@@ -151,7 +152,7 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 	m.Dir = filepath.Join(root, "mutation-"+m.ID)
 	files, werr := reports.WriteMutation(m.Dir, m)
 	if werr != nil {
-		return m, fmt.Errorf("%w: %w", skewrun.ErrInfrastructure, werr)
+		return m, fmt.Errorf("%w: %w", exitcode.ErrInfrastructure, werr)
 	}
 	killed, scored := m.Score()
 	logger.Info("mutation score", "killed", killed, "of", scored, "report", files[0], "took", m.Finished.Sub(start).Round(time.Second))
@@ -175,9 +176,9 @@ func build(ctx context.Context, o skewrun.Options, kubelets []Kubelet) (map[stri
 		o.Logger.Info(fmt.Sprintf("building kubelet %d of %d", i+1, len(kubelets)), "name", k.Name)
 		b, err := resolver.Resolve(ctx, "kubelet", k.Spec)
 		if err != nil {
-			class := skewrun.ErrInfrastructure
+			class := exitcode.ErrInfrastructure
 			if errors.Is(err, binaries.ErrBadSource) {
-				class = skewrun.ErrInvalid
+				class = exitcode.ErrInvalid
 			}
 			return nil, fmt.Errorf("%w: mutant %s: %w", class, k.Name, err)
 		}
@@ -190,7 +191,7 @@ func build(ctx context.Context, o skewrun.Options, kubelets []Kubelet) (map[stri
 // every placement and nothing interrupted the batch. An interrupted
 // measurement is no score, even when the mutants it ran were all
 // killed: its error carries the interruption, which wins the exit code
-// (skewrun.ExitCode: 130 for SIGINT).
+// (exitcode.Of: 130 for SIGINT).
 func verdict(ctx context.Context, m *reports.Mutation, batch *skewrun.BatchResult, batchErr error) error {
 	err := score(m, batch, batchErr)
 	if ctx.Err() == nil {
@@ -216,9 +217,9 @@ func score(m *reports.Mutation, batch *skewrun.BatchResult, batchErr error) erro
 	}
 	switch {
 	case len(weak) > 0:
-		return fmt.Errorf("%w: %w: %s", skewrun.ErrKubelet, ErrWeak, strings.Join(weak, ", "))
+		return fmt.Errorf("%w: %w: %s", exitcode.ErrKubelet, ErrWeak, strings.Join(weak, ", "))
 	case len(undecided) > 0:
-		return fmt.Errorf("%w: mutants not decided (see mutation.md): %s: %w", skewrun.ErrInfrastructure, strings.Join(undecided, ", "), errors.Join(batchErr, errors.New("run them again")))
+		return fmt.Errorf("%w: mutants not decided (see mutation.md): %s: %w", exitcode.ErrInfrastructure, strings.Join(undecided, ", "), errors.Join(batchErr, errors.New("run them again")))
 	case batch == nil && batchErr != nil:
 		return batchErr
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -22,11 +23,11 @@ func TestRunValidatesBeforeBuilding(t *testing.T) {
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}}
 	_, err := Run(t.Context(), o)
-	if !errors.Is(err, skewrun.ErrInvalid) {
+	if !errors.Is(err, exitcode.ErrInvalid) {
 		t.Fatalf("BATCH_NODES=1000: got %v, want bad input", err)
 	}
-	if skewrun.ExitCode(err) != 2 {
-		t.Errorf("exit code %d, want 2: %v", skewrun.ExitCode(err), err)
+	if exitcode.Of(err) != 2 {
+		t.Errorf("exit code %d, want 2: %v", exitcode.Of(err), err)
 	}
 	left, err := os.ReadDir(cache)
 	if err != nil {

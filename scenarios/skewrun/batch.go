@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
@@ -45,7 +46,7 @@ type Job struct {
 	// VOLUME_KIND) is its own.
 	Options Options
 	// Group, when set, names jobs that stop together: once one of them
-	// fails on a kubelet check (ExitKubelet), those of its group not yet
+	// fails on a kubelet check (exitcode.Kubelet), those of its group not yet
 	// started are not run (JobResult.Skipped says why). A mutation batch
 	// stops a mutant's runs at its first kill, as mutation tools do; jobs
 	// without a group always run.
@@ -62,7 +63,7 @@ type JobResult struct {
 	// Result is the run's report, as skewrun.Run returns it; nil when the
 	// job never started (bring-up failed, an interrupt came first).
 	Result *Result
-	// Err is the run's error, classified as skewrun.Run's (ExitCode).
+	// Err is the run's error, classified as skewrun.Run's (exitcode.Of).
 	Err error
 	// Attempts counts the runs of the job: a run the control plane
 	// failed (scenarios.ErrControlPlane) runs once more, on a clean node.
@@ -149,13 +150,13 @@ func clusterKey(v *Validated) string {
 
 // ValidateBatch checks every job as Validate does, and the batch's own
 // settings (o: BATCH_NODES), without creating anything. Every error wraps
-// ErrInvalid and names the job.
+// exitcode.ErrInvalid and names the job.
 func ValidateBatch(o Options, jobs []Job) ([]*Validated, error) {
 	if len(jobs) == 0 {
-		return nil, fmt.Errorf("%w: a batch of no runs", ErrInvalid)
+		return nil, fmt.Errorf("%w: a batch of no runs", exitcode.ErrInvalid)
 	}
 	if o.BatchNodes < 0 || o.BatchNodes > maxBatchNodes {
-		return nil, fmt.Errorf("%w: BATCH_NODES=%d: want a number from 1 to %d", ErrInvalid, o.BatchNodes, maxBatchNodes)
+		return nil, fmt.Errorf("%w: BATCH_NODES=%d: want a number from 1 to %d", exitcode.ErrInvalid, o.BatchNodes, maxBatchNodes)
 	}
 	var out []*Validated
 	for _, j := range jobs {
@@ -164,7 +165,7 @@ func ValidateBatch(o Options, jobs []Job) ([]*Validated, error) {
 			return nil, fmt.Errorf("run %q of the batch: %w", j.Name, err)
 		}
 		if v.Options.Provider != defaultStr(o.Provider, clusters.Default().Name) {
-			return nil, fmt.Errorf("%w: run %q of the batch is for PROVIDER=%s, the batch for %s; a batch runs on one provider", ErrInvalid, j.Name, v.Options.Provider, defaultStr(o.Provider, clusters.Default().Name))
+			return nil, fmt.Errorf("%w: run %q of the batch is for PROVIDER=%s, the batch for %s; a batch runs on one provider", exitcode.ErrInvalid, j.Name, v.Options.Provider, defaultStr(o.Provider, clusters.Default().Name))
 		}
 		out = append(out, v)
 	}
@@ -175,7 +176,7 @@ func ValidateBatch(o Options, jobs []Job) ([]*Validated, error) {
 // kubelets, lock the host, then for each cluster the jobs need, bring it
 // up with BATCH_NODES test nodes, run the jobs on them at once, and end
 // it. Each job's report is written as Run writes it; the batch's schedule
-// goes to its own directory. The error joins the jobs' errors (ExitCode
+// goes to its own directory. The error joins the jobs' errors (exitcode.Of
 // picks the worst) with the batch's own.
 func RunBatch(ctx context.Context, o Options, jobs []Job) (*BatchResult, error) {
 	start := time.Now()
@@ -229,7 +230,7 @@ func RunBatch(ctx context.Context, o Options, jobs []Job) (*BatchResult, error) 
 		errs = append(errs, batchErr)
 	}
 	if _, err := reports.WriteBatch(b.dir, b.record); err != nil {
-		errs = append(errs, classify(err, ErrInfrastructure))
+		errs = append(errs, classify(err, exitcode.ErrInfrastructure))
 	}
 	fmt.Fprintf(b.o.Out, "batch %s: %d runs on %d nodes in %s (one after another: %s); schedule: %s\n",
 		b.record.ID, len(jobs), b.nodes, b.record.Took().Round(100*time.Millisecond), b.record.SumOfRuns().Round(100*time.Millisecond), filepath.Join(b.dir, reports.BatchMarkdownFileName))
@@ -268,7 +269,7 @@ func (b *batch) run(ctx context.Context) error {
 			}
 			if kept != "" && len(left) > 0 {
 				notRun(left, "the batch's cluster was kept after a failure (KEEP_CLUSTER_ON_FAILURE), and another beside it would share its subnet and sockets: "+kept,
-					classify(errors.New("not run: the batch's failed cluster was kept"), ErrInfrastructure))
+					classify(errors.New("not run: the batch's failed cluster was kept"), exitcode.ErrInfrastructure))
 				return errors.Join(errs...)
 			}
 			if len(left) == len(pending) {

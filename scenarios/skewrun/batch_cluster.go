@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // slot is one test node of a batch's cluster, as the schedule sees it.
@@ -201,7 +202,7 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, g *groups, 
 			j.log().Warn("the control plane failed the run, not the kubelet: it runs once more", "report", j.result.Result.ArtifactsDir)
 			queue = append([]*batchJob{j}, queue...)
 		}
-		if ExitCode(j.result.Err) == ExitKubelet {
+		if exitcode.Of(j.result.Err) == exitcode.Kubelet {
 			g.stop(j)
 		}
 		if why := after(s, j); why != "" {

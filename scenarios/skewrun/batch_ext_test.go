@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -17,7 +18,7 @@ func TestRunBatchRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	bad := base
 	bad.Scenario = "no-such-fault"
 	res, err := skewrun.RunBatch(context.Background(), base, []skewrun.Job{{Name: "signoff", Options: base}, {Name: "broken entry", Options: bad}})
-	if res != nil || !errors.Is(err, skewrun.ErrInvalid) || skewrun.ExitCode(err) != skewrun.ExitInvalid {
+	if res != nil || !errors.Is(err, exitcode.ErrInvalid) || exitcode.Of(err) != exitcode.Invalid {
 		t.Fatalf("RunBatch = %v, %v; want nil and bad input (exit 2)", res, err)
 	}
 	for _, want := range []string{`run "broken entry"`, "SCENARIO=no-such-fault"} {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // Two sources of one version are two kubelets: a node that ends a run on
@@ -92,9 +93,9 @@ func TestScheduleStopsGroup(t *testing.T) {
 		ran = append(ran, j.job.Name)
 		switch j.job.Name {
 		case "m1-kill":
-			j.result.Err = fmt.Errorf("old pods not cleaned up: %w", ErrKubelet)
+			j.result.Err = fmt.Errorf("old pods not cleaned up: %w", exitcode.ErrKubelet)
 		case "m2-infra":
-			j.result.Err = fmt.Errorf("node gone: %w", ErrInfrastructure)
+			j.result.Err = fmt.Errorf("node gone: %w", exitcode.ErrInfrastructure)
 		}
 	}
 	after := func(*slot, *batchJob) string { return "" }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // runJob runs job j on slot s of cluster c (the batch's cluster-th) and
@@ -35,10 +36,10 @@ func (b *batch) runJob(ctx context.Context, c *Cluster, cluster int, s *slot, j 
 		reports.KeyValue{Key: "Cluster logs", Value: logsDir})
 	run.Finished = time.Now()
 	run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
-	run.Infrastructure = ExitCode(err) == ExitInfrastructure
+	run.Infrastructure = exitcode.Of(err) == exitcode.Infrastructure
 	files, werr := WriteReports(j.v.ArtifactsRoot, run)
 	if werr != nil {
-		err = errors.Join(err, classify(werr, ErrInfrastructure))
+		err = errors.Join(err, classify(werr, exitcode.ErrInfrastructure))
 	}
 	fmt.Fprintln(j.v.Options.Out, reports.Summary(run))
 	j.record.Finished, j.record.Verdict, j.record.Failure = run.Finished, run.Verdict, run.Failure

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
@@ -132,7 +133,7 @@ func TestScheduleInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	queue := []*batchJob{fakeJob(t, "first", DefaultPlan, 0, false), fakeJob(t, "second", DefaultPlan, 0, false)}
 	slots := []*slot{{kubelet: "v1.37.2"}}
-	run := func(s *slot, j *batchJob) { cancel(&Interrupted{}) }
+	run := func(s *slot, j *batchJob) { cancel(&exitcode.Interrupted{}) }
 	left := schedule(ctx, slots, queue, nil, run, func(*slot, *batchJob) string { return "" }, nil)
 	if len(left) != 0 {
 		t.Errorf("left %q after an interrupt, want none (they are marked not run)", names(left))
@@ -174,8 +175,8 @@ func TestValidateBatchRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ValidateBatch(tc.o, tc.jobs)
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ValidateBatch: %v; want ErrInvalid naming %q", err, tc.want)
+			if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateBatch: %v; want exitcode.ErrInvalid naming %q", err, tc.want)
 			}
 		})
 	}

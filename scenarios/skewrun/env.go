@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/registry"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 )
 
@@ -118,22 +119,22 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	var err error
 	if v := getenv("REPLICAS"); v != "" {
 		if o.Replicas, err = strconv.Atoi(v); err != nil || o.Replicas < 1 || o.Replicas > 50 {
-			return o, fmt.Errorf("%w: REPLICAS=%q: want a number from 1 to 50", ErrInvalid, v)
+			return o, fmt.Errorf("%w: REPLICAS=%q: want a number from 1 to 50", exitcode.ErrInvalid, v)
 		}
 	}
 	if v := getenv("MATRIX_NODES"); v != "" {
 		if o.MatrixNodes, err = strconv.Atoi(v); err != nil || o.MatrixNodes < 1 || o.MatrixNodes > maxMatrixNodes {
-			return o, fmt.Errorf("%w: MATRIX_NODES=%q: want a number from 1 to %d", ErrInvalid, v, maxMatrixNodes)
+			return o, fmt.Errorf("%w: MATRIX_NODES=%q: want a number from 1 to %d", exitcode.ErrInvalid, v, maxMatrixNodes)
 		}
 	}
 	if v := getenv("BATCH_NODES"); v != "" {
 		if o.BatchNodes, err = strconv.Atoi(v); err != nil || o.BatchNodes < 1 || o.BatchNodes > maxBatchNodes {
-			return o, fmt.Errorf("%w: BATCH_NODES=%q: want a number from 1 to %d", ErrInvalid, v, maxBatchNodes)
+			return o, fmt.Errorf("%w: BATCH_NODES=%q: want a number from 1 to %d", exitcode.ErrInvalid, v, maxBatchNodes)
 		}
 	}
 	if v := getenv("KEEP_CLUSTER_ON_FAILURE"); v != "" {
 		if o.KeepClusterOnFailure, err = strconv.ParseBool(v); err != nil {
-			return o, fmt.Errorf("%w: KEEP_CLUSTER_ON_FAILURE=%q: want true or false", ErrInvalid, v)
+			return o, fmt.Errorf("%w: KEEP_CLUSTER_ON_FAILURE=%q: want true or false", exitcode.ErrInvalid, v)
 		}
 	}
 	for _, d := range []struct {
@@ -142,12 +143,12 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	}{{"POLL_INTERVAL", &o.PollInterval}, {"CLEANUP_TIMEOUT", &o.CleanupTimeout}} {
 		if v := getenv(d.name); v != "" {
 			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
-				return o, fmt.Errorf("%w: %s=%q: want a duration such as 250ms or 3m", ErrInvalid, d.name, v)
+				return o, fmt.Errorf("%w: %s=%q: want a duration such as 250ms or 3m", exitcode.ErrInvalid, d.name, v)
 			}
 		}
 	}
 	if o.TimeoutFactor, err = timeouts.Parse(getenv(timeouts.FactorEnv)); err != nil {
-		return o, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return o, fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 	}
 	// Every provider's settings are read, and a malformed one refused,
 	// whichever provider is chosen, as when they were fields of Options:
@@ -157,7 +158,7 @@ func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	for _, d := range clusters.Providers() {
 		s, err := d.FromEnv(getenv)
 		if err != nil {
-			return o, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return o, fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 		}
 		if d.Name == defaultStr(o.Provider, clusters.Default().Name) {
 			o.ProviderSettings = s

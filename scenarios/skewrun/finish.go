@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/capabilities"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // teardownTimeout bounds Down, which runs even after a signal;
@@ -48,11 +49,11 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	}
 	run.Finished = time.Now()
 	run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
-	run.Infrastructure = ExitCode(runErr) == ExitInfrastructure
+	run.Infrastructure = exitcode.Of(runErr) == exitcode.Infrastructure
 	files, werr := WriteReports(c.v.ArtifactsRoot, run)
 	res.Files = files
 	if werr != nil {
-		runErr = errors.Join(runErr, classify(werr, ErrInfrastructure))
+		runErr = errors.Join(runErr, classify(werr, exitcode.ErrInfrastructure))
 	}
 	fmt.Fprintln(o.Out, reports.Summary(run))
 	return res, runErr
@@ -143,7 +144,7 @@ func (c *Cluster) collectLogsBounded(ctx context.Context, dir string) {
 }
 
 // Down tears the cluster down, even after a failed or partial Up; the
-// error is ErrInfrastructure. It is bounded by teardownTimeout, or the
+// error is exitcode.ErrInfrastructure. It is bounded by teardownTimeout, or the
 // provider's own when it deletes cloud resources, scaled by
 // SKEWTEST_TIMEOUT_FACTOR.
 func (c *Cluster) Down(ctx context.Context) error {
@@ -154,7 +155,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, timeouts.Scale(timeout, c.v.Options.TimeoutFactor))
 	defer cancel()
 	if err := c.Provider.Down(ctx); err != nil {
-		return classify(fmt.Errorf("tear down the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
+		return classify(fmt.Errorf("tear down the %s cluster: %w", c.Provider.Name(), err), exitcode.ErrInfrastructure)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -35,8 +36,8 @@ func TestValidatePlanGates(t *testing.T) {
 			}
 			continue
 		}
-		if err == nil || !errors.Is(err, skewrun.ErrInvalid) || skewrun.ExitCode(err) != 2 {
-			t.Errorf("%s %s: %v (exit %d), want bad input", tc.provider, tc.plan, err, skewrun.ExitCode(err))
+		if err == nil || !errors.Is(err, exitcode.ErrInvalid) || exitcode.Of(err) != 2 {
+			t.Errorf("%s %s: %v (exit %d), want bad input", tc.provider, tc.plan, err, exitcode.Of(err))
 			continue
 		}
 		for _, w := range tc.want {

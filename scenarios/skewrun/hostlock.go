@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/hostlock"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // lockHost refuses a run, naming the one already running, before it makes
@@ -27,7 +28,7 @@ func lockHost(v *Validated, runID string) (*hostlock.Lock, error) {
 	}
 	l, err := hostlock.TryAcquire(hostlock.Path(), hostlock.Holder{RunID: runID})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 	}
 	roots := clusters.RunRoots()
 	if r := v.Options.RunRoot; r != "" && !slices.Contains(roots, r) {
@@ -38,7 +39,7 @@ func lockHost(v *Validated, runID string) (*hostlock.Lock, error) {
 		return nil, fmt.Errorf("%w: this host still holds what %d earlier runs left (a cluster kept after a failure, or a harness that was killed): %s\n"+
 			"a run beside them would share their pod subnet, the kubelet's device-plugin socket and the kernel settings they restore;\n"+
 			"remove them first: skewtest clean %s (or skewtest clean, for every run dir)",
-			ErrInvalid, len(left), strings.Join(left, ", "), strings.Join(left, " "))
+			exitcode.ErrInvalid, len(left), strings.Join(left, ", "), strings.Join(left, " "))
 	}
 	return l, nil
 }

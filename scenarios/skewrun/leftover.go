@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
@@ -68,7 +69,7 @@ func (c *Cluster) noteNamespace(ns string) {
 // owner, what the scenarios left there; a cluster of the run's own goes
 // with its Down. It runs after Down, which put the node's
 // own kubelet back to finish the pods. Each removal is bounded by
-// timeouts.Teardown, scaled; the error is ErrInfrastructure and names
+// timeouts.Teardown, scaled; the error is exitcode.ErrInfrastructure and names
 // what is left.
 func (c *Cluster) removeLeftWorkloads(ctx context.Context) error {
 	sp, ok := c.Provider.(capabilities.WithSharedCluster)
@@ -95,7 +96,7 @@ func (c *Cluster) removeLeftWorkloads(ctx context.Context) error {
 		c.v.Options.Logger.Info("removed", "workload", name, "took", time.Since(start).Round(10*time.Millisecond))
 	}
 	if len(errs) > 0 {
-		return classify(errors.Join(errs...), ErrInfrastructure)
+		return classify(errors.Join(errs...), exitcode.ErrInfrastructure)
 	}
 	return nil
 }

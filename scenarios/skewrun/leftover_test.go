@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // borrowed is a provider of a cluster the run does not own (the existing
@@ -69,9 +70,9 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 		want      []string
 		wantExit  int
 	}{
-		{name: "shared cluster", shared: true, want: []string{"down", "remove StatefulSet skewtest/web"}, wantExit: ExitKubelet},
-		{name: "shared cluster, removal fails", shared: true, removeErr: errors.New("namespace skewtest (Terminating)"), want: []string{"down", "remove StatefulSet skewtest/web"}, wantExit: ExitKubelet},
-		{name: "own cluster", want: []string{"down"}, wantExit: ExitKubelet},
+		{name: "shared cluster", shared: true, want: []string{"down", "remove StatefulSet skewtest/web"}, wantExit: exitcode.Kubelet},
+		{name: "shared cluster, removal fails", shared: true, removeErr: errors.New("namespace skewtest (Terminating)"), want: []string{"down", "remove StatefulSet skewtest/web"}, wantExit: exitcode.Kubelet},
+		{name: "own cluster", want: []string{"down"}, wantExit: exitcode.Kubelet},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var events []string
@@ -92,11 +93,11 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 				return nil
 			}})
 			run := &reports.Run{ID: "r1", ArtifactsDir: t.TempDir(), Started: time.Now(), Verdict: reports.Fail, Failure: "hop 1: old pods not cleaned up"}
-			_, err := Finish(context.Background(), c, run, classify(errors.New("hop 1 failed"), ErrKubelet))
+			_, err := Finish(context.Background(), c, run, classify(errors.New("hop 1 failed"), exitcode.ErrKubelet))
 			if strings.Join(events, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("Finish did %q, want %q", events, tc.want)
 			}
-			if code := ExitCode(err); code != tc.wantExit {
+			if code := exitcode.Of(err); code != tc.wantExit {
 				t.Errorf("exit %d (%v), want %d", code, err, tc.wantExit)
 			}
 			if tc.shared && gotTimeout != 2*3*time.Minute {

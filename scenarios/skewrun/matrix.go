@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
@@ -40,21 +41,21 @@ type ValidatedMatrix struct {
 // anything: MATRIX (parsable, distinct, within the skew policy of its
 // newest), MATRIX_NODES, and the rest as Validate does with the tour's
 // circuit as the plan. PLAN and KUBELETS, which name plan entries, are
-// refused. Every error wraps ErrInvalid.
+// refused. Every error wraps exitcode.ErrInvalid.
 func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	given := defaultStr(o.Matrix, matrix.Default)
 	vs, err := matrix.Parse(given)
 	if err != nil {
-		return nil, fmt.Errorf("%w: MATRIX=%s: %v", ErrInvalid, given, err)
+		return nil, fmt.Errorf("%w: MATRIX=%s: %v", exitcode.ErrInvalid, given, err)
 	}
 	if o.Plan != "" {
-		return nil, fmt.Errorf("%w: PLAN=%s is set, but a matrix tour makes its own hops from MATRIX; unset PLAN (it is for make test-skew)", ErrInvalid, o.Plan)
+		return nil, fmt.Errorf("%w: PLAN=%s is set, but a matrix tour makes its own hops from MATRIX; unset PLAN (it is for make test-skew)", exitcode.ErrInvalid, o.Plan)
 	}
 	if len(o.Kubelets) > 0 {
-		return nil, fmt.Errorf("%w: KUBELETS gives a binary per PLAN entry, but a matrix tour takes its kubelets from KUBELET_SOURCE; unset KUBELETS", ErrInvalid)
+		return nil, fmt.Errorf("%w: KUBELETS gives a binary per PLAN entry, but a matrix tour takes its kubelets from KUBELET_SOURCE; unset KUBELETS", exitcode.ErrInvalid)
 	}
 	if o.MatrixNodes < 0 || o.MatrixNodes > maxMatrixNodes {
-		return nil, fmt.Errorf("%w: MATRIX_NODES=%d: want a number from 1 to %d", ErrInvalid, o.MatrixNodes, maxMatrixNodes)
+		return nil, fmt.Errorf("%w: MATRIX_NODES=%d: want a number from 1 to %d", exitcode.ErrInvalid, o.MatrixNodes, maxMatrixNodes)
 	}
 	if o.Replicas == 0 {
 		o.Replicas = MatrixReplicas
@@ -70,7 +71,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	// will not do, says so now, before any binary is built: the settings
 	// are the plain run's (clusterOptions), with one node per trail.
 	if err := v.checkProvider(make([]binaries.Binary, len(trails))); err != nil {
-		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", ErrInvalid, len(trails), v.Options.Provider, err)
+		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", exitcode.ErrInvalid, len(trails), v.Options.Provider, err)
 	}
 	m := &ValidatedMatrix{Validated: v, Versions: vs, Trails: trails}
 	start := 0
@@ -86,7 +87,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 // trail (each starting at its trail's first kubelet), run the trails at
 // once (matrix.Tour), merge them into one run, finish. The error is nil
 // only if every pair was reached and passed (possibly with expected
-// deviations); ExitCode classifies it.
+// deviations); exitcode.Of classifies it.
 func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	m, err := ValidateMatrix(o)
@@ -131,7 +132,7 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 		return run, err
 	}
 	if len(testNodes) < len(m.Trails) {
-		err := fmt.Errorf("%w: the tour has %d trails (MATRIX_NODES), but the %s cluster has %d test nodes; use MATRIX_NODES=%d, or a cluster with more nodes", ErrInvalid, len(m.Trails), c.Provider.Name(), len(testNodes), len(testNodes))
+		err := fmt.Errorf("%w: the tour has %d trails (MATRIX_NODES), but the %s cluster has %d test nodes; use MATRIX_NODES=%d, or a cluster with more nodes", exitcode.ErrInvalid, len(m.Trails), c.Provider.Name(), len(testNodes), len(testNodes))
 		run.Fail(err.Error())
 		return run, err
 	}
@@ -151,11 +152,11 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 		reports.KeyValue{Key: "Nodes", Value: fmt.Sprintf("%d (%s), one trail each", len(names), strings.Join(names, ", "))})
 	rc, err := c.Provider.RESTConfig()
 	if err != nil {
-		return run, classify(err, ErrInfrastructure)
+		return run, classify(err, exitcode.ErrInfrastructure)
 	}
 	usable, err := matrix.NodeUsable(rc, matrix.UsableTimeout)
 	if err != nil {
-		return run, classify(err, ErrInfrastructure)
+		return run, classify(err, exitcode.ErrInfrastructure)
 	}
 	byVersion := map[string]binaries.Binary{}
 	for i, raw := range m.Plan.Raw {
@@ -170,12 +171,12 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 	trails, err := t.Run(ctx)
 	if err != nil {
 		run.Fail(err.Error())
-		return run, classify(err, ErrInfrastructure)
+		return run, classify(err, exitcode.ErrInfrastructure)
 	}
 	run.Timings = append(run.Timings, reports.Timing{Phase: TourPhase, Duration: time.Since(tourStart)})
 	merged = matrix.Merge(*run, trails)
 	if merged.Verdict == reports.Fail {
-		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), ErrKubelet)
+		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), exitcode.ErrKubelet)
 	}
 	return merged, nil
 }

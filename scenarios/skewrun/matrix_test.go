@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -47,8 +48,8 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			if err == nil || res != nil {
 				t.Fatalf("RunMatrix = %+v, %v; want no result and an error", res, err)
 			}
-			if !errors.Is(err, skewrun.ErrInvalid) || skewrun.ExitCode(err) != skewrun.ExitInvalid {
-				t.Errorf("error is not bad input (exit %d, want %d): %v", skewrun.ExitCode(err), skewrun.ExitInvalid, err)
+			if !errors.Is(err, exitcode.ErrInvalid) || exitcode.Of(err) != exitcode.Invalid {
+				t.Errorf("error is not bad input (exit %d, want %d): %v", exitcode.Of(err), exitcode.Invalid, err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -113,7 +114,7 @@ func TestOptionsFromEnvMatrix(t *testing.T) {
 	}
 	for _, bad := range []string{"0", "13", "three"} {
 		_, err := skewrun.OptionsFromEnv(mapEnv(map[string]string{"MATRIX_NODES": bad}))
-		if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), `MATRIX_NODES="`+bad+`": want a number from 1 to 12`) {
+		if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), `MATRIX_NODES="`+bad+`": want a number from 1 to 12`) {
 			t.Errorf("MATRIX_NODES=%s: %v", bad, err)
 		}
 	}

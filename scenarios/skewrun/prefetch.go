@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/capabilities"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // prefetchRunID stands in for a run ID while Prefetch makes providers:
@@ -38,7 +39,7 @@ func Prefetch(ctx context.Context, runs ...Options) error {
 		if pf, ok := c.Provider.(capabilities.WithPrefetch); ok && !done[key] {
 			done[key] = true
 			if err := pf.Prefetch(ctx); err != nil {
-				return classify(fmt.Errorf("prefetch the %s cluster's binaries for API server v%s: %w", c.Provider.Name(), v.APIServer, err), ErrInfrastructure)
+				return classify(fmt.Errorf("prefetch the %s cluster's binaries for API server v%s: %w", c.Provider.Name(), v.APIServer, err), exitcode.ErrInfrastructure)
 			}
 		}
 		v.Options.Logger.Info("binaries ready", "plan", v.Plan.String(), "provider", v.Options.Provider, "took", time.Since(start).Round(time.Second))

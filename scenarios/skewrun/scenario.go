@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
@@ -60,7 +61,7 @@ func (s Scenario) kind(v *Validated) storage.Kind {
 // RunScenario runs the reconstruction scenario s on node of c, recording
 // into run (its environment, binaries, steps, hops and verdict; steps'
 // files go under run.ArtifactsDir). Replicas, volume kind, poll interval
-// and cleanup timeout come from c's options. The error wraps ErrKubelet
+// and cleanup timeout come from c's options. The error wraps exitcode.ErrKubelet
 // when the scenario failed (a check, a leak, a kubelet that would not
 // start) and is nil when it passed, possibly with expected deviations.
 func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, run *reports.Run) error {
@@ -77,7 +78,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 	sc, err := c.newScenario(cfg, cluster, node, run)
 	if err != nil {
 		run.Fail(err.Error())
-		return classify(err, ErrInfrastructure)
+		return classify(err, exitcode.ErrInfrastructure)
 	}
 	runner := &scenarios.Runner{Run: run, Node: node, ArtifactsDir: run.ArtifactsDir, Logger: o.Logger}
 	scenarioErr := runner.Execute(ctx, sc.Steps())
@@ -86,7 +87,7 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 		return classify(scenarioErr, scenarioClass(scenarioErr))
 	}
 	if run.Verdict == reports.Fail {
-		return classify(fmt.Errorf("run failed: %s", run.Failure), ErrKubelet)
+		return classify(fmt.Errorf("run failed: %s", run.Failure), exitcode.ErrKubelet)
 	}
 	return nil
 }
@@ -99,9 +100,9 @@ func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, r
 func scenarioClass(err error) error {
 	switch {
 	case errors.Is(err, scenarios.ErrHarness):
-		return ErrHarness
+		return exitcode.ErrHarness
 	case errors.Is(err, scenarios.ErrControlPlane), errors.Is(err, workloads.ErrNotOurs):
-		return ErrInfrastructure
+		return exitcode.ErrInfrastructure
 	}
-	return ErrKubelet
+	return exitcode.ErrKubelet
 }

@@ -5,22 +5,25 @@
 //
 //	Validate (validate.go)  the options, plan and kubelet sources; creates
 //	                        nothing but the artifacts root, tried for
-//	                        writing. Errors wrap ErrInvalid (exit 2).
+//	                        writing. Errors wrap exitcode.ErrInvalid (exit 2).
 //	Resolve  (resolve.go)   one kubelet binary per plan entry (cache, build,
-//	                        download). Errors wrap ErrInfrastructure, or
-//	                        ErrInvalid for a source the user must change.
+//	                        download). Errors wrap exitcode.ErrInfrastructure,
+//	                        or exitcode.ErrInvalid for a source the user
+//	                        must change.
 //	NewCluster, Up (up.go)  the provider, made with one initial kubelet per
 //	                        test node, brought up, and the plan checked
 //	                        against its API server's version, read through
 //	                        discovery, before any node is touched.
 //	RunScenario (scenario.go) the reconstruction scenario on one node with a
 //	                        plan, a workload name and its own *reports.Run.
-//	                        Failures wrap ErrKubelet (exit 1).
+//	                        Failures wrap exitcode.ErrKubelet (exit 1).
 //	Finish   (finish.go)    logs, teardown (or keep a failed cluster),
 //	                        reports, JUnit published to the artifacts root.
 //
-// ExitCode (exitcode.go) turns the error into skewtest's exit code;
-// SignalContext makes an interrupt visible to it.
+// RunBatch (batch*.go) runs many jobs on the nodes of shared clusters,
+// longest first. Package exitcode turns any of their errors into
+// skewtest's exit code, and its SignalContext makes an interrupt visible
+// to it.
 //
 // Providers are used through clusters.Provider and the optional
 // one-method interfaces of clusters/capabilities, never as concrete types.
@@ -37,6 +40,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // DefaultPlan is the manual sign-off's plan: down one minor and back.
@@ -134,7 +138,7 @@ type Result struct {
 
 // Run performs one run: validate, resolve, up, the scenario on the first
 // test node, finish. The error is nil only if the scenario passed
-// (possibly with expected deviations); ExitCode classifies it. The result
+// (possibly with expected deviations); exitcode.Of classifies it. The result
 // is nil when the run stopped before a cluster was made.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
@@ -171,7 +175,7 @@ func recoverRun(run *reports.Run, err *error) {
 	}
 	msg := fmt.Sprintf("skewtest panicked: %v\n%s", p, debug.Stack())
 	run.Fail(msg)
-	*err = classify(errors.New(msg), ErrInfrastructure)
+	*err = classify(errors.New(msg), exitcode.ErrInfrastructure)
 }
 
 // upAndRun brings c up and runs the scenario of the whole plan on its

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
 	"sigs.k8s.io/skewtest/internal/testgate"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -74,7 +75,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts skewrun.Options
-		// invalid says the error must wrap skewrun.ErrInvalid (exit 2).
+		// invalid says the error must wrap exitcode.ErrInvalid (exit 2).
 		invalid bool
 		want    []string
 	}{
@@ -255,11 +256,11 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Errorf("Run ran until the test's deadline (%v): it should have failed at once", ctx.Err())
 			}
-			if got := errors.Is(err, skewrun.ErrInvalid); got != tc.invalid {
+			if got := errors.Is(err, exitcode.ErrInvalid); got != tc.invalid {
 				t.Errorf("errors.Is(err, ErrInvalid) = %v, want %v; err: %v", got, tc.invalid, err)
 			}
-			if code := skewrun.ExitCode(err); tc.invalid && code != skewrun.ExitInvalid {
-				t.Errorf("ExitCode = %d, want %d (bad input)", code, skewrun.ExitInvalid)
+			if code := exitcode.Of(err); tc.invalid && code != exitcode.Invalid {
+				t.Errorf("ExitCode = %d, want %d (bad input)", code, exitcode.Invalid)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -318,7 +319,7 @@ func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
 			if err == nil {
 				t.Fatalf("OptionsFromEnv accepted %s=%s", tc.name, tc.value)
 			}
-			if !errors.Is(err, skewrun.ErrInvalid) {
+			if !errors.Is(err, exitcode.ErrInvalid) {
 				t.Errorf("error is not ErrInvalid (the CLI would exit 1, not 2): %v", err)
 			}
 			for _, w := range tc.want {
@@ -462,7 +463,7 @@ func TestValidateShapes(t *testing.T) {
 		t.Errorf("shapes-restart: %+v, %v; want the fault in the driver's ebs mode", v, err)
 	}
 	_, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
-	if !errors.Is(err, skewrun.ErrInvalid) || !strings.Contains(err.Error(), "CSI_MODE=ebs") {
+	if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), "CSI_MODE=ebs") {
 		t.Errorf("shapes-restart with CSI_MODE=tmpfs: %v; want it refused naming CSI_MODE=ebs", err)
 	}
 }
@@ -493,8 +494,8 @@ func TestValidateRefusesWaitsBelowTheirFloors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Validate accepted %v", tc.env)
 			}
-			if code := skewrun.ExitCode(err); code != skewrun.ExitInvalid {
-				t.Errorf("ExitCode = %d, want %d (bad input); err: %v", code, skewrun.ExitInvalid, err)
+			if code := exitcode.Of(err); code != exitcode.Invalid {
+				t.Errorf("ExitCode = %d, want %d (bad input); err: %v", code, exitcode.Invalid, err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -548,8 +549,8 @@ func TestValidateTriesArtifactsForWriting(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Validate accepted ARTIFACTS=%s", dir)
 			}
-			if code := skewrun.ExitCode(err); code != skewrun.ExitInvalid {
-				t.Errorf("ExitCode = %d, want %d (bad input); err: %v", code, skewrun.ExitInvalid, err)
+			if code := exitcode.Of(err); code != exitcode.Invalid {
+				t.Errorf("ExitCode = %d, want %d (bad input); err: %v", code, exitcode.Invalid, err)
 			}
 			for _, w := range []string{"ARTIFACTS=" + dir, "point ARTIFACTS at a directory you can write"} {
 				if !strings.Contains(err.Error(), w) {
@@ -590,8 +591,8 @@ func TestValidateRefusesACacheOthersCanWrite(t *testing.T) {
 	cache := filepath.Join(users, ".cache", "skewtest")
 	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
 		CacheDir: cache, ArtifactsDir: t.TempDir()})
-	if code := skewrun.ExitCode(err); code != skewrun.ExitInvalid {
-		t.Fatalf("ExitCode = %d, want %d (bad input); err: %v", code, skewrun.ExitInvalid, err)
+	if code := exitcode.Of(err); code != exitcode.Invalid {
+		t.Fatalf("ExitCode = %d, want %d (bad input); err: %v", code, exitcode.Invalid, err)
 	}
 	for _, w := range []string{"SKEWTEST_CACHE", users + " is owned by uid 65534", "SKEWTEST_CACHE=/var/cache/skewtest"} {
 		if !strings.Contains(err.Error(), w) {
@@ -629,7 +630,7 @@ func TestValidateRefusesAKubeletTheMetricsTableLacks(t *testing.T) {
 	t.Parallel()
 	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
 	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.37.5,v1.37.2", Kubelets: files, ArtifactsDir: t.TempDir()})
-	if skewrun.ExitCode(err) != skewrun.ExitInvalid || !strings.Contains(err.Error(), "v1.37.5") || !strings.Contains(err.Error(), "scenarios/kubeletmetrics/exposed.go") {
+	if exitcode.Of(err) != exitcode.Invalid || !strings.Contains(err.Error(), "v1.37.5") || !strings.Contains(err.Error(), "scenarios/kubeletmetrics/exposed.go") {
 		t.Errorf("Validate: %v; want bad input naming v1.37.5 and the table", err)
 	}
 }
@@ -649,7 +650,7 @@ func TestValidateRefusesArtifactsOthersCouldPlant(t *testing.T) {
 		_, err := skewrun.Validate(skewrun.Options{Kubelets: files, ArtifactsDir: root})
 		return err
 	}
-	if err := validate(filepath.Join(shared, "_artifacts")); skewrun.ExitCode(err) != skewrun.ExitInvalid || !strings.Contains(err.Error(), "other users can write") {
+	if err := validate(filepath.Join(shared, "_artifacts")); exitcode.Of(err) != exitcode.Invalid || !strings.Contains(err.Error(), "other users can write") {
 		t.Errorf("a new root in a world-writable dir: %v; want bad input", err)
 	}
 	if _, err := os.Stat(filepath.Join(shared, "_artifacts")); err == nil {
@@ -659,7 +660,7 @@ func TestValidateRefusesArtifactsOthersCouldPlant(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), link); err != nil {
 		t.Fatal(err)
 	}
-	if err := validate(link); skewrun.ExitCode(err) != skewrun.ExitInvalid {
+	if err := validate(link); exitcode.Of(err) != exitcode.Invalid {
 		t.Errorf("a planted link: %v; want bad input", err)
 	}
 	mine := filepath.Join(shared, "mine")

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
@@ -49,11 +50,11 @@ type Cluster struct {
 
 // NewCluster makes the provider of v with one test node per initial
 // kubelet (a sign-off run has one: the plan's first). Nothing is created
-// until Up; errors are ErrInvalid (an unusable provider setting).
+// until Up; errors are exitcode.ErrInvalid (an unusable provider setting).
 func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*Cluster, error) {
 	prov, err := clusters.New(v.Options.Provider, v.clusterOptions(runID, initialKubelets), v.Options.ProviderSettings)
 	if err != nil {
-		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, v.Options.Provider, err)
+		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", exitcode.ErrInvalid, v.Options.Provider, err)
 	}
 	return &Cluster{Provider: prov, v: v}, nil
 }
@@ -88,7 +89,7 @@ func (c *Cluster) Up(ctx context.Context, run *reports.Run) error {
 	start := time.Now()
 	if err := c.Provider.Up(ctx); err != nil {
 		run.Fail("cluster bring-up: " + err.Error())
-		return classify(fmt.Errorf("bring up the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
+		return classify(fmt.Errorf("bring up the %s cluster: %w", c.Provider.Name(), err), exitcode.ErrInfrastructure)
 	}
 	c.up = true
 	run.Timings = append(run.Timings, reports.Timing{Phase: "cluster up", Duration: time.Since(start)})
@@ -98,11 +99,11 @@ func (c *Cluster) Up(ctx context.Context, run *reports.Run) error {
 	}
 	if err != nil {
 		run.Fail("read the API server's version: " + err.Error())
-		return classify(fmt.Errorf("read the %s cluster's API server version: %w", c.Provider.Name(), err), ErrInfrastructure)
+		return classify(fmt.Errorf("read the %s cluster's API server version: %w", c.Provider.Name(), err), exitcode.ErrInfrastructure)
 	}
 	if err := c.v.Plan.Validate(c.ServerVersion); err != nil {
 		run.Fail(err.Error())
-		return fmt.Errorf("%w: PLAN=%s against the cluster's API server %s: %v", ErrInvalid, c.v.Options.Plan, c.ServerVersion, err)
+		return fmt.Errorf("%w: PLAN=%s against the cluster's API server %s: %v", exitcode.ErrInvalid, c.v.Options.Plan, c.ServerVersion, err)
 	}
 	return nil
 }
@@ -128,7 +129,7 @@ func serverVersion(ctx context.Context, rc *rest.Config) (*version.Version, stri
 	return v, info.GitVersion, nil
 }
 
-// TestNodes are the nodes scenarios may disrupt; an error (ErrInfrastructure)
+// TestNodes are the nodes scenarios may disrupt; an error (exitcode.ErrInfrastructure)
 // when there are none.
 func (c *Cluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 	ns, err := c.Provider.TestNodes(ctx)
@@ -136,7 +137,7 @@ func (c *Cluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 		err = fmt.Errorf("the provider reported none")
 	}
 	if err != nil {
-		return nil, classify(fmt.Errorf("no test node in the %s cluster: %w", c.Provider.Name(), err), ErrInfrastructure)
+		return nil, classify(fmt.Errorf("no test node in the %s cluster: %w", c.Provider.Name(), err), exitcode.ErrInfrastructure)
 	}
 	return ns, nil
 }
@@ -151,7 +152,7 @@ func (c *Cluster) workloads() (reconstruction.Cluster, error) {
 	}
 	sp, ok := c.Provider.(capabilities.WithStorageClass)
 	if !ok || sp.StorageClass() == "" {
-		return nil, fmt.Errorf("%w: the %s provider has neither volumes of its own nor a StorageClass for the workload's", ErrHarness, c.Provider.Name())
+		return nil, fmt.Errorf("%w: the %s provider has neither volumes of its own nor a StorageClass for the workload's", exitcode.ErrHarness, c.Provider.Name())
 	}
 	image := storage.StockImage
 	if ip, ok := c.Provider.(capabilities.WithWorkloadImage); ok && ip.WorkloadImage() != "" {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
@@ -66,7 +67,7 @@ const (
 // Validate checks o and fills in its defaults; it creates nothing but the
 // artifacts root, which it tries for writing last, so that a run that
 // could not keep its reports is refused before it makes anything else.
-// Every error wraps ErrInvalid and names the setting and the fix. A
+// Every error wraps exitcode.ErrInvalid and names the setting and the fix. A
 // provider that creates its cluster runs the API server at the plan's
 // newest version, so the plan is checked against that here; an existing
 // cluster's plan is checked against its API server after Up.
@@ -86,18 +87,18 @@ func Validate(o Options) (*Validated, error) {
 		o.CacheDir = binaries.DefaultCacheDir()
 	}
 	if err := binaries.CheckCacheDir(o.CacheDir); err != nil {
-		return nil, fmt.Errorf("%w: SKEWTEST_CACHE: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: SKEWTEST_CACHE: %w", exitcode.ErrInvalid, err)
 	}
 	if err := validateWaits(o); err != nil {
 		return nil, err
 	}
 	kind, err := storage.ParseKind(defaultStr(o.VolumeKind, string(storage.CSI)))
 	if err != nil {
-		return nil, fmt.Errorf("%w: VOLUME_KIND: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: VOLUME_KIND: %v", exitcode.ErrInvalid, err)
 	}
 	pl, err := plan.Parse(o.Plan)
 	if err != nil {
-		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+		return nil, fmt.Errorf("%w: PLAN=%s: %v", exitcode.ErrInvalid, o.Plan, err)
 	}
 	// An unknown provider is refused below, after the plan's own errors.
 	var api *version.Version
@@ -107,31 +108,31 @@ func Validate(o Options) (*Validated, error) {
 		}
 		if err := pl.Validate(api); err != nil {
 			if o.APIServer != "" {
-				return nil, fmt.Errorf("%w: PLAN=%s under APISERVER=%s: %v", ErrInvalid, o.Plan, o.APIServer, err)
+				return nil, fmt.Errorf("%w: PLAN=%s under APISERVER=%s: %v", exitcode.ErrInvalid, o.Plan, o.APIServer, err)
 			}
-			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+			return nil, fmt.Errorf("%w: PLAN=%s: %v", exitcode.ErrInvalid, o.Plan, err)
 		}
 	} else if o.APIServer != "" {
-		return nil, fmt.Errorf("%w: APISERVER=%s: PROVIDER=%s attaches to a cluster and runs the plan against that cluster's own API server; unset APISERVER", ErrInvalid, o.APIServer, o.Provider)
+		return nil, fmt.Errorf("%w: APISERVER=%s: PROVIDER=%s attaches to a cluster and runs the plan against that cluster's own API server; unset APISERVER", exitcode.ErrInvalid, o.APIServer, o.Provider)
 	}
 	if err := pl.CheckGatesProvider(o.Provider); err != nil {
-		return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+		return nil, fmt.Errorf("%w: PLAN=%s: %v", exitcode.ErrInvalid, o.Plan, err)
 	}
 	// Each hop's metrics are judged by what its kubelet's version
 	// registers: a version the table lacks is refused now, not after
 	// the builds and the first hop.
 	for _, v := range pl.Distinct() {
 		if err := kubeletmetrics.KnownKubelet("v" + v.String()); err != nil {
-			return nil, fmt.Errorf("%w: PLAN=%s: %v", ErrInvalid, o.Plan, err)
+			return nil, fmt.Errorf("%w: PLAN=%s: %v", exitcode.ErrInvalid, o.Plan, err)
 		}
 	}
 	specs, err := kubeletSpecs(pl, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", exitcode.ErrInvalid, err)
 	}
 	for i, s := range specs {
 		if _, err := binaries.ParseSpec(s); err != nil {
-			return nil, fmt.Errorf("%w: plan entry %d: %v", ErrInvalid, i+1, err)
+			return nil, fmt.Errorf("%w: plan entry %d: %v", exitcode.ErrInvalid, i+1, err)
 		}
 	}
 	shapes, err := validateShapes(&o)
@@ -142,16 +143,16 @@ func Validate(o Options) (*Validated, error) {
 	// The one construction the provider is made from (clusterOptions),
 	// so that the checks see exactly what New will get.
 	if err := (&Validated{Options: o, Plan: pl, APIServer: api}).checkProvider(nil); err != nil {
-		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", ErrInvalid, o.Provider, err)
+		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", exitcode.ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault
 	if o.Scenario != "" && shapes == nil {
 		f, err := reconstruction.LookupFault(o.Scenario)
 		if err != nil {
-			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
+			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", exitcode.ErrInvalid, o.Scenario, err)
 		}
 		if !f.Entry.RunsOn(o.Provider) {
-			return nil, fmt.Errorf("%w: SCENARIO=%s runs on %s, not PROVIDER=%s; choose one of those providers", ErrInvalid, o.Scenario, strings.Join(f.Entry.Providers, ", "), o.Provider)
+			return nil, fmt.Errorf("%w: SCENARIO=%s runs on %s, not PROVIDER=%s; choose one of those providers", exitcode.ErrInvalid, o.Scenario, strings.Join(f.Entry.Providers, ", "), o.Provider)
 		}
 		fault = &f
 	}
@@ -160,10 +161,10 @@ func Validate(o Options) (*Validated, error) {
 		root = abs
 	}
 	if err := ownedRoot(root); err != nil {
-		return nil, fmt.Errorf("%w: ARTIFACTS=%s: %v; set ARTIFACTS to a directory of yours (under your home, or a new one you made with mkdir -m 0700)", ErrInvalid, root, err)
+		return nil, fmt.Errorf("%w: ARTIFACTS=%s: %v; set ARTIFACTS to a directory of yours (under your home, or a new one you made with mkdir -m 0700)", exitcode.ErrInvalid, root, err)
 	}
 	if err := probeWritable(root); err != nil {
-		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", ErrInvalid, root, err)
+		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", exitcode.ErrInvalid, root, err)
 	}
 	return &Validated{Options: o, Plan: pl, APIServer: api, VolumeKind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
 }
@@ -172,10 +173,10 @@ func Validate(o Options) (*Validated, error) {
 // (0 is the default).
 func validateWaits(o Options) error {
 	if o.PollInterval != 0 && o.PollInterval < minPollInterval {
-		return fmt.Errorf("%w: POLL_INTERVAL=%s is below the floor of %s: each poll reads the node's mountinfo and lists the API, so polling faster only loads the node under test; set POLL_INTERVAL=%s or more, or leave it unset", ErrInvalid, o.PollInterval, minPollInterval, minPollInterval)
+		return fmt.Errorf("%w: POLL_INTERVAL=%s is below the floor of %s: each poll reads the node's mountinfo and lists the API, so polling faster only loads the node under test; set POLL_INTERVAL=%s or more, or leave it unset", exitcode.ErrInvalid, o.PollInterval, minPollInterval, minPollInterval)
 	}
 	if o.CleanupTimeout != 0 && o.CleanupTimeout < minCleanupTimeout {
-		return fmt.Errorf("%w: CLEANUP_TIMEOUT=%s is below the floor of %s: the kubelet's volume manager reconciler and pod cleanup need several seconds after it starts, so a shorter bound would report every hop as a kubelet regression (exit 1); set CLEANUP_TIMEOUT=%s or more, or leave it unset", ErrInvalid, o.CleanupTimeout, minCleanupTimeout, minCleanupTimeout)
+		return fmt.Errorf("%w: CLEANUP_TIMEOUT=%s is below the floor of %s: the kubelet's volume manager reconciler and pod cleanup need several seconds after it starts, so a shorter bound would report every hop as a kubelet regression (exit 1); set CLEANUP_TIMEOUT=%s or more, or leave it unset", exitcode.ErrInvalid, o.CleanupTimeout, minCleanupTimeout, minCleanupTimeout)
 	}
 	return nil
 }
@@ -241,17 +242,17 @@ func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 		}
 		shapes, err := reconstruction.LookupShapes(f.Shapes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
+			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", exitcode.ErrInvalid, o.Scenario, err)
 		}
 		return nil, chooseCSIMode(o, shapes)
 	}
 	shapes, err := reconstruction.LookupShapes(names)
 	if err != nil {
-		return nil, fmt.Errorf("%w: SCENARIO=%s: %v", ErrInvalid, o.Scenario, err)
+		return nil, fmt.Errorf("%w: SCENARIO=%s: %v", exitcode.ErrInvalid, o.Scenario, err)
 	}
 	for _, sh := range shapes {
 		if !sh.Entry.RunsOn(o.Provider) {
-			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(sh.Entry.Providers, ", "), o.Provider)
+			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", exitcode.ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(sh.Entry.Providers, ", "), o.Provider)
 		}
 	}
 	return shapes, chooseCSIMode(o, shapes)
@@ -269,7 +270,7 @@ func chooseCSIMode(o *Options, shapes []reconstruction.Shape) error {
 			o.CSIMode = clusters.CSIModeEBS
 		case clusters.CSIModeEBS:
 		default:
-			return fmt.Errorf("%w: SCENARIO=%s: shape %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", ErrInvalid, o.Scenario, sh.Entry.Name, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
+			return fmt.Errorf("%w: SCENARIO=%s: shape %s needs raw block volumes, which skewtest's CSI driver serves in CSI_MODE=%s, not CSI_MODE=%s; set CSI_MODE=%s or leave it unset", exitcode.ErrInvalid, o.Scenario, sh.Entry.Name, clusters.CSIModeEBS, o.CSIMode, clusters.CSIModeEBS)
 		}
 	}
 	return nil
@@ -302,7 +303,7 @@ func apiServerVersion(s string, pl plan.Plan) (*version.Version, error) {
 	}
 	v, err := version.ParseSemantic(strings.TrimPrefix(strings.TrimSpace(s), "v"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: APISERVER=%s: not a release version: %v; give one such as v1.28.15, or leave it empty for the plan's newest", ErrInvalid, s, err)
+		return nil, fmt.Errorf("%w: APISERVER=%s: not a release version: %v; give one such as v1.28.15, or leave it empty for the plan's newest", exitcode.ErrInvalid, s, err)
 	}
 	return v, nil
 }

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/internal/testgate"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
 // Settings of the suite, from the environment.
@@ -160,7 +160,7 @@ func interruptRun(ctx context.Context, bin, artifacts string, in interrupt) resu
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(GinkgoWriter, line)
-		received = received || (sent && strings.Contains(line, `msg="`+skewrun.ReceivedSignalMsg+`"`))
+		received = received || (sent && strings.Contains(line, `msg="`+exitcode.ReceivedSignalMsg+`"`))
 		if !sent && in.phase.marker.MatchString(line) {
 			time.Sleep(in.delay)
 			if in.sig.closePipe {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -166,7 +167,7 @@ func runJudged(ctx context.Context, o skewrun.Options) (*skewrun.Result, error) 
 		if attempt > skewrun.ControlPlaneRetries || o.KeepClusterOnFailure || ctx.Err() != nil || !errors.Is(err, scenarios.ErrControlPlane) {
 			return res, err
 		}
-		msg := fmt.Sprintf("attempt %d failed because the control plane did not act, not the kubelet (exit %d); running the plan once more. Its report: %s. Its error: %v", attempt, skewrun.ExitCode(err), artifactsOf(res), err)
+		msg := fmt.Sprintf("attempt %d failed because the control plane did not act, not the kubelet (exit %d); running the plan once more. Its report: %s. Its error: %v", attempt, exitcode.Of(err), artifactsOf(res), err)
 		AddReportEntry("control plane failure, run again", msg)
 		fmt.Fprintln(GinkgoWriter, msg)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/footprint"
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -101,7 +102,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 
 		var exitErr *exec.ExitError
 		Expect(errors.As(err, &exitErr)).To(BeTrue(), "skewtest run: %v", err)
-		Expect(exitErr.ExitCode()).To(Equal(skewrun.ExitKubelet), "a kubelet that refuses to start after a swap is the kubelet's failure")
+		Expect(exitErr.ExitCode()).To(Equal(exitcode.Kubelet), "a kubelet that refuses to start after a swap is the kubelet's failure")
 		Expect(stderr.String()).To(ContainSubstring("start kubelet"))
 		run := readRun(filepath.Join(o.ArtifactsDir, "latest"))
 		Expect(run.Verdict).To(Equal(reports.Fail))
@@ -147,7 +148,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		By("refusing a new run beside the kept cluster, naming it and skewtest clean")
 		res2, err := skewrun.Run(ctx, failingHop())
 		Expect(err).To(HaveOccurred(), "a run started beside a kept cluster")
-		Expect(skewrun.ExitCode(err)).To(Equal(skewrun.ExitInvalid), "refused as the user's to resolve: %v", err)
+		Expect(exitcode.Of(err)).To(Equal(exitcode.Invalid), "refused as the user's to resolve: %v", err)
 		Expect(err.Error()).To(And(ContainSubstring(dir), ContainSubstring("skewtest clean "+dir)))
 		Expect(res2).To(BeNil(), "the refused run made a cluster")
 		Expect(clusters.LeftOnHost()).To(Equal([]string{dir}), "run directories after the refused run")

@@ -1,4 +1,4 @@
-package skewrun
+package exitcode
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"os/exec" // the test binary again, as a child whose output is closed
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 		err := context.Cause(ctx)
 		_ = os.WriteFile(marker, []byte(err.Error()), 0o600)
 		stop()
-		os.Exit(ExitCode(err))
+		os.Exit(Of(err))
 	}
 	os.Exit(m.Run())
 }
@@ -112,5 +113,33 @@ func testClosedOutput(t *testing.T, then os.Signal) {
 	}
 	if !strings.Contains(string(got), "its output (fd 1) was closed") && !strings.Contains(string(got), "its output (fd 2) was closed") {
 		t.Errorf("cause %q, want one naming the closed output", got)
+	}
+}
+
+// SignalContext is tested with a real signal to this test process; the
+// handler it installs keeps the signal from killing the process.
+func TestSignalContext(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		var logged strings.Builder
+		ctx, stop := SignalContext(t.Context(), slog.New(slog.NewTextHandler(&logged, nil)))
+		if err := syscall.Kill(os.Getpid(), sig); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v did not cancel the context", sig)
+		}
+		var in *Interrupted
+		if cause := context.Cause(ctx); !errors.As(cause, &in) || in.Signal != sig {
+			t.Fatalf("cause = %v, want *Interrupted{%v}", cause, sig)
+		}
+		if code := Of(fmt.Errorf("%w: run", in)); code != 128+int(sig) {
+			t.Errorf("%v: exit %d, want %d", sig, code, 128+int(sig))
+		}
+		if !strings.Contains(logged.String(), `msg="`+ReceivedSignalMsg+`"`) || !strings.Contains(logged.String(), "signal="+sig.String()) {
+			t.Errorf("%v: logged %q, want %q naming the signal", sig, logged.String(), ReceivedSignalMsg)
+		}
+		stop()
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,8 +40,9 @@ var multinodeKubelets = []string{"v1.37.2", "v1.36.3", "v1.34.4"}
 // multinodeNamespace holds one pod per node.
 const multinodeNamespace = "skewtest-multinode"
 
-// multinodeLabels are the spec's labels, with the providers it runs on.
-var multinodeLabels = Label(append([]string{"multinode", "disruptive"}, providersWhere(multinodeRunsOn)...)...)
+// multinodeLabels are the spec's labels, with the providers it runs on
+// and its kubelets.
+var multinodeLabels = Label(slices.Concat([]string{"multinode", "disruptive"}, providersWhere(multinodeRunsOn), kubeletLabels(strings.Join(multinodeKubelets, ",")))...)
 
 // multinodeRunsOn says whether the spec runs on provider d: one whose
 // several nodes are kubelets of this host (Descriptor.KubeletsOnHost,

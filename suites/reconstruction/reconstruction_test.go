@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -109,7 +110,24 @@ func labelsFor(e matrixEntry) Labels {
 			}
 		}
 	}
-	return l
+	return append(l, kubeletLabels(e.plan)...)
+}
+
+// kubeletLabelPrefix starts the label of each kubelet version a spec
+// runs: -ginkgo.label-filter='!kubelet-v1.34.4' leaves out the specs
+// that need that kubelet built (CI on a cold machine does).
+const kubeletLabelPrefix = "kubelet-"
+
+// kubeletLabels are the labels of the distinct kubelet versions of a
+// comma-separated plan, in plan order.
+func kubeletLabels(planText string) []string {
+	var out []string
+	for _, v := range strings.Split(planText, ",") {
+		if l := kubeletLabelPrefix + strings.TrimSpace(v); v != "" && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // signoffText is the container text of the sign-off plans' specs.

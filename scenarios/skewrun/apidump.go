@@ -41,7 +41,7 @@ type apiScope struct {
 // (capabilities.WithSharedCluster) the namespaces the run's scenarios
 // used and its test nodes. Test nodes it cannot name are left out of the
 // dump, with a warning.
-func (c *Cluster) apiScope(ctx context.Context) *apiScope {
+func (c *runCluster) apiScope(ctx context.Context) *apiScope {
 	if _, ok := c.Provider.(capabilities.WithSharedCluster); !ok {
 		return nil
 	}

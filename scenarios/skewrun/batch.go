@@ -82,23 +82,23 @@ type BatchResult struct {
 	Dir    string
 }
 
-// DefaultBatchNodes is how many nodes run a batch's runs at once where
+// defaultBatchNodes is how many nodes run a batch's runs at once where
 // the provider can make that many (local). Most of a run is waiting, on
 // purpose or on the kubelet's own periods. Measured on 2 cores, the
 // catalogue's 18 runs took 207 s on 8 nodes, 155 s on 12 and as long on
 // 16 (its longest run, prestop-emptydir, bounds it), which cost more
 // CPU (measurements.md).
-const DefaultBatchNodes = 12
+const defaultBatchNodes = 12
 
 // maxBatchNodes bounds BATCH_NODES.
 const maxBatchNodes = 16
 
-// batchNodes is BATCH_NODES, or DefaultBatchNodes, capped at what the
+// batchNodes is BATCH_NODES, or defaultBatchNodes, capped at what the
 // provider can make and at the number of jobs.
 func batchNodes(o Options, jobs int) int {
 	n := o.BatchNodes
 	if n == 0 {
-		n = DefaultBatchNodes
+		n = defaultBatchNodes
 	}
 	if d, err := clusters.Lookup(defaultStr(o.Provider, clusters.Default().Name)); err == nil && d.MaxTestNodes > 0 {
 		n = min(n, d.MaxTestNodes)
@@ -201,7 +201,7 @@ func RunBatch(ctx context.Context, o Options, jobs []Job) (*BatchResult, error) 
 			j.kubelets = k
 			continue
 		}
-		if j.kubelets, err = Resolve(ctx, j.v); err != nil {
+		if j.kubelets, err = resolveKubelets(ctx, j.v); err != nil {
 			return nil, fmt.Errorf("run %q of the batch: %w", j.job.Name, interrupted(ctx, err))
 		}
 		resolved[key] = j.kubelets

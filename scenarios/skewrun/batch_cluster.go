@@ -53,7 +53,7 @@ func (b *batch) cluster(ctx context.Context, pending []*batchJob) (left []*batch
 	id := reports.NewRunID(time.Now())
 	rec := reports.BatchCluster{Number: number, Started: time.Now(), Logs: fmt.Sprintf("cluster-%d/logs", number)}
 	logger := v.Options.Logger.With("cluster", number)
-	c, err := NewCluster(v, id, initial)
+	c, err := newRunCluster(v, id, initial)
 	if err != nil {
 		notRun(queue, err.Error(), err)
 		return nil, "", err
@@ -239,7 +239,7 @@ const maxRetiredWhy = 160
 
 // nodeAfter says why slot s takes no more jobs after j, or "" when it can:
 // the job passed, and the node holds nothing of its pods and volumes.
-func (b *batch) nodeAfter(ctx context.Context, c *Cluster, s *slot, j *batchJob) string {
+func (b *batch) nodeAfter(ctx context.Context, c *runCluster, s *slot, j *batchJob) string {
 	if ctx.Err() != nil {
 		return "the batch was interrupted"
 	}

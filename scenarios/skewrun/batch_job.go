@@ -15,7 +15,7 @@ import (
 // writes its reports, as Run would: its own run record, steps, hops and
 // verdict, with the cluster's logs in the batch's directory. Its outcome
 // goes into j.result and j.record.
-func (b *batch) runJob(ctx context.Context, c *Cluster, cluster int, s *slot, j *batchJob) {
+func (b *batch) runJob(ctx context.Context, c *runCluster, cluster int, s *slot, j *batchJob) {
 	j.attempts++
 	start := time.Now()
 	run := j.v.NewRun(start, j.kubelets)
@@ -25,7 +25,7 @@ func (b *batch) runJob(ctx context.Context, c *Cluster, cluster int, s *slot, j 
 		Started: start, Hold: j.demand.Hold, Attempt: j.attempts}
 	err := func() (err error) {
 		defer recoverRun(run, &err)
-		return RunScenario(ctx, c, s.node, Scenario{Plan: j.v.Plan, Kubelets: j.kubelets, Fault: j.v.Fault, Shapes: j.v.Shapes,
+		return runScenario(ctx, c, s.node, Scenario{Plan: j.v.Plan, Kubelets: j.kubelets, Fault: j.v.Fault, Shapes: j.v.Shapes,
 			Name: "web", Namespace: namespaceOf(run.ID, j.index, j.job.Name), Replicas: j.v.Options.Replicas, Kind: j.v.VolumeKind,
 			VolumeGroup: fmt.Sprintf("b%d", j.index+1)}, run)
 	}()
@@ -33,11 +33,11 @@ func (b *batch) runJob(ctx context.Context, c *Cluster, cluster int, s *slot, j 
 	logsDir, _ := filepath.Rel(run.ArtifactsDir, filepath.Join(b.dir, fmt.Sprintf("cluster-%d", cluster), "logs"))
 	run.Environment = append(run.Environment,
 		reports.KeyValue{Key: "Batch", Value: fmt.Sprintf("%s: cluster %d, shared by %d runs on %d nodes at once", b.record.ID, cluster, len(b.jobs), b.nodes)},
-		reports.KeyValue{Key: "Cluster logs", Value: logsDir})
+		reports.KeyValue{Key: "runCluster logs", Value: logsDir})
 	run.Finished = time.Now()
 	run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
 	run.Infrastructure = exitcode.Of(err) == exitcode.Infrastructure
-	files, werr := WriteReports(j.v.ArtifactsRoot, run)
+	files, werr := writeReports(j.v.ArtifactsRoot, run)
 	if werr != nil {
 		err = errors.Join(err, classify(werr, exitcode.ErrInfrastructure))
 	}

@@ -28,7 +28,7 @@ const nodeCheckTimeout = 30 * time.Second
 // there (volumeDevices/staging, publish) are its own, not a run's. A node not Ready
 // at kubeletVersion has that as its leftover. Empty: the node is clean
 // for the next run.
-func (c *Cluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVersion string) ([]string, error) {
+func (c *runCluster) nodeLeftovers(ctx context.Context, node nodes.Node, kubeletVersion string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, nodeCheckTimeout)
 	defer cancel()
 	cs, err := c.clientset()

@@ -19,7 +19,7 @@ const swapReadyTimeout = 2 * time.Minute
 // node is Ready at that version and its kubelet answers. A node that runs
 // no pod of a run is where a batch may change kubelets at no cost to any
 // verdict, as the cluster's bring-up put the first one there.
-func (b *batch) swapKubelet(ctx context.Context, c *Cluster, s *slot, j *batchJob) error {
+func (b *batch) swapKubelet(ctx context.Context, c *runCluster, s *slot, j *batchJob) error {
 	start := time.Now()
 	bin := j.kubelets[0]
 	if err := s.node.StopKubelet(ctx); err != nil {

@@ -15,18 +15,18 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/matrix"
 )
 
-// Settings are the environment variables `make test-skew`, the suite and
+// sharedSettings are the environment variables `make test-skew`, the suite and
 // `skewtest run` read for every provider, with what each means; each
 // provider's own are its descriptor's (clusters.Providers, AllSettings).
 // docs/settings.md is generated from AllSettings (ci/docs_test.go).
-var Settings = []clusters.Setting{
+var sharedSettings = []clusters.Setting{
 	{Name: "PROVIDER", Default: clusters.Default().Name, Help: providerHelp()},
 	{Name: "CSI_MODE", Default: clusters.CSIModeTmpfs, Help: "the mode of skewtest's CSI driver: tmpfs (tmpfs staged, bind published, no attach; fast) or ebs (loop devices over sparse files, ext4 or raw block, attached through VolumeAttachments by the external-attacher; " + strings.Join(csiModeProviders(clusters.CSIModeEBS), ", ") + " only)"},
 	{Name: "PLAN", Default: DefaultPlan, Help: "kubelet versions in hop order; the node starts at the first"},
 	{Name: "APISERVER", Default: "the plan's newest", Help: "the kube-apiserver, controller-manager and scheduler version of a cluster the provider creates; at least the plan's newest minor, and within the skew policy of every entry (n-3 from 1.28, n-2 before)"},
 	{Name: "MATRIX", Default: matrix.Default, Help: "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{Name: "MATRIX_NODES", Default: fmt.Sprint(matrix.DefaultNodes), Help: "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},
-	{Name: "BATCH_NODES", Default: fmt.Sprint(DefaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: " + strings.Join(nodeCaps(), ", ") + ")"},
+	{Name: "BATCH_NODES", Default: fmt.Sprint(defaultBatchNodes), Help: "make test-skew, skewtest catalogue: nodes of one cluster that run the suite's sign-off plans and catalogue entries at once, longest first, each in its own namespace with its own report (capped at what the provider makes: " + strings.Join(nodeCaps(), ", ") + ")"},
 	{Name: "SCENARIO", Help: "a catalogue fault each hop plants, or catalogue shapes (one, or several separated by commas) planted in one workload; the block shape picks CSI_MODE=ebs (go run ./cmd/skewtest scenarios lists them, with where each runs); empty: the baseline force-delete"},
 	{Name: "REPLICAS", Default: "3", Help: "StatefulSet replicas, one PVC each, all on the test node (a matrix tour's trails: 1 unless set; catalogue faults: 1)"},
 	{Name: "VOLUME_KIND", Default: "csi", Help: "csi (CSI volumes: skewtest's CSI driver, or the StorageClass of a provider whose volumes are the cluster's) or local (local-volume PVs)"},
@@ -43,12 +43,12 @@ var Settings = []clusters.Setting{
 	{Name: "DRY_RUN", Default: "true", Help: "make janitor-aws: list expired skewtest resources; DRY_RUN=false deletes them"},
 }
 
-// AllSettings are the shared Settings followed by each provider's own
+// AllSettings are sharedSettings followed by each provider's own
 // (its descriptor's), each of those with the provider's name before its
 // meaning: the table `skewtest settings` prints and docs/settings.md is
 // generated from.
 func AllSettings() []clusters.Setting {
-	out := slices.Clone(Settings)
+	out := slices.Clone(sharedSettings)
 	for _, d := range clusters.Providers() {
 		for _, s := range d.Settings {
 			s.Help = d.Name + ": " + s.Help
@@ -95,7 +95,7 @@ func csiModeProviders(mode string) []string {
 	return out
 }
 
-// OptionsFromEnv reads Options from environment variables (see Settings).
+// OptionsFromEnv reads Options from environment variables (see sharedSettings).
 func OptionsFromEnv(getenv func(string) string) (Options, error) {
 	if getenv == nil {
 		getenv = os.Getenv

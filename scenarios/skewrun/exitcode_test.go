@@ -96,9 +96,9 @@ func TestInterruptedAddsTheSignalThatCancelledTheRun(t *testing.T) {
 	}
 }
 
-// A panic in bring-up or in the scenario must still let Finish tear down:
+// A panic in bring-up or in the scenario must still let finishRun tear down:
 // upAndRun returns it as the run's infrastructure failure, with the panic
-// in the report, instead of unwinding past Finish.
+// in the report, instead of unwinding past finishRun.
 func TestRecoverRunTurnsAPanicIntoAnInfrastructureFailure(t *testing.T) {
 	run := &reports.Run{}
 	err := func() (err error) {

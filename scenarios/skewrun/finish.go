@@ -24,7 +24,7 @@ const (
 	logsTimeout     = timeouts.Logs
 )
 
-// Finish ends a run whose cluster c was made, whatever happened (runErr is
+// finishRun ends a run whose cluster c was made, whatever happened (runErr is
 // the run's error so far, nil on a pass): it collects the cluster's logs if
 // it came up, tears it down (or keeps it when it failed and
 // KeepClusterOnFailure is set, unless the run was interrupted: the user
@@ -33,7 +33,7 @@ const (
 // writes the reports into run.ArtifactsDir, publishes the JUnit file to the
 // artifacts root and prints the summary. It returns the run's result and
 // runErr joined with any failure of its own.
-func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*Result, error) {
+func finishRun(ctx context.Context, c *runCluster, run *reports.Run, runErr error) (*Result, error) {
 	o := c.v.Options
 	res := &Result{Run: run, ArtifactsDir: run.ArtifactsDir}
 	teardown := time.Now()
@@ -50,7 +50,7 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 	run.Finished = time.Now()
 	run.Timings = append(run.Timings, reports.Timing{Phase: "whole run", Duration: run.Finished.Sub(run.Started)})
 	run.Infrastructure = exitcode.Of(runErr) == exitcode.Infrastructure
-	files, werr := WriteReports(c.v.ArtifactsRoot, run)
+	files, werr := writeReports(c.v.ArtifactsRoot, run)
 	res.Files = files
 	if werr != nil {
 		runErr = errors.Join(runErr, classify(werr, exitcode.ErrInfrastructure))
@@ -65,7 +65,7 @@ func Finish(ctx context.Context, c *Cluster, run *reports.Run, runErr error) (*R
 // set, unless the run was interrupted: the user asked it to stop, and
 // returns how to reach it), and removes what the scenarios left in a
 // cluster the run shares with its owner. The error is teardown's own.
-func (c *Cluster) end(ctx context.Context, logsDir string, runErr error) (kept string, err error) {
+func (c *runCluster) end(ctx context.Context, logsDir string, runErr error) (kept string, err error) {
 	o := c.v.Options
 	// Logs and teardown must happen even when ctx was cancelled by a
 	// signal.
@@ -88,7 +88,7 @@ func (c *Cluster) end(ctx context.Context, logsDir string, runErr error) (kept s
 // reports.MaxLogBytes, the API objects of pods and volumes into dir/api, and the CSI calls its driver
 // served where the provider records them. Failures are
 // logged: logs are evidence, not a verdict.
-func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
+func (c *runCluster) CollectLogs(ctx context.Context, dir string) {
 	logger := c.v.Options.Logger
 	if err := c.Provider.DumpClusterLogs(ctx, dir); err != nil {
 		logger.Warn("could not collect cluster logs", "err", err)
@@ -127,7 +127,7 @@ func (c *Cluster) CollectLogs(ctx context.Context, dir string) {
 // collectLogsBounded is CollectLogs within logsTimeout: a provider whose
 // log dump ignores its context (kind's) is left behind, with a warning,
 // so that teardown is never held up by evidence.
-func (c *Cluster) collectLogsBounded(ctx context.Context, dir string) {
+func (c *runCluster) collectLogsBounded(ctx context.Context, dir string) {
 	timeout := timeouts.Scale(logsTimeout, c.v.Options.TimeoutFactor)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -147,7 +147,7 @@ func (c *Cluster) collectLogsBounded(ctx context.Context, dir string) {
 // error is exitcode.ErrInfrastructure. It is bounded by teardownTimeout, or the
 // provider's own when it deletes cloud resources, scaled by
 // SKEWTEST_TIMEOUT_FACTOR.
-func (c *Cluster) Down(ctx context.Context) error {
+func (c *runCluster) Down(ctx context.Context) error {
 	timeout := teardownTimeout
 	if tp, ok := c.Provider.(capabilities.WithTeardownTimeout); ok {
 		timeout = tp.TeardownTimeout()
@@ -161,7 +161,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 }
 
 // keptMessage says how to reach a kept cluster and how to remove it.
-func (c *Cluster) keptMessage() string {
+func (c *runCluster) keptMessage() string {
 	p := c.Provider
 	msg := fmt.Sprintf("The failed %s cluster was kept (KEEP_CLUSTER_ON_FAILURE).\n  Reach it:     KUBECONFIG=%s kubectl get nodes,pods -A", p.Name(), p.KubeconfigPath())
 	if rp, ok := p.(capabilities.WithRunDir); ok {
@@ -170,11 +170,11 @@ func (c *Cluster) keptMessage() string {
 	return msg
 }
 
-// WriteReports writes run's reports (report.md, JUnit, run.json) into
+// writeReports writes run's reports (report.md, JUnit, run.json) into
 // run.ArtifactsDir, copies its JUnit file to root (where Prow and TestGrid
 // look) as junit_skewtest_<scenario>-<run-id>.xml, and points root/latest
 // at the run.
-func WriteReports(root string, run *reports.Run) ([]string, error) {
+func writeReports(root string, run *reports.Run) ([]string, error) {
 	files, err := reports.WriteAll(run.ArtifactsDir, run)
 	if err == nil {
 		err = publish(root, run)

@@ -27,10 +27,10 @@ type madeInCluster interface {
 	Remove(ctx context.Context, timeout time.Duration) error
 }
 
-// leave tracks a scenario, for Finish to remove from a shared cluster
+// leave tracks a scenario, for finishRun to remove from a shared cluster
 // whatever it left there. Scenarios of one run may start at once (a
 // matrix's trails).
-func (c *Cluster) leave(sc madeInCluster) {
+func (c *runCluster) leave(sc madeInCluster) {
 	c.leftMu.Lock()
 	defer c.leftMu.Unlock()
 	c.left = append(c.left, sc)
@@ -40,9 +40,9 @@ func (c *Cluster) leave(sc madeInCluster) {
 // scenario of a run is made (a sign-off run's, a batch job's, a matrix
 // trail's): the provider keeps what it makes in the cluster where
 // `skewtest clean` finds it, when it keeps such records
-// (capabilities.WithWorkloadRecord), and Finish removes what it left in a
+// (capabilities.WithWorkloadRecord), and finishRun removes what it left in a
 // shared cluster.
-func (c *Cluster) newScenario(cfg reconstruction.Config, cluster reconstruction.Cluster, node nodes.Node, run *reports.Run) (*reconstruction.Scenario, error) {
+func (c *runCluster) newScenario(cfg reconstruction.Config, cluster reconstruction.Cluster, node nodes.Node, run *reports.Run) (*reconstruction.Scenario, error) {
 	if wr, ok := c.Provider.(capabilities.WithWorkloadRecord); ok {
 		cfg.OnMade = wr.RecordWorkload
 	}
@@ -57,7 +57,7 @@ func (c *Cluster) newScenario(cfg reconstruction.Config, cluster reconstruction.
 
 // noteNamespace records ns as one the run's scenarios put a workload in,
 // before they make anything there.
-func (c *Cluster) noteNamespace(ns string) {
+func (c *runCluster) noteNamespace(ns string) {
 	c.leftMu.Lock()
 	defer c.leftMu.Unlock()
 	if !slices.Contains(c.namespaces, ns) {
@@ -71,7 +71,7 @@ func (c *Cluster) noteNamespace(ns string) {
 // own kubelet back to finish the pods. Each removal is bounded by
 // timeouts.Teardown, scaled; the error is exitcode.ErrInfrastructure and names
 // what is left.
-func (c *Cluster) removeLeftWorkloads(ctx context.Context) error {
+func (c *runCluster) removeLeftWorkloads(ctx context.Context) error {
 	sp, ok := c.Provider.(capabilities.WithSharedCluster)
 	if !ok {
 		return nil

@@ -58,7 +58,7 @@ func (l *leftScenario) Remove(ctx context.Context, timeout time.Duration) error 
 }
 
 // A failed run on a cluster it shares with its owner must not leave its
-// workload there: Finish removes it after Down (which put the node's own
+// workload there: finishRun removes it after Down (which put the node's own
 // kubelet back to finish the pods), and a removal that fails is in the
 // run's error beside the kubelet's failure; on a cluster of the run's own, Down
 // takes it, and nothing is removed one by one.
@@ -77,7 +77,7 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var events []string
 			b := borrowed{events: &events}
-			c := &Cluster{Provider: &b, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 2}, ArtifactsRoot: t.TempDir()}}
+			c := &runCluster{Provider: &b, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 2}, ArtifactsRoot: t.TempDir()}}
 			if tc.shared {
 				c.Provider = &sharedBorrowed{b}
 			}
@@ -93,9 +93,9 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 				return nil
 			}})
 			run := &reports.Run{ID: "r1", ArtifactsDir: t.TempDir(), Started: time.Now(), Verdict: reports.Fail, Failure: "hop 1: old pods not cleaned up"}
-			_, err := Finish(context.Background(), c, run, classify(errors.New("hop 1 failed"), exitcode.ErrKubelet))
+			_, err := finishRun(context.Background(), c, run, classify(errors.New("hop 1 failed"), exitcode.ErrKubelet))
 			if strings.Join(events, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("Finish did %q, want %q", events, tc.want)
+				t.Errorf("finishRun did %q, want %q", events, tc.want)
 			}
 			if code := exitcode.Of(err); code != tc.wantExit {
 				t.Errorf("exit %d (%v), want %d", code, err, tc.wantExit)
@@ -125,7 +125,7 @@ func (b *bigLogs) DumpClusterLogs(_ context.Context, dir string) error {
 // logs are, whichever provider wrote it.
 func TestCollectLogsCapsTheProvidersFiles(t *testing.T) {
 	var events []string
-	c := &Cluster{Provider: &bigLogs{borrowed{events: &events}}, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 1}, ArtifactsRoot: t.TempDir()}}
+	c := &runCluster{Provider: &bigLogs{borrowed{events: &events}}, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 1}, ArtifactsRoot: t.TempDir()}}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -26,9 +26,9 @@ const maxMatrixNodes = 12
 // teardown.
 const TourPhase = "tour"
 
-// ValidatedMatrix is a matrix tour's input once checked: the run's
+// validatedMatrix is a matrix tour's input once checked: the run's
 // Validated with the circuit as its plan, the versions and the trails.
-type ValidatedMatrix struct {
+type validatedMatrix struct {
 	*Validated
 	Versions matrix.Versions
 	// Trails are the circuit split for the nodes, Trails[i] starting at
@@ -42,7 +42,7 @@ type ValidatedMatrix struct {
 // newest), MATRIX_NODES, and the rest as Validate does with the tour's
 // circuit as the plan. PLAN and KUBELETS, which name plan entries, are
 // refused. Every error wraps exitcode.ErrInvalid.
-func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
+func ValidateMatrix(o Options) (*validatedMatrix, error) {
 	given := defaultStr(o.Matrix, matrix.Default)
 	vs, err := matrix.Parse(given)
 	if err != nil {
@@ -58,7 +58,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d: want a number from 1 to %d", exitcode.ErrInvalid, o.MatrixNodes, maxMatrixNodes)
 	}
 	if o.Replicas == 0 {
-		o.Replicas = MatrixReplicas
+		o.Replicas = matrixReplicas
 	}
 	circuit := matrix.Circuit(vs)
 	trails := matrix.Split(circuit, matrixNodes(o))
@@ -73,7 +73,7 @@ func ValidateMatrix(o Options) (*ValidatedMatrix, error) {
 	if err := v.checkProvider(make([]binaries.Binary, len(trails))); err != nil {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", exitcode.ErrInvalid, len(trails), v.Options.Provider, err)
 	}
-	m := &ValidatedMatrix{Validated: v, Versions: vs, Trails: trails}
+	m := &validatedMatrix{Validated: v, Versions: vs, Trails: trails}
 	start := 0
 	for _, t := range trails {
 		m.Starts = append(m.Starts, start)
@@ -94,7 +94,7 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	kubelets, err := Resolve(ctx, m.Validated)
+	kubelets, err := resolveKubelets(ctx, m.Validated)
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
@@ -109,17 +109,17 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	for i, s := range m.Starts {
 		initial[i] = kubelets[s]
 	}
-	c, err := NewCluster(m.Validated, run.ID, initial)
+	c, err := newRunCluster(m.Validated, run.ID, initial)
 	if err != nil {
 		return nil, err
 	}
 	merged, err := m.tour(ctx, c, run, kubelets)
-	return Finish(ctx, c, merged, interrupted(ctx, err))
+	return finishRun(ctx, c, merged, interrupted(ctx, err))
 }
 
 // tour brings c up and runs the trails on its test nodes, returning the
 // merged run (run itself when no trail started).
-func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) (merged *reports.Run, err error) {
+func (m *validatedMatrix) tour(ctx context.Context, c *runCluster, run *reports.Run, kubelets []binaries.Binary) (merged *reports.Run, err error) {
 	merged = run
 	defer recoverRun(run, &err)
 	o := m.Options
@@ -184,8 +184,8 @@ func (m *ValidatedMatrix) tour(ctx context.Context, c *Cluster, run *reports.Run
 // trailScenario makes the tour's scenarios, on the tour's run's cluster
 // c: each trail's deployment in its own namespace (matrix.Tour.Namespace),
 // made, recorded and, on a shared cluster, removed as every scenario of a
-// run is (Cluster.newScenario).
-func (m *ValidatedMatrix) trailScenario(c *Cluster, cluster reconstruction.Cluster, run *reports.Run, byVersion map[string]binaries.Binary) func(nodes.Node, plan.Plan, int, matrix.Workload, *reports.Run) (matrix.Scenario, error) {
+// run is (runCluster.newScenario).
+func (m *validatedMatrix) trailScenario(c *runCluster, cluster reconstruction.Cluster, run *reports.Run, byVersion map[string]binaries.Binary) func(nodes.Node, plan.Plan, int, matrix.Workload, *reports.Run) (matrix.Scenario, error) {
 	o := m.Options
 	return func(node nodes.Node, p plan.Plan, firstHop int, w matrix.Workload, r *reports.Run) (matrix.Scenario, error) {
 		bins := make([]binaries.Binary, len(p.Raw))

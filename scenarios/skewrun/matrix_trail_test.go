@@ -55,13 +55,13 @@ func (idleNode) StartKubelet(context.Context) error                 { return nil
 
 // A matrix tour on a shared cluster: each trail's deployment gets a
 // namespace of its own and of this run, the provider records what each
-// scenario makes, and Finish hands each the removal of what it left.
+// scenario makes, and finishRun hands each the removal of what it left.
 func TestTourScenariosAreRecordedAndRemoved(t *testing.T) {
 	var events []string
 	p := &recordingShared{sharedBorrowed: sharedBorrowed{borrowed{events: &events}}}
 	v := &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-	c := &Cluster{Provider: p, v: v}
-	m := &ValidatedMatrix{Validated: v}
+	c := &runCluster{Provider: p, v: v}
+	m := &validatedMatrix{Validated: v}
 	pl, err := plan.Parse("v1.37.2,v1.36.3")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +97,6 @@ func TestTourScenariosAreRecordedAndRemoved(t *testing.T) {
 		t.Errorf("the provider was told of the namespaces %q, want each trail's %q", recorded, want)
 	}
 	if len(c.left) != len(want) {
-		t.Errorf("Finish would remove what %d scenarios left, want the %d trails'", len(c.left), len(want))
+		t.Errorf("finishRun would remove what %d scenarios left, want the %d trails'", len(c.left), len(want))
 	}
 }

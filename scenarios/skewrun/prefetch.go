@@ -27,11 +27,11 @@ func Prefetch(ctx context.Context, runs ...Options) error {
 			return err
 		}
 		start := time.Now()
-		kubelets, err := Resolve(ctx, v)
+		kubelets, err := resolveKubelets(ctx, v)
 		if err != nil {
 			return err
 		}
-		c, err := NewCluster(v, prefetchRunID, kubelets[:1])
+		c, err := newRunCluster(v, prefetchRunID, kubelets[:1])
 		if err != nil {
 			return err
 		}

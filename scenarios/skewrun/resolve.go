@@ -17,12 +17,12 @@ func NewResolver(o Options) *binaries.Resolver {
 		Module: &binaries.ModuleBuilder{CacheDir: o.CacheDir, Logger: o.Logger}}
 }
 
-// Resolve returns one kubelet binary per plan entry of v, from the cache,
+// resolveKubelets returns one kubelet binary per plan entry of v, from the cache,
 // a build or a download, and checks that each reports its entry's version.
 // A source the user must change (a missing file, a version the module
 // proxy does not serve, a binary of another version) is exitcode.ErrInvalid; any
 // other failure (network, disk, build) is exitcode.ErrInfrastructure.
-func Resolve(ctx context.Context, v *Validated) ([]binaries.Binary, error) {
+func resolveKubelets(ctx context.Context, v *Validated) ([]binaries.Binary, error) {
 	o := v.Options
 	resolver := NewResolver(o)
 	o.Logger.Info("resolving kubelet binaries", "plan", v.Plan.String(), "sources", strings.Join(v.Specs, ","))

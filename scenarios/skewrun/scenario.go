@@ -58,13 +58,13 @@ func (s Scenario) kind(v *Validated) storage.Kind {
 	return v.VolumeKind
 }
 
-// RunScenario runs the reconstruction scenario s on node of c, recording
+// runScenario runs the reconstruction scenario s on node of c, recording
 // into run (its environment, binaries, steps, hops and verdict; steps'
 // files go under run.ArtifactsDir). Replicas, volume kind, poll interval
 // and cleanup timeout come from c's options. The error wraps exitcode.ErrKubelet
 // when the scenario failed (a check, a leak, a kubelet that would not
 // start) and is nil when it passed, possibly with expected deviations.
-func RunScenario(ctx context.Context, c *Cluster, node nodes.Node, s Scenario, run *reports.Run) error {
+func runScenario(ctx context.Context, c *runCluster, node nodes.Node, s Scenario, run *reports.Run) error {
 	o := c.v.Options
 	run.Node = node.String()
 	cluster, err := c.workloads()

@@ -1,24 +1,25 @@
 // Package skewrun is one whole skew run, as `make test-skew`, the Ginkgo
 // suite, the benchmark and `skewtest run` run it. Run chains five verbs,
-// one file each, which a matrix tour reuses to share one cluster among many
-// hops and nodes:
+// one file each and internal to the package, which a matrix tour
+// (RunMatrix) and a batch (RunBatch) reuse to share one cluster among many
+// hops, runs and nodes:
 //
-//	Validate (validate.go)  the options, plan and kubelet sources; creates
-//	                        nothing but the artifacts root, tried for
-//	                        writing. Errors wrap exitcode.ErrInvalid (exit 2).
-//	Resolve  (resolve.go)   one kubelet binary per plan entry (cache, build,
-//	                        download). Errors wrap exitcode.ErrInfrastructure,
-//	                        or exitcode.ErrInvalid for a source the user
-//	                        must change.
-//	NewCluster, Up (up.go)  the provider, made with one initial kubelet per
-//	                        test node, brought up, and the plan checked
-//	                        against its API server's version, read through
-//	                        discovery, before any node is touched.
-//	RunScenario (scenario.go) the reconstruction scenario on one node with a
-//	                        plan, a workload name and its own *reports.Run.
-//	                        Failures wrap exitcode.ErrKubelet (exit 1).
-//	Finish   (finish.go)    logs, teardown (or keep a failed cluster),
-//	                        reports, JUnit published to the artifacts root.
+//	Validate (validate.go)   the options, plan and kubelet sources; creates
+//	                         nothing but the artifacts root, tried for
+//	                         writing. Errors wrap exitcode.ErrInvalid (exit 2).
+//	resolveKubelets          one kubelet binary per plan entry (cache, build,
+//	(resolve.go)             download). Errors wrap exitcode.ErrInfrastructure,
+//	                         or exitcode.ErrInvalid for a source the user
+//	                         must change.
+//	newRunCluster, Up        the provider, made with one initial kubelet per
+//	(up.go)                  test node, brought up, and the plan checked
+//	                         against its API server's version, read through
+//	                         discovery, before any node is touched.
+//	runScenario              the reconstruction scenario on one node with a
+//	(scenario.go)            plan, a workload name and its own *reports.Run.
+//	                         Failures wrap exitcode.ErrKubelet (exit 1).
+//	finishRun (finish.go)    logs, teardown (or keep a failed cluster),
+//	                         reports, JUnit published to the artifacts root.
 //
 // RunBatch (batch*.go) runs many jobs on the nodes of shared clusters,
 // longest first. Package exitcode turns any of their errors into
@@ -50,12 +51,12 @@ const DefaultPlan = "v1.37.2,v1.36.3,v1.37.2"
 // pod proves the fault, and keeps the whole catalogue within minutes.
 const CatalogueReplicas = 1
 
-// MatrixReplicas is the workload size of a matrix tour's trails unless
+// matrixReplicas is the workload size of a matrix tour's trails unless
 // REPLICAS says otherwise: one pod proves each (from, to) pair, as one
 // proves a fault, and three per trail doubled a tour on 2 cores (40 s
 // against 21 s on 6 nodes: every hop re-creates every pod), while the
 // sign-off plans keep three.
-const MatrixReplicas = 1
+const matrixReplicas = 1
 
 // Options is one run.
 type Options struct {
@@ -108,7 +109,7 @@ type Options struct {
 	Matrix      string
 	MatrixNodes int
 	// BatchNodes (BATCH_NODES) is how many nodes of one cluster run a
-	// batch's runs at once (RunBatch); 0 for DefaultBatchNodes, capped at
+	// batch's runs at once (RunBatch); 0 for defaultBatchNodes, capped at
 	// what the provider can make.
 	BatchNodes int
 	// Scenario (SCENARIO) names the catalogue fault each hop plants
@@ -146,7 +147,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	kubelets, err := Resolve(ctx, v)
+	kubelets, err := resolveKubelets(ctx, v)
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
@@ -156,17 +157,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer lock.Release()
-	c, err := NewCluster(v, run.ID, kubelets[:1])
+	c, err := newRunCluster(v, run.ID, kubelets[:1])
 	if err != nil {
 		return nil, err
 	}
 	err = upAndRun(ctx, c, run, kubelets)
-	return Finish(ctx, c, run, interrupted(ctx, err))
+	return finishRun(ctx, c, run, interrupted(ctx, err))
 }
 
 // recoverRun turns a panic in a run's bring-up or scenario into the run's
 // infrastructure failure (exit 3) with the panic and its stack in the
-// report, so that Finish still tears the cluster down. Call it deferred,
+// report, so that finishRun still tears the cluster down. Call it deferred,
 // with the function's named error.
 func recoverRun(run *reports.Run, err *error) {
 	p := recover()
@@ -180,7 +181,7 @@ func recoverRun(run *reports.Run, err *error) {
 
 // upAndRun brings c up and runs the scenario of the whole plan on its
 // first test node.
-func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []binaries.Binary) (err error) {
+func upAndRun(ctx context.Context, c *runCluster, run *reports.Run, kubelets []binaries.Binary) (err error) {
 	defer recoverRun(run, &err)
 	if err := c.Up(ctx, run); err != nil {
 		return err
@@ -190,5 +191,5 @@ func upAndRun(ctx context.Context, c *Cluster, run *reports.Run, kubelets []bina
 		run.Fail(err.Error())
 		return err
 	}
-	return RunScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault, Shapes: c.v.Shapes}, run)
+	return runScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault, Shapes: c.v.Shapes}, run)
 }

@@ -443,7 +443,11 @@ func TestValidateShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := skewrun.ShapeNames(v.Shapes); strings.Join(got, ",") != "block,subpath" {
+	var got []string
+	for _, sh := range v.Shapes {
+		got = append(got, sh.Entry.Name)
+	}
+	if strings.Join(got, ",") != "block,subpath" {
 		t.Errorf("shapes %v, want block,subpath (catalogue order)", got)
 	}
 	if v.Fault != nil || v.Options.CSIMode != "ebs" {

@@ -28,10 +28,10 @@ import (
 // server's version after Up.
 const serverVersionTimeout = 30 * time.Second
 
-// Cluster is one provider's cluster for a validated run: made by
-// NewCluster, brought up by Up, shared by every RunScenario on its nodes,
-// and ended by Finish.
-type Cluster struct {
+// runCluster is one provider's cluster for a validated run: made by
+// newRunCluster, brought up by Up, shared by every runScenario on its nodes,
+// and ended by finishRun.
+type runCluster struct {
 	Provider clusters.Provider
 	// ServerVersion is the API server's version, read through discovery
 	// by Up.
@@ -40,7 +40,7 @@ type Cluster struct {
 	v             *Validated
 	up            bool
 	// left are the run's scenarios, whatever they left in a shared
-	// cluster removed by Finish (removeLeftWorkloads); namespaces are
+	// cluster removed by finishRun (removeLeftWorkloads); namespaces are
 	// those the run's scenarios put their workloads in, which are all of
 	// a shared cluster its evidence holds (apiScope). leftMu guards both.
 	leftMu     sync.Mutex
@@ -48,19 +48,19 @@ type Cluster struct {
 	namespaces []string
 }
 
-// NewCluster makes the provider of v with one test node per initial
+// newRunCluster makes the provider of v with one test node per initial
 // kubelet (a sign-off run has one: the plan's first). Nothing is created
 // until Up; errors are exitcode.ErrInvalid (an unusable provider setting).
-func NewCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*Cluster, error) {
+func newRunCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*runCluster, error) {
 	prov, err := clusters.New(v.Options.Provider, v.clusterOptions(runID, initialKubelets), v.Options.ProviderSettings)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", exitcode.ErrInvalid, v.Options.Provider, err)
 	}
-	return &Cluster{Provider: prov, v: v}, nil
+	return &runCluster{Provider: prov, v: v}, nil
 }
 
 // clusterOptions are the shared provider options for a run of v: the one
-// construction NewCluster makes the provider from and the checks before
+// construction newRunCluster makes the provider from and the checks before
 // it (checkProvider) validate, so that both see the same settings; the
 // provider's own settings go beside them as Options.ProviderSettings.
 // runID is empty before the run has one; the checks then use a stand-in.
@@ -75,7 +75,7 @@ func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Bina
 	return co
 }
 
-// checkProvider checks, without a cluster, what NewCluster will make the
+// checkProvider checks, without a cluster, what newRunCluster will make the
 // provider of v from, with one test node per initial kubelet.
 func (v *Validated) checkProvider(initialKubelets []binaries.Binary) error {
 	return clusters.CheckOptions(v.Options.Provider, v.clusterOptions("", initialKubelets), v.Options.ProviderSettings)
@@ -84,8 +84,8 @@ func (v *Validated) checkProvider(initialKubelets []binaries.Binary) error {
 // Up brings the cluster up (or attaches), records the bring-up time in
 // run, reads the API server's version through discovery and checks the
 // plan against it before any node is touched. On failure run carries the
-// verdict; Finish must still be called to tear down what was made.
-func (c *Cluster) Up(ctx context.Context, run *reports.Run) error {
+// verdict; finishRun must still be called to tear down what was made.
+func (c *runCluster) Up(ctx context.Context, run *reports.Run) error {
 	start := time.Now()
 	if err := c.Provider.Up(ctx); err != nil {
 		run.Fail("cluster bring-up: " + err.Error())
@@ -131,7 +131,7 @@ func serverVersion(ctx context.Context, rc *rest.Config) (*version.Version, stri
 
 // TestNodes are the nodes scenarios may disrupt; an error (exitcode.ErrInfrastructure)
 // when there are none.
-func (c *Cluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
+func (c *runCluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 	ns, err := c.Provider.TestNodes(ctx)
 	if err == nil && len(ns) == 0 {
 		err = fmt.Errorf("the provider reported none")
@@ -146,7 +146,7 @@ func (c *Cluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 // with volumes of their own implement reconstruction.Cluster; others name
 // a StorageClass of the cluster's and a stock image (their own settings,
 // checked before anything was built).
-func (c *Cluster) workloads() (reconstruction.Cluster, error) {
+func (c *runCluster) workloads() (reconstruction.Cluster, error) {
 	if rc, ok := c.Provider.(reconstruction.Cluster); ok {
 		return rc, nil
 	}
@@ -178,7 +178,7 @@ func (d *dynamicCluster) Workload() storage.Workload {
 // describe fills run's environment for node and a workload of replicas
 // pods on kind volumes, and adds the binaries the cluster runs besides the
 // kubelets.
-func (c *Cluster) describe(ctx context.Context, node nodes.Node, run *reports.Run, replicas int, kind storage.Kind) {
+func (c *runCluster) describe(ctx context.Context, node nodes.Node, run *reports.Run, replicas int, kind storage.Kind) {
 	run.Environment = c.environment(ctx, node, replicas, kind)
 	if bp, ok := c.Provider.(capabilities.WithBinaries); ok {
 		for _, b := range bp.Binaries() {
@@ -188,7 +188,7 @@ func (c *Cluster) describe(ctx context.Context, node nodes.Node, run *reports.Ru
 }
 
 // clientset is a client of the cluster's API server; valid after Up.
-func (c *Cluster) clientset() (kubernetes.Interface, error) {
+func (c *runCluster) clientset() (kubernetes.Interface, error) {
 	cfg, err := c.Provider.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func (c *Cluster) clientset() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-func (c *Cluster) environment(ctx context.Context, node nodes.Node, replicas int, kind storage.Kind) []reports.KeyValue {
+func (c *runCluster) environment(ctx context.Context, node nodes.Node, replicas int, kind storage.Kind) []reports.KeyValue {
 	o := c.v.Options
 	env := []reports.KeyValue{}
 	add := func(k, v string) { env = append(env, reports.KeyValue{Key: k, Value: v}) }

@@ -285,7 +285,7 @@ func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports
 		scenario = reports.CatalogueScenarioPrefix + v.Fault.Entry.Name
 	}
 	if v.Shapes != nil {
-		scenario = reports.CatalogueScenarioPrefix + strings.Join(ShapeNames(v.Shapes), ",")
+		scenario = reports.CatalogueScenarioPrefix + strings.Join(shapeNames(v.Shapes), ",")
 	}
 	run := &reports.Run{ID: id, Scenario: scenario, Provider: v.Options.Provider, Plan: v.Plan.Raw,
 		Started: start, ArtifactsDir: filepath.Join(v.ArtifactsRoot, id)}
@@ -386,8 +386,8 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// ShapeNames are the shapes' catalogue names, in order.
-func ShapeNames(shapes []reconstruction.Shape) []string {
+// shapeNames are the shapes' catalogue names, in order.
+func shapeNames(shapes []reconstruction.Shape) []string {
 	var out []string
 	for _, sh := range shapes {
 		out = append(out, sh.Entry.Name)

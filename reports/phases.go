@@ -19,6 +19,11 @@ const (
 	PhasePodsRunning = "pods Running"
 )
 
+// PhaseTour is the run timing of a matrix tour's trails, from the first
+// hop's start to the last trail's end: the tour without bring-up and
+// teardown.
+const PhaseTour = "tour"
+
 const (
 	// EnvVolumeKind is the Run.Environment key of the volume kind.
 	EnvVolumeKind = "Volume kind"

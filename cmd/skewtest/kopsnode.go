@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/vm/kopsnode"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 // kopsNodeCmd runs `skewtest vm kops-node` in a guest: kopsnode.Serve
@@ -32,7 +32,7 @@ func kopsNodeCmd(ctx context.Context, logger *slog.Logger, args []string) error 
 	port := fs.Int("port", kopsnode.DefaultAPIServerPort, "the guest port the API server is forwarded from (what vm up -forward names)")
 	pvs := fs.Int("pvs", 3, "volumes the StorageClass has on each node")
 	nodeCount := fs.Int("nodes", 1, "nodes of the cluster, each a kubelet under systemd: the first laid out as kops does, the others beside it (kubelet-2, ...)")
-	kubelet := fs.String("kubelet", strings.Split(skewrun.DefaultPlan, ",")[0], "the node's own kubelet (and the control plane's version), from the module cache")
+	kubelet := fs.String("kubelet", strings.Split(plan.Default, ",")[0], "the node's own kubelet (and the control plane's version), from the module cache")
 	if err := fs.Parse(args); err != nil || *out == "" || *server == "" || *pvs < 1 || *nodeCount < 1 {
 		return fmt.Errorf("%w: vm kops-node: -out and -server are required, -pvs and -nodes at least 1 (%v)\n%s", exitcode.ErrInvalid, err, vmUsage)
 	}

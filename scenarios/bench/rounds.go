@@ -292,14 +292,14 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int, progress io
 			}
 			for _, t := range r.Run.Timings {
 				switch t.Phase {
-				case skewrun.TourPhase:
+				case reports.PhaseTour:
 					tour = append(tour, t.Duration.Seconds())
 				case wholeRunPhase:
 					whole = append(whole, t.Duration.Seconds())
 				}
 			}
 		}
-		ms.Tour, ms.WholeRun = stats(skewrun.TourPhase, tour), stats(wholeRunPhase, whole)
+		ms.Tour, ms.WholeRun = stats(reports.PhaseTour, tour), stats(wholeRunPhase, whole)
 		out = append(out, ms)
 	}
 	return out, nil

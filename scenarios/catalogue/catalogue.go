@@ -230,6 +230,10 @@ type Entry struct {
 	Waits string
 }
 
+// Replicas is the workload size of a catalogue entry's run: one pod
+// proves the fault, and keeps the whole catalogue within minutes.
+const Replicas = 1
+
 // CatalogueLabel is the Ginkgo label every entry carries:
 // -ginkgo.label-filter=catalogue runs them all.
 const CatalogueLabel = "catalogue"

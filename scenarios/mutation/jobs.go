@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -36,13 +37,13 @@ var Placements = []Placement{
 // Versions are the base (the newest version of the default plan: the
 // kubelet the mutants change) and its partner (the other).
 func Versions() (base, partner string, err error) {
-	pl, err := plan.Parse(skewrun.DefaultPlan)
+	pl, err := plan.Parse(plan.Default)
 	if err != nil {
 		return "", "", err
 	}
 	d := pl.Distinct()
 	if len(d) != 2 {
-		return "", "", fmt.Errorf("the default plan %s has %d versions; mutation testing wants two", skewrun.DefaultPlan, len(d))
+		return "", "", fmt.Errorf("the default plan %s has %d versions; mutation testing wants two", plan.Default, len(d))
 	}
 	base = "v" + pl.Newest().String()
 	for _, v := range d {
@@ -95,7 +96,7 @@ type Entry struct {
 // catalogue's jobs on o's provider.
 func Entries(o skewrun.Options) []Entry {
 	base := o
-	base.Scenario, base.Replicas, base.VolumeKind = "", skewrun.CatalogueReplicas, "csi"
+	base.Scenario, base.Replicas, base.VolumeKind = "", catalogue.Replicas, "csi"
 	out := []Entry{{Name: "csi-filesystem", Covers: []string{"csi-filesystem"}, Job: skewrun.Job{Name: "shape csi-filesystem", Options: base}}}
 	for _, j := range skewrun.CatalogueJobs(o) {
 		covers := strings.Split(j.Options.Scenario, ",")

@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 )
 
+// Default is the manual sign-off's plan: down one minor and back.
+const Default = "v1.37.2,v1.36.3,v1.37.2"
+
 // SkewPolicyURL documents how far a kubelet may lag behind kube-apiserver.
 const SkewPolicyURL = "https://kubernetes.io/releases/version-skew-policy/#kubelet"
 

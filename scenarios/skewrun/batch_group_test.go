@@ -10,12 +10,13 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 // Two sources of one version are two kubelets: a node that ends a run on
 // a patched v1.37.2 does not run the module's v1.37.2.
 func TestKubeletKey(t *testing.T) {
-	j := fakeJob(t, "a", DefaultPlan, 0, false)
+	j := fakeJob(t, "a", plan.Default, 0, false)
 	j.kubelets = []binaries.Binary{{Version: "v1.37.2", SHA256: "aaa"}, {Version: "v1.36.3", SHA256: "bbb"}, {Version: "v1.37.2", SHA256: "ccc"}}
 	if j.first() == j.last() {
 		t.Errorf("first %q and last %q are one kubelet, want two (their binaries differ)", j.first(), j.last())
@@ -81,7 +82,7 @@ func TestScheduleSwapsKubelet(t *testing.T) {
 // stops nothing.
 func TestScheduleStopsGroup(t *testing.T) {
 	job := func(name, group string) *batchJob {
-		j := fakeJob(t, name, DefaultPlan, 0, false)
+		j := fakeJob(t, name, plan.Default, 0, false)
 		j.job.Group = group
 		return j
 	}

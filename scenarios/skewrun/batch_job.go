@@ -25,7 +25,7 @@ func (b *batch) runJob(ctx context.Context, c *runCluster, cluster int, s *slot,
 		Started: start, Hold: j.demand.Hold, Attempt: j.attempts}
 	err := func() (err error) {
 		defer recoverRun(run, &err)
-		return runScenario(ctx, c, s.node, Scenario{Plan: j.v.Plan, Kubelets: j.kubelets, Fault: j.v.Fault, Shapes: j.v.Shapes,
+		return runScenario(ctx, c, s.node, nodeScenario{Plan: j.v.Plan, Kubelets: j.kubelets, Fault: j.v.Fault, Shapes: j.v.Shapes,
 			Name: "web", Namespace: namespaceOf(run.ID, j.index, j.job.Name), Replicas: j.v.Options.Replicas, Kind: j.v.VolumeKind,
 			VolumeGroup: fmt.Sprintf("b%d", j.index+1)}, run)
 	}()

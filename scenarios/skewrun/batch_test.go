@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
@@ -38,10 +39,10 @@ func names(jobs []*batchJob) string {
 
 func TestOrderLongestFirst(t *testing.T) {
 	jobs := []*batchJob{
-		fakeJob(t, "short", DefaultPlan, 20*time.Second, false),
-		fakeJob(t, "leaks", DefaultPlan, 110*time.Second, true),
-		fakeJob(t, "outage", DefaultPlan, 80*time.Second, false),
-		fakeJob(t, "short2", DefaultPlan, 20*time.Second, false),
+		fakeJob(t, "short", plan.Default, 20*time.Second, false),
+		fakeJob(t, "leaks", plan.Default, 110*time.Second, true),
+		fakeJob(t, "outage", plan.Default, 80*time.Second, false),
+		fakeJob(t, "short2", plan.Default, 20*time.Second, false),
 	}
 	if got := names(order(jobs, 4)); got != "leaks,outage,short,short2" {
 		t.Errorf("order on 4 nodes = %s, want the longest first, ties as given", got)
@@ -59,11 +60,11 @@ func TestOrderLongestFirst(t *testing.T) {
 func TestSchedule(t *testing.T) {
 	other := "v1.36.3,v1.37.2"
 	queue := []*batchJob{
-		fakeJob(t, "a", DefaultPlan, 0, false),
-		fakeJob(t, "leaves", DefaultPlan, 0, true),
-		fakeJob(t, "cp-flake", DefaultPlan, 0, false),
-		fakeJob(t, "b", DefaultPlan, 0, false),
-		fakeJob(t, "c", DefaultPlan, 0, false),
+		fakeJob(t, "a", plan.Default, 0, false),
+		fakeJob(t, "leaves", plan.Default, 0, true),
+		fakeJob(t, "cp-flake", plan.Default, 0, false),
+		fakeJob(t, "b", plan.Default, 0, false),
+		fakeJob(t, "c", plan.Default, 0, false),
 		fakeJob(t, "starts-elsewhere", other, 0, false),
 	}
 	slots := []*slot{{kubelet: "v1.37.2"}, {kubelet: "v1.37.2"}, {kubelet: "v1.37.2"}}
@@ -131,7 +132,7 @@ func TestSchedule(t *testing.T) {
 // start as not run, with the interrupt.
 func TestScheduleInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	queue := []*batchJob{fakeJob(t, "first", DefaultPlan, 0, false), fakeJob(t, "second", DefaultPlan, 0, false)}
+	queue := []*batchJob{fakeJob(t, "first", plan.Default, 0, false), fakeJob(t, "second", plan.Default, 0, false)}
 	slots := []*slot{{kubelet: "v1.37.2"}}
 	run := func(s *slot, j *batchJob) { cancel(&exitcode.Interrupted{}) }
 	left := schedule(ctx, slots, queue, nil, run, func(*slot, *batchJob) string { return "" }, nil)
@@ -197,7 +198,7 @@ func TestCatalogueJobs(t *testing.T) {
 				t.Errorf("%s: scenario %s twice", provider, j.Options.Scenario)
 			}
 			seen[j.Options.Scenario] = true
-			if j.Options.Replicas != CatalogueReplicas || j.Options.Plan != DefaultPlan || j.Options.Provider != provider {
+			if j.Options.Replicas != catalogue.Replicas || j.Options.Plan != plan.Default || j.Options.Provider != provider {
 				t.Errorf("%s: job %s has replicas %d plan %q provider %q", provider, j.Name, j.Options.Replicas, j.Options.Plan, j.Options.Provider)
 			}
 		}

@@ -5,13 +5,14 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
 // CatalogueJobs are the catalogue's runs on o's provider, as a batch's
 // jobs with o's settings: one per fault that runs there, then the shapes
 // that run there planted in one workload per CSI driver mode they need
-// (ShapeGroups); each with CatalogueReplicas pods, on o's PLAN or the
+// (ShapeGroups); each with catalogue.Replicas pods, on o's PLAN or the
 // default. The sign-off plans' shapes (csi-filesystem, local-volume) are
 // the baseline runs, not among them.
 func CatalogueJobs(o Options) []Job {
@@ -57,7 +58,7 @@ func ShapeGroups(names []string) (plain, block []string) {
 
 // catalogueJob is the catalogue run named name of scenario.
 func catalogueJob(o Options, name, scenario string) Job {
-	o.Scenario, o.Replicas = scenario, CatalogueReplicas
-	o.Plan = defaultStr(o.Plan, DefaultPlan)
+	o.Scenario, o.Replicas = scenario, catalogue.Replicas
+	o.Plan = defaultStr(o.Plan, plan.Default)
 	return Job{Name: name, Options: o}
 }

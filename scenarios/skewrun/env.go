@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/timeouts"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/matrix"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 // sharedSettings are the environment variables `make test-skew`, the suite and
@@ -22,7 +23,7 @@ import (
 var sharedSettings = []clusters.Setting{
 	{Name: "PROVIDER", Default: clusters.Default().Name, Help: providerHelp()},
 	{Name: "CSI_MODE", Default: clusters.CSIModeTmpfs, Help: "the mode of skewtest's CSI driver: tmpfs (tmpfs staged, bind published, no attach; fast) or ebs (loop devices over sparse files, ext4 or raw block, attached through VolumeAttachments by the external-attacher; " + strings.Join(csiModeProviders(clusters.CSIModeEBS), ", ") + " only)"},
-	{Name: "PLAN", Default: DefaultPlan, Help: "kubelet versions in hop order; the node starts at the first"},
+	{Name: "PLAN", Default: plan.Default, Help: "kubelet versions in hop order; the node starts at the first"},
 	{Name: "APISERVER", Default: "the plan's newest", Help: "the kube-apiserver, controller-manager and scheduler version of a cluster the provider creates; at least the plan's newest minor, and within the skew policy of every entry (n-3 from 1.28, n-2 before)"},
 	{Name: "MATRIX", Default: matrix.Default, Help: "make test-matrix: kubelet versions whose every (from, to) pair the tour visits once, on one cluster at the newest"},
 	{Name: "MATRIX_NODES", Default: fmt.Sprint(matrix.DefaultNodes), Help: "make test-matrix: nodes that run the tour's trails at once (1: one node runs the whole tour)"},

@@ -21,11 +21,6 @@ import (
 // make a tour faster on one host, and the default tour has 12 hops.
 const maxMatrixNodes = 12
 
-// TourPhase is the run timing of a matrix tour's trails, from the first
-// hop's start to the last trail's end: the tour without bring-up and
-// teardown.
-const TourPhase = "tour"
-
 // validatedMatrix is a matrix tour's input once checked: the run's
 // Validated with the circuit as its plan, the versions and the trails.
 type validatedMatrix struct {
@@ -173,7 +168,7 @@ func (m *validatedMatrix) tour(ctx context.Context, c *runCluster, run *reports.
 		run.Fail(err.Error())
 		return run, classify(err, exitcode.ErrInfrastructure)
 	}
-	run.Timings = append(run.Timings, reports.Timing{Phase: TourPhase, Duration: time.Since(tourStart)})
+	run.Timings = append(run.Timings, reports.Timing{Phase: reports.PhaseTour, Duration: time.Since(tourStart)})
 	merged = matrix.Merge(*run, trails)
 	if merged.Verdict == reports.Fail {
 		return merged, classify(fmt.Errorf("tour failed: %s", merged.Failure), exitcode.ErrKubelet)

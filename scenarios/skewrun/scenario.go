@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
-// Scenario is one reconstruction scenario on one node of a shared
+// nodeScenario is one reconstruction scenario on one node of a shared
 // cluster.
-type Scenario struct {
+type nodeScenario struct {
 	// Plan is the hop sequence; its first version must be the kubelet the
 	// node runs now.
 	Plan plan.Plan
@@ -44,14 +44,14 @@ type Scenario struct {
 }
 
 // replicas and kind are the scenario's own, or the cluster's run's.
-func (s Scenario) replicas(v *Validated) int {
+func (s nodeScenario) replicas(v *Validated) int {
 	if s.Replicas > 0 {
 		return s.Replicas
 	}
 	return v.Options.Replicas
 }
 
-func (s Scenario) kind(v *Validated) storage.Kind {
+func (s nodeScenario) kind(v *Validated) storage.Kind {
 	if s.Kind != "" {
 		return s.Kind
 	}
@@ -64,7 +64,7 @@ func (s Scenario) kind(v *Validated) storage.Kind {
 // and cleanup timeout come from c's options. The error wraps exitcode.ErrKubelet
 // when the scenario failed (a check, a leak, a kubelet that would not
 // start) and is nil when it passed, possibly with expected deviations.
-func runScenario(ctx context.Context, c *runCluster, node nodes.Node, s Scenario, run *reports.Run) error {
+func runScenario(ctx context.Context, c *runCluster, node nodes.Node, s nodeScenario, run *reports.Run) error {
 	o := c.v.Options
 	run.Node = node.String()
 	cluster, err := c.workloads()

@@ -44,13 +44,6 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
-// DefaultPlan is the manual sign-off's plan: down one minor and back.
-const DefaultPlan = "v1.37.2,v1.36.3,v1.37.2"
-
-// CatalogueReplicas is the workload size of a catalogue fault's run: one
-// pod proves the fault, and keeps the whole catalogue within minutes.
-const CatalogueReplicas = 1
-
 // matrixReplicas is the workload size of a matrix tour's trails unless
 // REPLICAS says otherwise: one pod proves each (from, to) pair, as one
 // proves a fault, and three per trail doubled a tour on 2 cores (40 s
@@ -191,5 +184,5 @@ func upAndRun(ctx context.Context, c *runCluster, run *reports.Run, kubelets []b
 		run.Fail(err.Error())
 		return err
 	}
-	return runScenario(ctx, c, testNodes[0], Scenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault, Shapes: c.v.Shapes}, run)
+	return runScenario(ctx, c, testNodes[0], nodeScenario{Plan: c.v.Plan, Kubelets: kubelets, Fault: c.v.Fault, Shapes: c.v.Shapes}, run)
 }

@@ -79,7 +79,7 @@ func Validate(o Options) (*Validated, error) {
 		o.Out = os.Stdout
 	}
 	o.Provider = defaultStr(o.Provider, clusters.Default().Name)
-	o.Plan = defaultStr(o.Plan, DefaultPlan)
+	o.Plan = defaultStr(o.Plan, plan.Default)
 	if o.Replicas <= 0 {
 		o.Replicas = defaultReplicas
 	}

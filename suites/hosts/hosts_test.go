@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/internal/testgate"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 // Budgets, sized for TCG (no usable KVM), where the guest runs CPU-heavy
@@ -158,7 +158,7 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 	It("passes the default sign-off plan on the local provider inside the guest", func(ctx SpecContext) {
 		start := time.Now()
 		w := GinkgoWriter
-		env := []string{"ARTIFACTS=" + out, "PROVIDER=local", "PLAN=" + skewrun.DefaultPlan, g.timeoutFactor()}
+		env := []string{"ARTIFACTS=" + out, "PROVIDER=local", "PLAN=" + plan.Default, g.timeoutFactor()}
 		// On an interrupted suite, vm exec ends with SIGINT, and kills the
 		// run in the guest, which vm down then discards.
 		cmd := suiteconfig.Interruptible(g.command(ctx, envArgv(env, "sh", "-c", "cd "+exec.ShellQuote(src)+" && exec "+exec.ShellQuote(bin)+" run")...))
@@ -373,7 +373,7 @@ func resolveOnHost(ctx context.Context, logger *slog.Logger, cache string) {
 	GinkgoHelper()
 	mb := &binaries.ModuleBuilder{CacheDir: cache, Logger: logger}
 	seen := map[string]bool{}
-	plan := strings.Split(skewrun.DefaultPlan, ",")
+	plan := strings.Split(plan.Default, ",")
 	for i, v := range plan {
 		if seen[v] {
 			continue

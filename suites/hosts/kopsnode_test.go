@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 const (
@@ -60,7 +60,7 @@ const (
 
 // killVersion is the plan's second kubelet: the kill comes once the run
 // swapped the node's kubelet to it, before starting it.
-var killVersion = strings.Split(skewrun.DefaultPlan, ",")[1]
+var killVersion = strings.Split(plan.Default, ",")[1]
 
 // nodeInfo is the part of nodeInfoFile the specs use: the suite reads the
 // command's JSON as any consumer of skewtest vm kops-node would, not the
@@ -173,7 +173,7 @@ func (k *kopsNode) kubeconfig() string { return filepath.Join(k.dir, nodeKubecon
 // against node l, from the host, reports in artifacts.
 func (k *kopsNode) runEnv(g *guestVM, l nodeLayout, artifacts string) []string {
 	return []string{
-		"PROVIDER=existing", "PLAN=" + skewrun.DefaultPlan, "ARTIFACTS=" + artifacts,
+		"PROVIDER=existing", "PLAN=" + plan.Default, "ARTIFACTS=" + artifacts,
 		"KUBECONFIG=" + k.kubeconfig(), "NODES=" + l.Node,
 		"SSH_USER=" + g.inst.User, "SSH_KEY=" + g.inst.KeyFile, "SSH_KNOWN_HOSTS=" + g.inst.KnownHostsFile,
 		"SSH_ADDRESSES=" + l.Node + "=" + g.inst.SSHAddress,

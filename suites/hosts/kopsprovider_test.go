@@ -37,7 +37,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 )
 
 const (
@@ -124,7 +124,7 @@ func (k *kopsNode) startKopsRun(ctx context.Context, g *guestVM, src, bin, binDi
 		"echo $run > " + q(d+"/run.pid"),
 		"wait $run",
 	}, "\n")
-	env := []string{"PROVIDER=kops", "PLAN=" + skewrun.DefaultPlan, "ARTIFACTS=" + artifacts,
+	env := []string{"PROVIDER=kops", "PLAN=" + plan.Default, "ARTIFACTS=" + artifacts,
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + akid, "SKEWTEST_FAKE_WORLD=" + d + "/world.json",
 		// No checkip.amazonaws.com from the guest: the fake EC2 does
 		// not filter on it.

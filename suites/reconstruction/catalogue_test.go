@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -39,8 +40,8 @@ var _ = Describe(catalogueText, Label(catalogue.CatalogueLabel), func() {
 			if e.Status != catalogue.Runs || !e.RunsOn(provider) {
 				return nil
 			}
-			o := envOptions(orDefault(os.Getenv("PLAN"), skewrun.DefaultPlan), e.Name)
-			o.Replicas = skewrun.CatalogueReplicas
+			o := envOptions(orDefault(os.Getenv("PLAN"), plan.Default), e.Name)
+			o.Replicas = catalogue.Replicas
 			return o
 		})
 		It(name, Label(e.Label()), func(ctx SpecContext) {

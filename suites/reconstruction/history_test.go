@@ -29,7 +29,7 @@ var _ = Describe("kubelet history", Label(history.Label), func() {
 			o := envOptions(h.Plan, h.Scenario)
 			o.APIServer = h.APIServer
 			if h.Scenario != "" {
-				o.Replicas = skewrun.CatalogueReplicas
+				o.Replicas = catalogue.Replicas
 			}
 			return o
 		}

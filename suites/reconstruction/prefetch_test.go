@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -55,7 +56,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		o.Out = GinkgoWriter
 		runs = append(runs, *o)
-		plans = append(plans, orDefault(o.Plan, skewrun.DefaultPlan)+orDefault(" "+o.Scenario, ""))
+		plans = append(plans, orDefault(o.Plan, plan.Default)+orDefault(" "+o.Scenario, ""))
 	}
 	if len(runs) == 0 {
 		return

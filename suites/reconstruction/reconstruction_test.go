@@ -42,15 +42,15 @@ func matrix() []matrixEntry {
 		return []matrixEntry{{plan: p, kind: orDefault(kind, "csi")}}
 	}
 	if !providerOf(os.Getenv("PROVIDER")).QuickClusters {
-		return []matrixEntry{{plan: skewrun.DefaultPlan, kind: orDefault(kind, "csi")}}
+		return []matrixEntry{{plan: plan.Default, kind: orDefault(kind, "csi")}}
 	}
 	if kind != "" {
-		return []matrixEntry{{plan: skewrun.DefaultPlan, kind: kind}, {plan: OldestSkewPlan, kind: kind}}
+		return []matrixEntry{{plan: plan.Default, kind: kind}, {plan: OldestSkewPlan, kind: kind}}
 	}
 	return []matrixEntry{
-		{plan: skewrun.DefaultPlan, kind: "csi"},
+		{plan: plan.Default, kind: "csi"},
 		{plan: OldestSkewPlan, kind: "csi"},
-		{plan: skewrun.DefaultPlan, kind: "local"},
+		{plan: plan.Default, kind: "local"},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
@@ -72,8 +73,8 @@ var _ = Describe(shapesText, Label(catalogue.CatalogueLabel), func() {
 			if len(group) == 0 {
 				return nil
 			}
-			o := envOptions(orDefault(os.Getenv("PLAN"), skewrun.DefaultPlan), strings.Join(group, ","))
-			o.Replicas = skewrun.CatalogueReplicas
+			o := envOptions(orDefault(os.Getenv("PLAN"), plan.Default), strings.Join(group, ","))
+			o.Replicas = catalogue.Replicas
 			return o
 		})
 	}

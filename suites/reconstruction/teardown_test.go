@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -78,7 +79,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		if !teardownProvider().ClusterOnHost {
 			return nil
 		}
-		o := envOptions(skewrun.DefaultPlan, "")
+		o := envOptions(plan.Default, "")
 		o.Provider, o.VolumeKind = teardownProvider().Name, ""
 		return o
 	})
@@ -162,7 +163,7 @@ var _ = Describe("teardown of clusters made on this host", Label("teardown", "di
 		before := footprint.Take(ctx)
 
 		cmd := exec.Command(bin, "run")
-		cmd.Env = append(os.Environ(), "PROVIDER="+teardownProvider().Name, "PLAN="+skewrun.DefaultPlan, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
+		cmd.Env = append(os.Environ(), "PROVIDER="+teardownProvider().Name, "PLAN="+plan.Default, "ARTIFACTS="+filepath.Join(dir, "artifacts"), "KEEP_CLUSTER_ON_FAILURE=true")
 		stderr, err := cmd.StderrPipe()
 		Expect(err).NotTo(HaveOccurred())
 		cmd.Stdout = GinkgoWriter

@@ -27,6 +27,7 @@ import (
 	skewexec "sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -48,7 +49,7 @@ var _ = Describe("a cluster made on this host, seen by another local user", unpr
 		if !unprivilegedRunsOn(providerOf(os.Getenv("PROVIDER"))) {
 			return nil
 		}
-		return envOptions(skewrun.DefaultPlan, "")
+		return envOptions(plan.Default, "")
 	})
 	It("gives user nobody neither etcd, nor the API server beyond its health checks, nor the kubelet API, nor the run's sockets and keys", func(ctx SpecContext) {
 		d := providerOf(os.Getenv("PROVIDER"))
@@ -57,7 +58,7 @@ var _ = Describe("a cluster made on this host, seen by another local user", unpr
 		}
 		testgate.RequireRoot(GinkgoT(), "it makes a cluster and acts as user nobody with setpriv")
 		testgate.RequireTools(GinkgoT(), "setpriv", "curl")
-		v := strings.Split(skewrun.DefaultPlan, ",")[0]
+		v := strings.Split(plan.Default, ",")[0]
 		r := &binaries.Resolver{CacheDir: binaries.DefaultCacheDir(), Module: &binaries.ModuleBuilder{CacheDir: binaries.DefaultCacheDir()}}
 		kubelet, err := r.Resolve(ctx, "kubelet", "module:"+v)
 		Expect(err).NotTo(HaveOccurred())

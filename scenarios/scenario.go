@@ -32,6 +32,15 @@ import (
 // asked: the run's failure is the infrastructure's, not the kubelet's.
 var ErrControlPlane = errors.New("the control plane did not act")
 
+// ControlPlaneRetries is how many more times a job (and a suite's run)
+// runs after a run the control plane failed (ErrControlPlane:
+// it never created or scheduled the re-created pods while the node was
+// Ready), so that such a flake does not hide the kubelet's verdict. A
+// kubelet failure never runs again, nor any other infrastructure failure
+// (running again would only repeat it, on kops at a cost). Every attempt
+// keeps its own report.
+const ControlPlaneRetries = 1
+
 // ErrHarness marks a step that failed because of skewtest itself, not the
 // kubelet nor the control plane: for example a re-created pod Pending
 // because the PVs skewtest made for its claim were all taken. Such a

@@ -169,7 +169,7 @@ type builtKubelet struct {
 // far it is: a patch that does not apply or build is bad input (exit 2),
 // as the run's own resolve would find.
 func build(ctx context.Context, o skewrun.Options, kubelets []Kubelet) (map[string]builtKubelet, error) {
-	resolver := skewrun.NewResolver(o)
+	resolver := o.Resolver()
 	out := map[string]builtKubelet{}
 	for i, k := range kubelets {
 		start := time.Now()

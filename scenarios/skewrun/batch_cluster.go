@@ -198,7 +198,7 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, g *groups, 
 			wake()
 			continue
 		}
-		if errors.Is(j.result.Err, scenarios.ErrControlPlane) && j.attempts <= ControlPlaneRetries && ctx.Err() == nil {
+		if errors.Is(j.result.Err, scenarios.ErrControlPlane) && j.attempts <= scenarios.ControlPlaneRetries && ctx.Err() == nil {
 			j.log().Warn("the control plane failed the run, not the kubelet: it runs once more", "report", j.result.Result.ArtifactsDir)
 			queue = append([]*batchJob{j}, queue...)
 		}
@@ -223,15 +223,6 @@ func schedule(ctx context.Context, slots []*slot, queue []*batchJob, g *groups, 
 	}
 	return queue
 }
-
-// ControlPlaneRetries is how many more times a job (and a suite's run)
-// runs after a run the control plane failed (scenarios.ErrControlPlane:
-// it never created or scheduled the re-created pods while the node was
-// Ready), so that such a flake does not hide the kubelet's verdict. A
-// kubelet failure never runs again, nor any other infrastructure failure
-// (running again would only repeat it, on kops at a cost). Every attempt
-// keeps its own report.
-const ControlPlaneRetries = 1
 
 // maxRetiredWhy bounds what a retired node's line in the batch's summary
 // quotes of what it was left with.

@@ -9,10 +9,10 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
 )
 
-// NewResolver is the resolver of binary sources that o's settings give
-// (the cache, the release server, the logger), for runs and for what
-// builds kubelets ahead of them.
-func NewResolver(o Options) *binaries.Resolver {
+// Resolver is the resolver of binary sources that o's settings give (the
+// cache, the release server, the logger), for runs and for what builds
+// kubelets ahead of them.
+func (o Options) Resolver() *binaries.Resolver {
 	return &binaries.Resolver{CacheDir: o.CacheDir, BaseURL: o.ReleaseBaseURL, Logger: o.Logger,
 		Module: &binaries.ModuleBuilder{CacheDir: o.CacheDir, Logger: o.Logger}}
 }
@@ -24,7 +24,7 @@ func NewResolver(o Options) *binaries.Resolver {
 // other failure (network, disk, build) is exitcode.ErrInfrastructure.
 func resolveKubelets(ctx context.Context, v *Validated) ([]binaries.Binary, error) {
 	o := v.Options
-	resolver := NewResolver(o)
+	resolver := o.Resolver()
 	o.Logger.Info("resolving kubelet binaries", "plan", v.Plan.String(), "sources", strings.Join(v.Specs, ","))
 	kubelets, err := resolver.ResolvePlan(ctx, "kubelet", v.Specs)
 	if err != nil {

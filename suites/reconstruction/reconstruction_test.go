@@ -175,14 +175,14 @@ func phases(h reports.Hop) []string {
 	return out
 }
 
-// runJudged is skewrun.Run with skewrun.ControlPlaneRetries, for the runs
+// runJudged is skewrun.Run with scenarios.ControlPlaneRetries, for the runs
 // outside the suite's batch; a kept cluster's run is never run again. Each
 // attempt keeps its report and JUnit in its own artifacts directory, and
 // the spec's report names the first.
 func runJudged(ctx context.Context, o skewrun.Options) (*skewrun.Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := skewrun.Run(ctx, o)
-		if attempt > skewrun.ControlPlaneRetries || o.KeepClusterOnFailure || ctx.Err() != nil || !errors.Is(err, scenarios.ErrControlPlane) {
+		if attempt > scenarios.ControlPlaneRetries || o.KeepClusterOnFailure || ctx.Err() != nil || !errors.Is(err, scenarios.ErrControlPlane) {
 			return res, err
 		}
 		msg := fmt.Sprintf("attempt %d failed because the control plane did not act, not the kubelet (exit %d); running the plan once more. Its report: %s. Its error: %v", attempt, exitcode.Of(err), artifactsOf(res), err)

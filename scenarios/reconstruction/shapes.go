@@ -766,3 +766,19 @@ func checkMounted(snap *nodestate.Snapshot, p corev1.Pod, rel, fstype string) er
 	}
 	return nil
 }
+
+// ShapeGroups splits catalogue shapes into the workloads a batch plants
+// them in: those that need raw block volumes (the CSI driver's ebs mode,
+// a cluster of its own) apart from the others, which share the cluster of
+// the tmpfs mode's runs. Unknown names go with the others, for the run's
+// validation to refuse.
+func ShapeGroups(names []string) (plain, block []string) {
+	for _, n := range names {
+		if sh, ok := Shapes()[n]; ok && sh.Block {
+			block = append(block, n)
+		} else {
+			plain = append(plain, n)
+		}
+	}
+	return plain, block
+}

@@ -12,7 +12,7 @@ import (
 // CatalogueJobs are the catalogue's runs on o's provider, as a batch's
 // jobs with o's settings: one per fault that runs there, then the shapes
 // that run there planted in one workload per CSI driver mode they need
-// (ShapeGroups); each with catalogue.Replicas pods, on o's PLAN or the
+// (reconstruction.ShapeGroups); each with catalogue.Replicas pods, on o's PLAN or the
 // default. The sign-off plans' shapes (csi-filesystem, local-volume) are
 // the baseline runs, not among them.
 func CatalogueJobs(o Options) []Job {
@@ -31,29 +31,13 @@ func CatalogueJobs(o Options) []Job {
 			jobs = append(jobs, catalogueJob(o, string(e.Kind)+" "+e.Name, e.Name))
 		}
 	}
-	plain, block := ShapeGroups(shapes)
+	plain, block := reconstruction.ShapeGroups(shapes)
 	for _, g := range [][]string{plain, block} {
 		if len(g) > 0 {
 			jobs = append(jobs, catalogueJob(o, "shapes "+strings.Join(g, ", "), strings.Join(g, ",")))
 		}
 	}
 	return jobs
-}
-
-// ShapeGroups splits catalogue shapes into the workloads a batch plants
-// them in: those that need raw block volumes (the CSI driver's ebs mode,
-// a cluster of its own) apart from the others, which share the cluster of
-// the tmpfs mode's runs. Unknown names go with the others, for Validate
-// to refuse.
-func ShapeGroups(names []string) (plain, block []string) {
-	for _, n := range names {
-		if sh, ok := reconstruction.Shapes()[n]; ok && sh.Block {
-			block = append(block, n)
-		} else {
-			plain = append(plain, n)
-		}
-	}
-	return plain, block
 }
 
 // catalogueJob is the catalogue run named name of scenario.

@@ -46,7 +46,7 @@ func selectedShapes(entries []catalogue.Entry, provider string) (run, elsewhere 
 // it carries every shape's label, and runs the shapes the label filter
 // selects (all of them under label-filter=catalogue; only the block shape
 // under label-filter=shape-block) in one workload per CSI driver mode
-// they need (skewrun.ShapeGroups): the block shape on a cluster of the
+// they need (reconstruction.ShapeGroups): the block shape on a cluster of the
 // driver's ebs mode, the others beside the batch's other runs. Each shape
 // is still checked and judged on steps of its own after every hop.
 
@@ -111,13 +111,13 @@ var _ = Describe(shapesText, Label(catalogue.CatalogueLabel), func() {
 	})
 })
 
-// shapeGroupNames name the shapes' two runs (skewrun.ShapeGroups).
+// shapeGroupNames name the shapes' two runs (reconstruction.ShapeGroups).
 var shapeGroupNames = [2]string{"tmpfs mode", "raw block, ebs mode"}
 
 // shapeGroup is the g-th of the selected shapes' runs on provider
-// (skewrun.ShapeGroups): 0 without raw block volumes, 1 with.
+// (reconstruction.ShapeGroups): 0 without raw block volumes, 1 with.
 func shapeGroup(entries []catalogue.Entry, provider string, g int) []string {
 	run, _ := selectedShapes(entries, provider)
-	plain, block := skewrun.ShapeGroups(run)
+	plain, block := reconstruction.ShapeGroups(run)
 	return [2][]string{plain, block}[g]
 }

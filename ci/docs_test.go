@@ -12,6 +12,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"unicode"
 
+	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/mutation"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
@@ -934,3 +936,40 @@ func TestDocsLayout(t *testing.T) {
 
 // docsLayoutRow is a row of design.md's layout table: its path.
 var docsLayoutRow = regexp.MustCompile("^\\| `([^`]+)` \\|")
+
+// docsOutsidePaths are references to files outside the repository (the
+// notes its authors worked from), which a reader of the code or the
+// manual cannot open.
+var docsOutsidePaths = regexp.MustCompile(`\.\./shared|shared/notes|\.library/|(?:kubelet-reconstruction|reconstruction-bugs|reconstruction-history|mutation-testing|local-cluster-facts|kind-offline-facts|kops-aws-facts)\.md`)
+
+// No Go file, page or script of the repository cites a path outside it;
+// recorded reports under testdata keep what the runs said.
+func TestNoPathsOutsideTheRepository(t *testing.T) {
+	testgate.RequireTools(t, "git")
+	out, err := exec.Command("git", "-C", repoRoot, "ls-files").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	checked := 0
+	for _, f := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(f, "/testdata/") || !(strings.HasSuffix(f, ".go") || strings.HasSuffix(f, ".md") || strings.HasSuffix(f, ".sh") || strings.HasSuffix(f, ".yaml") || f == "Makefile" || strings.HasPrefix(f, ".ci/")) {
+			continue
+		}
+		if f == "ci/docs_test.go" {
+			continue // the pattern itself
+		}
+		b, err := os.ReadFile(filepath.Join(repoRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for i, line := range strings.Split(string(b), "\n") {
+			if m := docsOutsidePaths.FindString(line); m != "" {
+				t.Errorf("%s:%d cites %q, outside the repository: say what it says, or cite a public source", f, i+1, m)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d files: the listing is wrong", checked)
+	}
+}

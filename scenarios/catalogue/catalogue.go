@@ -1,6 +1,6 @@
 // Package catalogue is skewtest's list of reconstruction scenarios as
 // data: every volume shape and every fault the kubelet has shipped bugs
-// for (issue 9; /work/shared/notes/reconstruction-bugs.md), each with what
+// for, each with what
 // it plants on the node, its expected outcome per kubelet version range
 // with the upstream issue or PR, the versions affected and the fix, its
 // Ginkgo label, and whether skewtest runs it yet.

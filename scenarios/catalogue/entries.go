@@ -127,7 +127,7 @@ func All() []Entry {
 			Plants: "csi-filesystem's workload on kubernetes.io/local-volume PVs (bind mounts of host dirs)",
 			Checks: "as csi-filesystem; the kubelet's reconstruction errors and force cleanups, exactly one each per local volume, are the known symptom",
 			Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "local-volume reconstruction errors", Says: localVolumeSays, Symptom: localVolumeSymptom,
-				Refs: []Ref{{ID: "local-cluster-facts.md", URL: "../shared/notes/local-cluster-facts.md"}}}},
+				Refs: []Ref{{ID: "kubernetes#121675", URL: "https://github.com/kubernetes/kubernetes/issues/121675"}}}},
 			Status: Runs, Providers: localOnly,
 		},
 		{

@@ -28,7 +28,7 @@ const NotExposed = "not exposed by this kubelet version"
 
 // LocalVolumeReconstructionReason documents why local-volume PVs fail
 // reconstruction on the kubelets skewtest runs.
-const LocalVolumeReconstructionReason = "kubelets 1.36/1.37 cannot reconstruct kubernetes.io/local-volume PVs (reconstructVolume.NewMounter failed: local volume source is nil or local path is not set) and fall back to force cleanup; see local-cluster-facts.md"
+const LocalVolumeReconstructionReason = "kubelets 1.36/1.37 cannot reconstruct kubernetes.io/local-volume PVs (reconstructVolume.NewMounter failed: local volume source is nil or local path is not set) and fall back to force cleanup (kubernetes#121675)"
 
 // Check is a predicate on a metric value.
 type Check struct {

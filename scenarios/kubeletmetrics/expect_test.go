@@ -85,7 +85,7 @@ func TestEvaluateFixture(t *testing.T) {
 		rs := evaluate(t, s, "v1.37.2", LocalVolumeExpectations(3))
 		checkResults(t, rs, map[string]want{
 			ReconstructVolumeOperationsErrors: {verdict: PassWithExpectedDeviations, present: true, value: 3, reasonHas: "cannot reconstruct kubernetes.io/local-volume PVs"},
-			ForceCleanedFailedVolumeOps:       {verdict: PassWithExpectedDeviations, present: true, value: 3, reasonHas: "local-cluster-facts.md"},
+			ForceCleanedFailedVolumeOps:       {verdict: PassWithExpectedDeviations, present: true, value: 3, reasonHas: "kubernetes#121675"},
 			ForceCleanedFailedVolumeOpErrors:  {verdict: Pass, present: true, value: 0},
 			OrphanPodCleanedVolumesErrors:     {verdict: Pass, present: true, value: 0},
 			ReconstructVolumeOperations:       {verdict: Pass, present: true, value: 3},

@@ -22,8 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Metric names as the kubelet exposes them (see
-// /work/shared/notes/kubelet-reconstruction.md, Metrics).
+// Metric names as the kubelet exposes them (its volume manager's
+// pkg/kubelet/volumemanager/metrics; docs/checks.md says what each
+// proves).
 const (
 	ReconstructVolumeOperations       = "reconstruct_volume_operations_total"
 	ReconstructVolumeOperationsErrors = "reconstruct_volume_operations_errors_total"

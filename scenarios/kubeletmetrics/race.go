@@ -10,8 +10,8 @@ import (
 // lower than what the kubelet logged. volumeManager.Run starts the
 // reconciler, which reconstructs before its loop, one line before it calls
 // metrics.Register; component-base counters are no-ops until registered,
-// so increments made before Register runs are lost (see
-// reconstruction-bugs.md §3). No upstream issue tracks it yet.
+// so increments made before Register runs are lost. No upstream issue
+// tracks it yet.
 const MetricsRegistrationRace = "kubelet metrics registration race: the volume manager starts the reconciler (which reconstructs first) before it registers its metrics, and component-base counters drop increments made before registration (pkg/kubelet/volumemanager/volume_manager.go, Run; no upstream issue yet)"
 
 // The kubelet's log lines for one volume's reconstruction at start

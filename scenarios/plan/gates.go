@@ -60,8 +60,8 @@ type KubeletGate struct {
 // v1.30.14, v1.31.14, v1.32.13, v1.33.13, v1.36.3 and v1.37.2, and
 // CHANGELOG-1.27.md for 1.27.0-1.27.1; 1.34 and 1.35 follow from the
 // versioned specs of 1.36 (which list no stage there). A version newer than
-// 1.37 is taken to keep 1.37's stage. The reconstruction notes
-// (reconstruction-history.md §0.1, §4.3) explain why each matters.
+// 1.37 is taken to keep 1.37's stage. docs/plans.md says why each
+// matters.
 var KubeletGates = []KubeletGate{
 	{
 		Name:  "NewVolumeManagerReconstruction",

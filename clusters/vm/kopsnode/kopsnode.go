@@ -7,7 +7,7 @@
 // the control plane, the node's containerd, skewtest's CSI driver and the
 // node's kubelet, Ready. Then the node's kubelet is handed to systemd
 // (local.Node.HandOffKubelet), as kops' nodeup installs it
-// (nodeup/pkg/model/kubelet.go; ../shared/notes/kops-aws-facts.md):
+// (kops's nodeup/pkg/model/kubelet.go):
 //
 //   - the binary at /usr/local/bin/kubelet;
 //   - its flags in /etc/sysconfig/kubelet (DAEMON_ARGS), read through

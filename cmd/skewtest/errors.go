@@ -13,14 +13,16 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{exitcode.ErrInvalid}, args...)...)
 }
 
-// infrastructure marks a failed build or clean-up (exit 3); a version the
-// module proxy does not serve stays bad input (exit 2), and so does a
-// skewtest without its helper programs, whose fix is make skewtest.
+// infrastructure marks a failed build or clean-up (exit 3). What is bad
+// input whatever the step (a version the module proxy does not serve, a
+// host another run holds, a kubeconfig now pointing at another cluster)
+// stays bad input (exit 2), and says so, and so does a skewtest without
+// its helper programs, whose fix is make skewtest.
 func infrastructure(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, clusters.ErrNoHelpers) {
+	if errors.Is(err, clusters.ErrNoHelpers) || exitcode.Of(err) == exitcode.Invalid {
 		return fmt.Errorf("%w: %w", exitcode.ErrInvalid, err)
 	}
 	return fmt.Errorf("%w: %w", exitcode.ErrInfrastructure, err)

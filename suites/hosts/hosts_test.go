@@ -19,6 +19,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/internal/secretscan"
 	"sigs.k8s.io/skewtest/internal/suiteconfig"
 	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -357,12 +358,12 @@ var _ = Describe("local provider on a cgroup v2 host with systemd as PID 1", Ord
 	}, NodeTimeout(kopsTeardownBudget))
 
 	It("leaves no private key and no admin credential in $ARTIFACTS", func() {
-		found := secretsIn(out)
-		AddReportEntry("files under $ARTIFACTS/hosts checked for keys and credentials", fmt.Sprint(found.files))
-		Expect(found.files).To(BeNumerically(">", 0), "nothing under %s to check", out)
-		Expect(found.hits).To(BeEmpty(), "CI uploads $ARTIFACTS: whoever reads it would hold the cluster")
+		found := secretscan.Dir(out, secretscan.Credentials...)
+		AddReportEntry("files under $ARTIFACTS/hosts checked for keys and credentials", fmt.Sprint(found.Files))
+		Expect(found.Files).To(BeNumerically(">", 0), "nothing under %s to check", out)
+		Expect(found.Hits).To(BeEmpty(), "CI uploads $ARTIFACTS: whoever reads it would hold the cluster")
 		if foreign != nil {
-			Expect(filesHolding(out, foreign.secret).hits).To(BeEmpty(), "files under %s holding the owner's credential (its Secret and its pod's environment)", out)
+			Expect(secretscan.Dir(out, secretscan.Literal("the owner's credential", foreign.secret)).Hits).To(BeEmpty(), "files under %s holding the owner's credential (its Secret and its pod's environment)", out)
 		}
 	})
 })

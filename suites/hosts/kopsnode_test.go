@@ -268,38 +268,3 @@ func watchForSwap(logs io.Reader, version string) (stateDir string, swapped bool
 
 // exitCode is err's exit code, 0 for nil.
 func exitCode(err error) int { return exec.ExitCode(err) }
-
-// credentialMarks are what a private key or a kubeconfig's credential
-// looks like in a file.
-var credentialMarks = []string{"PRIVATE KEY-----", "client-key-data:", "client-key:", "token: "}
-
-// scanned is what secretsIn found.
-type scanned struct {
-	files int
-	hits  []string // "path: mark"
-}
-
-// secretsIn lists the files under dir holding a credentialMark.
-func secretsIn(dir string) scanned { return filesHolding(dir, credentialMarks...) }
-
-// filesHolding lists the files under dir holding any of marks.
-func filesHolding(dir string, marks ...string) scanned {
-	var s scanned
-	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		s.files++
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		for _, m := range marks {
-			if strings.Contains(string(b), m) {
-				s.hits = append(s.hits, p+": "+m)
-			}
-		}
-		return nil
-	})
-	return s
-}

@@ -230,12 +230,12 @@ ci-chown:
 
 # actionlint comes from the Go module proxy at a pinned version; it runs
 # shellcheck on run: lines when shellcheck is installed (install-deps.sh
-# installs it), and so does this target on the repository's scripts.
+# installs it), and so does this target on the repository's scripts. go
+# vet runs with every tag that selects test files (images, vmnode), so
+# that a change cannot break tests only make test-images or a developer's
+# guest runs.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	# With every tag that selects test files (images, vmnode), so that a
-	# change cannot break tests only make test-images or a developer's
-	# guest runs.
 	go vet -tags $(IMAGES_TAG),vmnode ./...
 	go run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 	@if command -v shellcheck >/dev/null; then \

@@ -133,18 +133,7 @@ func execCLI(t *testing.T, env []string, args ...string) cliResult {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = cmdEnv
 	cmd.Dir = base // a stray relative _artifacts would land here, and show
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r.stdout, r.stderr = stdout.String(), stderr.String()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		r.code = exitErr.ExitCode()
-	default:
-		t.Fatalf("run %s %s: %v", bin, strings.Join(args, " "), err)
-	}
+	r.stdout, r.stderr, r.code = runCaptured(t, cmd)
 	if ctx.Err() != nil {
 		t.Fatalf("skewtest %s did not finish in time (it should fail at once); stderr:\n%s", strings.Join(args, " "), r.stderr)
 	}
@@ -410,4 +399,22 @@ func TestCLIExitCodeOfAnInterruptedRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runCaptured runs cmd with its output captured and returns it with the
+// exit code; a command that could not run fails the test.
+func runCaptured(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		code = exitErr.ExitCode()
+	default:
+		t.Fatalf("run %s: %v", strings.Join(cmd.Args, " "), err)
+	}
+	return out.String(), errOut.String(), code
 }

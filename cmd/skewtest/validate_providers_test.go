@@ -10,7 +10,6 @@ package main
 // failure.
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -186,20 +185,9 @@ func runSkewtest(t *testing.T, pathDirs []string, env []string, args ...string) 
 	cmd.WaitDelay = 30 * time.Second
 	cmd.Env = cmdEnv
 	cmd.Dir = base
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	r.stdout, r.stderr, r.code = runCaptured(t, cmd)
 	r.took = time.Since(start)
-	r.stdout, r.stderr = stdout.String(), stderr.String()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		r.code = exitErr.ExitCode()
-	default:
-		t.Fatalf("run %s %s: %v", bin, strings.Join(args, " "), err)
-	}
 	t.Logf("%s skewtest %s: exit %d after %s\nstdout:\n%s\nstderr:\n%s", strings.Join(env, " "), strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
 	if ctx.Err() != nil {
 		t.Fatalf("skewtest %s was still running after %s and was interrupted; it should fail at once on %s", strings.Join(args, " "), runDeadline, refusedAddr)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/kind"
 	"sigs.k8s.io/skewtest/clusters/kops"
 	"sigs.k8s.io/skewtest/clusters/local"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
 // providers are the providers New knows, the default first. It is the one
@@ -42,6 +43,12 @@ const CSIDriverMaxVolumesPerNode = csidriver.MaxVolumesPerNode
 // Providers are the descriptors of every provider New knows, the default
 // first.
 func Providers() []Descriptor { return slices.Clone(providers) }
+
+// RunningOn are the names of the providers whose nodes have every
+// capability of needs (a catalogue entry's), in Providers' order.
+func RunningOn(needs []nodes.Capability) []string {
+	return names(filter(func(d Descriptor) bool { return nodes.HasAll(d.NodeCapabilities, needs) }))
+}
 
 // Default is the provider an unset PROVIDER means.
 func Default() Descriptor { return providers[0] }

@@ -95,6 +95,15 @@ type WithWorkload interface {
 	Workload() storage.Workload
 }
 
+// WithOwnWorkload is a provider that makes the workload's volumes and
+// says how its pods run (WithVolumes and WithWorkload): the run hands it
+// to the scenario as it is, where another provider's workload gets a
+// StorageClass of the cluster's (WithStorageClass) and a stock image.
+type WithOwnWorkload interface {
+	WithVolumes
+	WithWorkload
+}
+
 // WithStorageClass is a provider whose workload's volumes come from a
 // StorageClass of the cluster's rather than skewtest's CSI driver: its
 // own setting STORAGE_CLASS, or kops's default EBS CSI class.

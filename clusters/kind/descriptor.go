@@ -5,6 +5,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/helpers"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/registry"
 )
 
@@ -30,6 +31,10 @@ var Descriptor = registry.Descriptor{
 	CSIModes:      []string{string(csidriver.ModeTmpfs)},
 	CleansHost:    true,
 	ClusterOnHost: true,
+	// Its nodes are the run's own containers, with the CSI driver it
+	// deploys; their kubelets read the configuration kubeadm wrote.
+	NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes},
+	GatesRefused:     "kind's kubelets read kubeadm's /var/lib/kubelet/config.yaml, written once for the whole cluster from kind's configuration patch, and a hop swaps only the binary",
 	Settings: []registry.Setting{
 		{Name: "KIND_NODE_IMAGE", Help: "offline (build locally; the default where a private dockerd is needed), upstream (kindest/node at the API server's version; the default on a normal Docker host) or an image reference"},
 		{Name: "KIND_CSI", Help: "skewtest (skewtest's own CSI node plugin, built here; the default with the offline node image or several workers) or hostpath (the upstream CSI hostpath driver from registry.k8s.io, one worker only; the default with a pulled node image and one worker)"},

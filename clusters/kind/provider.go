@@ -38,12 +38,13 @@ import (
 
 // The optional capabilities the kind provider has.
 var (
-	_ capabilities.WithBinaries  = &Provider{}
-	_ capabilities.WithRunDir    = &Provider{}
-	_ capabilities.WithCSIDriver = &Provider{}
-	_ capabilities.WithPrefetch  = &Provider{}
-	_ capabilities.WithVolumes   = &Provider{}
-	_ capabilities.WithWorkload  = &Provider{}
+	_ capabilities.WithBinaries    = &Provider{}
+	_ capabilities.WithRunDir      = &Provider{}
+	_ capabilities.WithCSIDriver   = &Provider{}
+	_ capabilities.WithPrefetch    = &Provider{}
+	_ capabilities.WithVolumes     = &Provider{}
+	_ capabilities.WithWorkload    = &Provider{}
+	_ capabilities.WithOwnWorkload = &Provider{}
 )
 
 // Config configures a kind cluster.

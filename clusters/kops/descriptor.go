@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/registry"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
@@ -30,8 +31,11 @@ var Descriptor = registry.Descriptor{
 	// It changes nothing on this host, so its runs take no host lock and
 	// do not hold up local and kind runs for the hour a cluster can take;
 	// clean tells a live run by the process its state records (Inspect).
-	CleansHost:      false,
-	TeardownTimeout: DefaultTeardownTimeout,
+	CleansHost: false,
+	// Its nodes are the run's own machines, with EBS volumes.
+	NodeCapabilities: []nodes.Capability{nodes.Disposable},
+	GatesRefused:     "kops writes its kubelets' configuration from the cluster spec, and a hop swaps only the binary",
+	TeardownTimeout:  DefaultTeardownTimeout,
 	Settings: []registry.Setting{
 		{Name: "AWS_REGION / AWS_DEFAULT_REGION", Help: "the region (AWS_DEFAULT_REGION also read); credentials come from the AWS SDK's default chain only (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, SSO, instance roles)"},
 		{Name: "KOPS / KOPS_VERSION / KOPS_RELEASE_URL", Default: "kops in PATH / / " + DefaultReleaseURL, Help: "the kops binary, or a release to download from the mirror (checked against its published sha256)"},

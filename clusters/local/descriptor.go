@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/helpers"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/registry"
 )
 
@@ -27,8 +28,12 @@ var Descriptor = registry.Descriptor{
 	CleansHost:     true,
 	ClusterOnHost:  true,
 	KubeletsOnHost: true,
-	QuickClusters:  true,
-	FromEnv:        func(func(string) string) (any, error) { return Settings{}, nil },
+	// Its nodes are this host, with skewtest's CSI driver as processes the
+	// harness controls and kubelets whose configuration it writes.
+	NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.BlockVolumes, nodes.HostNode,
+		nodes.CSIDriverControl, nodes.KubeletKill, nodes.APIServerOutage, nodes.KubeletFeatureGates},
+	QuickClusters: true,
+	FromEnv:       func(func(string) string) (any, error) { return Settings{}, nil },
 	// Its pods' program and its CSI driver are helper programs: a skewtest
 	// that can get neither says so before anything is built.
 	Check: func(context.Context, registry.Options, any) error {

@@ -44,13 +44,14 @@ import (
 
 // The optional capabilities the local provider has.
 var (
-	_ capabilities.WithBinaries  = &Provider{}
-	_ capabilities.WithRunDir    = &Provider{}
-	_ capabilities.WithCSIDriver = &Provider{}
-	_ capabilities.WithCSICalls  = &Provider{}
-	_ capabilities.WithPrefetch  = &Provider{}
-	_ capabilities.WithVolumes   = &Provider{}
-	_ capabilities.WithWorkload  = &Provider{}
+	_ capabilities.WithBinaries    = &Provider{}
+	_ capabilities.WithRunDir      = &Provider{}
+	_ capabilities.WithCSIDriver   = &Provider{}
+	_ capabilities.WithCSICalls    = &Provider{}
+	_ capabilities.WithPrefetch    = &Provider{}
+	_ capabilities.WithVolumes     = &Provider{}
+	_ capabilities.WithWorkload    = &Provider{}
+	_ capabilities.WithOwnWorkload = &Provider{}
 )
 
 // harnessQPS is the request rate the harness's clients of the run's API

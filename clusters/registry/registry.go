@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/internal/csidriver"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 	"sigs.k8s.io/skewtest/clusters/nodes"
 )
@@ -165,6 +167,15 @@ type Descriptor struct {
 	// files (logs/kubelet-<hop>-<version>.log), their volumes mounts in
 	// this host's mount table, and its nodes share this host (local).
 	KubeletsOnHost bool
+	// NodeCapabilities are what its test nodes have or can do beyond
+	// nodes.Node: a catalogue entry runs on the providers whose nodes
+	// have every capability it needs. CheckNodes holds them to the
+	// provider's node type and its other properties.
+	NodeCapabilities []nodes.Capability
+	// GatesRefused says why its kubelets cannot run with a plan entry's
+	// feature gates, for the error that refuses such a plan; empty when
+	// its nodes have nodes.KubeletFeatureGates.
+	GatesRefused string
 	// QuickClusters says its cluster comes up in seconds on this host,
 	// costs nothing and disturbs no one else's: suites run their longer
 	// default matrices, and the clusters they need only for an API
@@ -255,4 +266,33 @@ func List(s string) []string {
 		}
 	}
 	return out
+}
+
+// CheckNodes checks the descriptor's NodeCapabilities against node, a
+// value of its node type (a nil pointer will do), and against its other
+// properties: what its node type implements is declared, a cluster it
+// makes has disposable nodes, only kubelets on this host make a host
+// node, block volumes come with the CSI driver's ebs mode, and a provider
+// without the gates capability says why. Each provider's tests call it.
+func (d Descriptor) CheckNodes(node nodes.Node) error {
+	if err := nodes.CheckCapabilities(d.NodeCapabilities, node); err != nil {
+		return fmt.Errorf("provider %s: %w", d.Name, err)
+	}
+	has := func(c nodes.Capability) bool { return slices.Contains(d.NodeCapabilities, c) }
+	var problems []string
+	agree := func(c nodes.Capability, want bool, why string) {
+		if has(c) != want {
+			problems = append(problems, fmt.Sprintf("%s is declared %t, but %s is %t", c, has(c), why, want))
+		}
+	}
+	agree(nodes.Disposable, d.CreatesCluster, "CreatesCluster")
+	agree(nodes.HostNode, d.KubeletsOnHost, "KubeletsOnHost")
+	agree(nodes.BlockVolumes, slices.Contains(d.CSIModes, string(csidriver.ModeEBS)), "CSIModes holding "+string(csidriver.ModeEBS))
+	if has(nodes.KubeletFeatureGates) == (d.GatesRefused != "") {
+		problems = append(problems, fmt.Sprintf("GatesRefused %q disagrees with %s declared %t: say why exactly when the capability is missing", d.GatesRefused, nodes.KubeletFeatureGates, has(nodes.KubeletFeatureGates)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("provider %s: node capabilities: %s", d.Name, strings.Join(problems, "; "))
+	}
+	return nil
 }

@@ -306,14 +306,14 @@ func benchMatrix(ctx context.Context, o skewrun.Options, rounds int, progress io
 }
 
 // benchCatalogue runs each catalogue run on o's provider
-// (skewrun.CatalogueJobs: the faults, and the shapes in one workload)
+// (skewrun.Options.CatalogueJobs: the faults, and the shapes in one workload)
 // rounds times, one after another, each with its own cluster, and returns
 // each run's whole-run time and the sum of their medians: what the
 // catalogue took before it ran as a batch.
 func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int, progress io.Writer) ([]PhaseStats, float64, error) {
 	var out []PhaseStats
 	total := 0.0
-	for _, j := range skewrun.CatalogueJobs(o) {
+	for _, j := range o.CatalogueJobs() {
 		var whole []float64
 		for i := 1; i <= rounds; i++ {
 			fmt.Fprintf(progress, "=== bench catalogue one after another: %s, round %d/%d\n", j.Name, i, rounds)
@@ -337,7 +337,7 @@ func benchCatalogue(ctx context.Context, o skewrun.Options, rounds int, progress
 // benchCatalogueBatch runs the catalogue as one batch and compares it
 // with sequential seconds of the same runs one after another.
 func benchCatalogueBatch(ctx context.Context, o skewrun.Options, sequential float64, progress io.Writer) (*BatchStats, error) {
-	jobs := skewrun.CatalogueJobs(o)
+	jobs := o.CatalogueJobs()
 	fmt.Fprintf(progress, "=== bench catalogue as one batch: %d runs\n", len(jobs))
 	res, err := skewrun.RunBatch(ctx, o, jobs)
 	if err != nil {

@@ -97,22 +97,22 @@ func Scale(ctx context.Context, o ScaleOptions) (*scale.Result, []string, error)
 	}
 	// Every run's settings are checked before the first run makes
 	// anything.
-	var v *skewrun.Validated
+	var checked skewrun.Options
 	for _, j := range jobs {
-		if v, err = skewrun.Validate(j.options(o.Run)); err != nil {
+		if checked, err = j.options(o.Run).Check(); err != nil {
 			return nil, nil, fmt.Errorf("bench-scale %s: %w", j, err)
 		}
 	}
 	out := o.Out
 	if out == "" {
-		out = filepath.Join(v.ArtifactsRoot, "bench-scale", time.Now().UTC().Format("20060102-150405"))
+		out = filepath.Join(checked.ArtifactsDir, "bench-scale", time.Now().UTC().Format("20060102-150405"))
 	}
-	res := &scale.Result{Started: time.Now(), Provider: v.Options.Provider, Plan: strings.Split(v.Plan.String(), ","), Command: scaleCommand(o.Args),
+	res := &scale.Result{Started: time.Now(), Provider: checked.Provider, Plan: strings.Split(checked.Plan, ","), Command: scaleCommand(o.Args),
 		PollInterval: o.Run.PollInterval, VolumeLimit: clusters.CSIDriverMaxVolumesPerNode, MaxPods: KubeletMaxPods}
 	if res.PollInterval == 0 {
 		res.PollInterval = reconstruction.DefaultPollInterval
 	}
-	fmt.Fprintf(o.Progress, "bench-scale: %d runs of plan %s on %s, writing %s\n", len(jobs), v.Plan, res.Provider, out)
+	fmt.Fprintf(o.Progress, "bench-scale: %d runs of plan %s on %s, writing %s\n", len(jobs), checked.Plan, res.Provider, out)
 	var errs []error
 	for i, j := range jobs {
 		fmt.Fprintf(o.Progress, "=== bench-scale %d/%d: %s\n", i+1, len(jobs), j)

@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
 // Kind says whether an entry varies the workload's volumes (a shape) or
@@ -224,8 +226,11 @@ type Entry struct {
 	Checks string
 	Expect []Expectation
 	Status Status
-	// Providers the entry runs on, when Status is Runs.
-	Providers []string
+	// Needs are the node capabilities the entry needs, when Status is
+	// Runs: it runs on the providers whose nodes have them all
+	// (registry.Descriptor.NodeCapabilities). Nil for an entry that runs
+	// on any provider.
+	Needs []nodes.Capability
 	// Waits names what an entry that does not run yet waits for.
 	Waits string
 }
@@ -258,17 +263,10 @@ func (e Entry) ExpectationForKubelet(v *version.Version, gates map[string]bool) 
 	return Expectation{}, false
 }
 
-// RunsOn reports whether the entry runs on provider.
-func (e Entry) RunsOn(provider string) bool {
-	if e.Status != Runs {
-		return false
-	}
-	for _, p := range e.Providers {
-		if p == provider {
-			return true
-		}
-	}
-	return false
+// RunsOn reports whether the entry runs on a provider whose nodes have
+// the capabilities have.
+func (e Entry) RunsOn(have []nodes.Capability) bool {
+	return e.Status == Runs && nodes.HasAll(have, e.Needs)
 }
 
 // Lookup finds an entry by name.

@@ -31,12 +31,9 @@ func TestCatalogueIsWellFormed(t *testing.T) {
 		}
 		switch e.Status {
 		case Runs:
-			if len(e.Providers) == 0 {
-				t.Errorf("%s runs on no provider", e.Name)
-			}
 		case NeedsDriver, NotYet:
-			if len(e.Providers) > 0 {
-				t.Errorf("%s does not run yet but lists providers", e.Name)
+			if len(e.Needs) > 0 {
+				t.Errorf("%s does not run yet but says what it needs of a node", e.Name)
 			}
 		default:
 			t.Errorf("%s: status %q", e.Name, e.Status)
@@ -139,13 +136,16 @@ func TestJudge(t *testing.T) {
 
 func TestWrite(t *testing.T) {
 	var b strings.Builder
-	if err := Write(&b, All()); err != nil {
+	if err := Write(&b, All(), func(Entry) []string { return []string{"here", "there"} }); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
 	for _, e := range All() {
 		if !strings.Contains(out, "\n"+e.Name+" (") || !strings.Contains(out, "label "+e.Label()) {
 			t.Errorf("entry %s or its label missing", e.Name)
+		}
+		if e.Status == Runs && !strings.Contains(out, "runs on here, there · label "+e.Label()) {
+			t.Errorf("entry %s: where it runs missing", e.Name)
 		}
 		for _, x := range e.Expect {
 			for _, r := range x.Refs {
@@ -168,7 +168,7 @@ func TestWrite(t *testing.T) {
 	waiting := All()[0]
 	waiting.Name, waiting.Status, waiting.Waits = "waiting-entry", NeedsDriver, "a stall knob"
 	b.Reset()
-	if err := Write(&b, []Entry{waiting}); err != nil {
+	if err := Write(&b, []Entry{waiting}, func(Entry) []string { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "needs driver: a stall knob") {

@@ -1,30 +1,34 @@
 package catalogue
 
-import "sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+import (
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
+)
 
-// The providers an implemented entry runs on.
-var localOnly = []string{"local"}
-
-// kindFaultProviders run the faults that need nothing of the node but
-// commands through nodes.Node and the API: kind too. The other faults stay
-// on local: they stall, fail calls of or stop skewtest's own CSI driver
-// process (kill-during-publish, kill-between-unpublish-unstage,
-// driver-registers-late, the *-fails-final faults), cut the node's API
-// server connection through the local provider's proxy
-// (apiserver-unreachable), or rewrite the local kubelet's config (rejected-feature-gate). vol-data-deleted,
-// vol-data-empty and file-for-dir are judged on what their known bugs
-// leave at the CSI global mount; they are proven on local only so far
-// (kind's csi-driver-host-path option stages nothing there).
-var kindFaultProviders = []string{"local", "kind"}
-
-// shapeProviders run the shapes beyond the sign-off's, which go into one
-// workload on one cluster. The block shape needs skewtest's CSI driver in
-// CSI_MODE=ebs (raw block volumes, attach through VolumeAttachments), which
-// only the local provider runs so far (blockProviders); the others run with
-// its tmpfs mode too, as on kind.
+// What the implemented entries need of a provider's nodes
+// (nodes.Capability); each runs on the providers whose nodes have it all.
 var (
-	shapeProviders = []string{"local", "kind"}
-	blockProviders = localOnly
+	// faultNeeds: the faults that need nothing of the node but commands
+	// through nodes.Node and the API, on a node of the run's own whose
+	// volumes are skewtest's (the reboot's tmpfs data goes with its
+	// global mount, as a real reboot's would).
+	faultNeeds = []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes}
+	// hostFaultNeeds: the faults whose plant or judgement reads the
+	// kernel's state of the kubelet's volumes directly: what their known
+	// bugs leave at the CSI global mount (vol-data-deleted, vol-data-empty,
+	// file-for-dir; kind's hostpath driver stages nothing there), a
+	// container's processes, an atomic-writer volume's links, a file
+	// subPath's bind. They are proven on a host node only so far.
+	hostFaultNeeds = []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.HostNode}
+	// shapeNeeds: the shapes beyond the sign-off's, which go into one
+	// workload with inline ephemeral volumes of the run's driver and
+	// claims bound to PVs it makes.
+	shapeNeeds = []nodes.Capability{nodes.SkewtestVolumes}
+	// blockNeeds: raw block volumes, attached through VolumeAttachments.
+	blockNeeds = []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.BlockVolumes}
+	// driverNeeds: the faults that stall, fail calls of or stop the
+	// node's CSI driver.
+	driverNeeds = []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.CSIDriverControl}
 )
 
 // Local-volume PVs: the kubelets skewtest runs cannot reconstruct them;
@@ -120,7 +124,7 @@ func All() []Entry {
 			Checks: "old UIDs' mounts, pod dirs and plugin entries gone; re-created pods on the same PVs with their data; each global mount mounted exactly once; reconstruction metrics",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstructed as uncertain, unpublished and cleaned; the global mount is kept once for the re-created pod",
 				Refs: []Ref{{ID: "KEP-3756", URL: "https://github.com/kubernetes/enhancements/issues/3756"}}}},
-			Status: Runs, Providers: []string{"local", "kind", "existing"},
+			Status: Runs, Needs: nil,
 		},
 		{
 			Name: "local-volume", Kind: Shape,
@@ -128,7 +132,7 @@ func All() []Entry {
 			Checks: "as csi-filesystem; the kubelet's reconstruction errors and force cleanups, exactly one each per local volume, are the known symptom",
 			Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "local-volume reconstruction errors", Says: localVolumeSays, Symptom: localVolumeSymptom,
 				Refs: []Ref{{ID: "kubernetes#121675", URL: "https://github.com/kubernetes/kubernetes/issues/121675"}}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: []nodes.Capability{nodes.HostNode},
 		},
 		{
 			Name: "block", Kind: Shape,
@@ -136,7 +140,7 @@ func All() []Entry {
 			Checks: "the old UID's pods/<uid>/volumeDevices link, plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid> map link and publish/<pv>/<uid> target gone; the new pod's mapped; as many loop devices as at deploy, the kubelet's backed by the new pod's map link, none by an old UID's path or a deleted file; the marker reads back after every hop",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "unmapped and cleaned; one driver loop device and one kubelet loop device per block volume",
 				Refs: []Ref{issue(119608), issue(122960), issue(102408)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
-			Status: Runs, Providers: blockProviders,
+			Status: Runs, Needs: blockNeeds,
 		},
 		{
 			Name: "subpath", Kind: Shape,
@@ -157,35 +161,35 @@ func All() []Entry {
 				Says:    "orphaned pod cleanup fails to remove the hostPath subPath bind (device or resource busy) every 2 s and the pod dir stays; reported with hostPath on 1.31.1, seen here on 1.36.3 and 1.37.2 (the PVC's and configMap's subPath binds are cleaned)",
 				Refs:    []Ref{issue(135698), pr(135696)},
 				FixedIn: ""}},
-			Status: Runs, Providers: shapeProviders,
+			Status: Runs, Needs: shapeNeeds,
 		},
 		{
 			Name: "emptydir-memory", Kind: Shape,
 			Plants: "an emptyDir with medium: Memory (a tmpfs per pod) the pod writes a marker into",
 			Checks: "the old UID's tmpfs unmounted and its dir removed; the new pod has a tmpfs of its own with its own marker (the volume's lifecycle is the pod's, so no data is carried over)",
 			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed and unmounted like any tmpfs volume"}},
-			Status: Runs, Providers: shapeProviders,
+			Status: Runs, Needs: shapeNeeds,
 		},
 		{
 			Name: "projected-secret-configmap", Kind: Shape,
 			Plants: "a configMap, a secret and a projected (configMap + secret + downward API metadata.uid) volume",
 			Checks: "the old UID's secret and projected tmpfs mounts and configMap dir gone; the new pod's secret and projected volumes are tmpfs mounts, its configMap volume a dir, every file holds the API objects' contents and the projected uid file the new UID",
 			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed and cleaned (every pod's kube-api-access projected volume already is)"}},
-			Status: Runs, Providers: shapeProviders,
+			Status: Runs, Needs: shapeNeeds,
 		},
 		{
 			Name: "generic-ephemeral", Kind: Shape,
 			Plants: "a generic ephemeral volume (a PVC the ephemeral controller makes for the pod and the garbage collector deletes with it), each new claim bound to a fresh pre-created PV, as from a provisioner",
 			Checks: "the old pod's volume unpublished, unstaged and (EBS mode) detached: its global mount and VolumeAttachment gone; the new pod's claim is a new PVC owned by it, on a fresh PV staged once, with its own marker",
 			Expect: []Expectation{{From: "1.23", Outcome: Clean, Says: "reconstructed from vol_data.json like any CSI PVC; the old claim's volume is released"}},
-			Status: Runs, Providers: shapeProviders,
+			Status: Runs, Needs: shapeNeeds,
 		},
 		{
 			Name: "csi-inline-ephemeral", Kind: Shape,
 			Plants: "a CSI inline ephemeral volume of skewtest's driver (volumeLifecycleMode Ephemeral: no staging, no attach; the driver publishes a tmpfs)",
 			Checks: "the old UID's published tmpfs gone (the driver's NodeUnpublishVolume) and its dir removed; the new pod's published, its vol_data.json saying Ephemeral, with its own marker",
 			Expect: []Expectation{{Outcome: Clean, Says: "reconstructed with volumeLifecycleMode Ephemeral from vol_data.json and unpublished"}},
-			Status: Runs, Providers: shapeProviders,
+			Status: Runs, Needs: shapeNeeds,
 		},
 		{
 			Name: "reboot", Kind: Fault, Item: 1,
@@ -204,7 +208,7 @@ func All() []Entry {
 					Says: oldPathRebootSays, Symptom: oldPathRebootSymptom, Refs: []Ref{issue(117513), pr(119827)}},
 				{From: "1.28", Outcome: Clean, Says: "reconstructed as uncertain; unpublish and unstage are idempotent; the new pods mount again",
 					Refs: []Ref{issue(124057)}, FixedIn: "1.30 (#124048, backported to 1.27-1.29)"}},
-			Status: Runs, Providers: kindFaultProviders,
+			Status: Runs, Needs: faultNeeds,
 		},
 		{
 			Name: "vol-data-deleted", Kind: Fault, Item: 2,
@@ -213,7 +217,7 @@ func All() []Entry {
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "reconstruction failure", Says: "reconstruction fails and the pod dir is force-cleaned without NodeUnstage: the global mount is left to the re-created pod (leaked when none comes)",
 				Symptom: volDataSymptom("no such file or directory"),
 				Refs:    []Ref{issue(101791), issue(85280), {ID: "KEP-6058", URL: "https://github.com/kubernetes/enhancements/pull/6059"}}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: hostFaultNeeds,
 		},
 		{
 			Name: "vol-data-empty", Kind: Fault, Item: 2,
@@ -222,7 +226,7 @@ func All() []Entry {
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "reconstruction failure", Says: "the empty file cannot be decoded: reconstruction fails and the pod dir is force-cleaned, as vol-data-deleted",
 				Symptom: volDataSymptom("EOF", Trace{Kind: File, Path: "pods/" + OldUID + "/volumes/kubernetes.io~csi/" + PV + "/vol_data.json"}),
 				Refs:    []Ref{issue(108217), issue(101791)}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: hostFaultNeeds,
 		},
 		{
 			Name: "file-for-dir", Kind: Fault, Item: 3,
@@ -249,14 +253,14 @@ func All() []Entry {
 					},
 				},
 				Refs: []Ref{issue(105536), issue(111933), issue(119919), issue(114698)}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: hostFaultNeeds,
 		},
 		{
 			Name: "kill-during-publish", Kind: Fault, Item: 4,
 			Plants: "with the kubelet up, the driver holds NodePublishVolume and the pods are force-deleted; the StatefulSet's new pod gets its vol_data.json and a held publish, and the kubelet is SIGKILLed then; that pod force-deleted while the kubelet is down",
 			Checks: "the half-published pod's dir and anything it mounted gone; the re-created pods on the same volumes with their data; each global mount once",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "the half-published volume is reconstructed as uncertain, unpublished (idempotently) and its pod dir removed"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.CSIDriverControl, nodes.KubeletKill},
 		},
 		{
 			Name: "kill-between-unpublish-unstage", Kind: Fault, Item: 5,
@@ -265,14 +269,14 @@ func All() []Entry {
 			Expect: []Expectation{{Outcome: KnownBug, Bug: "global-mount leak", Says: "nothing is left to reconstruct from, so the staged global mount leaks until a pod uses the volume again",
 				Symptom: Symptom{Traces: []Trace{globalMount}},
 				Refs:    []Ref{issue(85476), issue(121937), pr(136771)}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.CSIDriverControl, nodes.KubeletKill},
 		},
 		{
 			Name: "driver-registers-late", Kind: Fault, Item: 6,
 			Plants: "the pods force-deleted and the CSI driver's node service stopped while the kubelet is down; the driver started again once the kubelet logs that it looked for it (bounded wait), and registers",
 			Checks: "transient errors, then the old pods cleaned; the re-created pods on the same volumes with their data",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "reconstruction does not need the driver; unpublish retries until it registers, then the old pods are cleaned"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: driverNeeds,
 		},
 		{
 			Name: "apiserver-unreachable", Kind: Fault, Item: 7,
@@ -284,7 +288,7 @@ func All() []Entry {
 			// sources unready, so the reconciler unmounts nothing.
 			Expect: []Expectation{{From: "1.28", Outcome: Clean, Says: "with the API server wholly unreachable the pod sources are not ready, so nothing is unmounted; #120150's partial outage (pods listed, the PVC GET failing) is not planted here",
 				Refs: []Ref{issue(120150), issue(117745)}}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.APIServerOutage},
 		},
 		{
 			Name: "pvc-terminating", Kind: Fault, Item: 8,
@@ -315,7 +319,7 @@ func All() []Entry {
 					Refs: []Ref{pr(130335)}},
 				Expectation{Outcome: Clean, Says: "the PVC still has its pvc-protection finalizer, so the running pod's volume stays in the desired state and stays mounted", Refs: []Ref{pr(130335)}},
 				"1.30.12", "1.31.8", "1.32.4", "1.33.0"),
-			Status: Runs, Providers: kindFaultProviders,
+			Status: Runs, Needs: faultNeeds,
 		},
 		{
 			Name: "replacement-pod", Kind: Fault, Item: 9,
@@ -323,14 +327,14 @@ func All() []Entry {
 			Checks: "the old pod cleaned; the replacement Running with the old pod's data; then it is removed and the StatefulSet scaled back",
 			Expect: []Expectation{{From: "1.26", Outcome: Clean, Says: "the replacement starts once the old pod is cleaned",
 				Refs: []Ref{issue(113596)}, FixedIn: "1.26 (SELinux label reconstruction)"}},
-			Status: Runs, Providers: kindFaultProviders,
+			Status: Runs, Needs: faultNeeds,
 		},
 		{
 			Name: "restart-no-delete", Kind: Fault, Item: 10,
 			Plants: "a kubelet stop, swap and start with nothing deleted",
 			Checks: "the same pod UIDs Running with the same container IDs and restart counts; every volume mount of the pods untouched (same mount IDs); reconstruction metrics",
 			Expect: []Expectation{{From: "1.30", Outcome: Clean, Says: "the running pods' volumes are reconstructed and left mounted; no container restarts"}},
-			Status: Runs, Providers: kindFaultProviders,
+			Status: Runs, Needs: faultNeeds,
 		},
 		{
 			Name: "shapes-restart", Kind: Fault,
@@ -342,14 +346,14 @@ func All() []Entry {
 			// find their mounts and links there and keep them; the
 			// AtomicWriter writes nothing for an unchanged payload).
 			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: "the running pod's volumes are reconstructed as uncertain and set up again in place: no unmount, remount or rewrite, no container restart"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.BlockVolumes, nodes.HostNode},
 		},
 		{
 			Name: "prestop-emptydir", Kind: Fault, Item: 11,
 			Plants: "a pod of its own with an emptyDir (a marker written there) and a preStop hook that outlasts the hop (grace 40 s) deleted gracefully; the kubelet stopped, swapped and started while it is Terminating; the StatefulSet's pods kept",
 			Checks: "for 20 s from the kubelet's start the pod stays and its emptyDir keeps the marker; the StatefulSet's pods keep their containers and mount IDs; then the pod is force-deleted and cleaned",
 			Expect: []Expectation{{Outcome: Clean, Says: "the volume is not unmounted or emptied under the running container", Refs: []Ref{issue(113979)}}},
-			Status: Runs, Providers: kindFaultProviders,
+			Status: Runs, Needs: faultNeeds,
 		},
 		{
 			Name: "configmap-key-missing", Kind: Fault, Item: 13,
@@ -365,7 +369,7 @@ func All() []Entry {
 				Expectation{Outcome: Clean, Says: "the AtomicWriter makes the user-visible links at every write, so the key is back once the volume is set up again after the start",
 					Refs: []Ref{issue(121472), pr(122807)}},
 				"1.30.0"),
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: hostFaultNeeds,
 		},
 		{
 			Name: "reboot-file-subpath", Kind: Fault, Item: 14,
@@ -391,7 +395,7 @@ func All() []Entry {
 				Expectation{Outcome: Clean, Says: "the orphan sweep removes a file subPath's mount point as a file, and the old pod's dir goes",
 					Refs: []Ref{issue(106942), pr(123052)}},
 				"1.27.12", "1.28.8", "1.29.3", "1.30.0"),
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: hostFaultNeeds,
 		},
 		{
 			Name: "restart-kill-container", Kind: Fault, Item: 15,
@@ -416,14 +420,14 @@ func All() []Entry {
 					Refs: []Ref{issue(124057), pr(124048)}},
 				"1.28.9", "1.29.4", "1.30.0"),
 				Expectation{From: "1.28", Outcome: Clean, Says: "the dead container is started again on the reconstructed volumes", Refs: []Ref{issue(124057)}}),
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: hostFaultNeeds,
 		},
 		{
 			Name: "rejected-feature-gate", Kind: Fault, Item: 12,
 			Plants: "the swapped kubelet's configuration sets featureGates {NewVolumeManagerReconstruction: false}, a gate removed in 1.32 (as a config kept from an older kubelet would); the pods force-deleted",
 			Checks: "the kubelet refuses to start and the harness's error names the gate and the kubelet version (a plain run exits 1: a kubelet that refuses to start after a swap); then the gate is taken out, the kubelet starts and the old pods are cleaned",
 			Expect: []Expectation{{Outcome: Clean, Says: "the kubelet exits; skewtest names the gate and the version"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.KubeletFeatureGates},
 		},
 		{
 			Name: "reboot-block", Kind: Fault,
@@ -440,7 +444,7 @@ func All() []Entry {
 			// (its own trigger, cleanupMounts of a block volume, passes
 			// no volume spec and so takes the filesystem unmount path).
 			Expect: rebootBlockExpect(),
-			Status: Runs, Providers: blockProviders,
+			Status: Runs, Needs: blockNeeds,
 		},
 		{
 			Name: "reboot-shared-volume", Kind: Fault,
@@ -464,7 +468,7 @@ func All() []Entry {
 					Expectation{Outcome: Clean, Says: "the surviving pod's volume is marked uncertain on its own (the new reconstruction, or the old one with #119923) and published again",
 						Refs: []Ref{issue(119921), pr(119923)}, FixedIn: fixed119923},
 					"1.26.13", "1.27.10")...),
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: driverNeeds,
 		},
 		{
 			Name: "restage-fails-final-until-deleted", Kind: Fault, Item: 16,
@@ -472,14 +476,14 @@ func All() []Entry {
 			Checks: "the driver's call record since the kubelet's start: while the stage fails, the waiting pod gets no NodePublishVolume and nothing is unstaged, and the global mount stays mounted once; after the scale-down, within 30 s: exactly one NodeUnstageVolume, the global mount gone (else a trace), the waiting pod's dir removed; then the new pod stages, publishes and runs; the kubelet keeps the reconstructed device uncertain (\"leaving volume uncertain\") and logs the failed MountDevice once per failed NodeStageVolume",
 			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: errorsKeptUncertain + "; once no pod wants the volume the kubelet unstages that device (NodeUnstageVolume) and removes its global mount",
 				Refs: []Ref{pr(122211), issue(119608)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: driverNeeds,
 		},
 		{
 			Name: "unpublish-fails-final", Kind: Fault, Item: 17,
 			Plants: "with the kubelet down and the pods force-deleted, NodeUnpublishVolume of the workload's volume fails twice with FAILED_PRECONDITION, then goes through",
 			Checks: "the call record: for the old pod, two failed NodeUnpublishVolume then one that succeeds and nothing after; the re-created pod stages the uncertain device again and publishes; no NodeUnstageVolume; the kubelet logs each failed TearDown once; the old pod's mount and dir gone within the cleanup bound, as on the baseline, the global mount mounted once, the re-created pod Running with its data",
 			Expect: []Expectation{{From: "1.34", Outcome: Clean, Says: "a failed TearDown leaves the reconstructed volume uncertain, so the unmount is retried until the driver unpublishes, and only then is the old pod's dir removed"}},
-			Status: Runs, Providers: localOnly,
+			Status: Runs, Needs: driverNeeds,
 		},
 	}
 }

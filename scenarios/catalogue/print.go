@@ -9,8 +9,9 @@ import (
 // Write prints the catalogue for `skewtest scenarios`: per entry its name,
 // shape or fault, status and Ginkgo label, what it plants and checks, and
 // its expected outcome per kubelet version range with the upstream
-// references and the fix, and a known bug's exact symptom.
-func Write(w io.Writer, entries []Entry) error {
+// references and the fix, and a known bug's exact symptom. runsOn names
+// the providers an entry that runs runs on.
+func Write(w io.Writer, entries []Entry, runsOn func(Entry) []string) error {
 	counts := map[Status]int{}
 	kinds := map[Kind]int{}
 	for _, e := range entries {
@@ -28,7 +29,7 @@ func Write(w io.Writer, entries []Entry) error {
 		status := string(e.Status)
 		switch {
 		case e.Status == Runs:
-			status = "runs on " + strings.Join(e.Providers, ", ")
+			status = "runs on " + strings.Join(runsOn(e), ", ")
 		case e.Waits != "":
 			status += ": " + e.Waits
 		}

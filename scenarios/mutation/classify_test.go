@@ -211,7 +211,7 @@ func TestEntries(t *testing.T) {
 			t.Errorf("no entry %s among %v", want, names)
 		}
 	}
-	if len(entries) != len(skewrun.CatalogueJobs(skewrun.Options{Provider: "local"}))+1 {
+	if len(entries) != len(skewrun.Options{Provider: "local"}.CatalogueJobs())+1 {
 		t.Errorf("%d entries, want the catalogue's jobs and the baseline", len(entries))
 	}
 }

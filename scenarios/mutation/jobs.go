@@ -81,7 +81,7 @@ type Kubelet struct {
 const ControlName = "control"
 
 // Entry is one run of the catalogue in each placement: a catalogue job
-// (skewrun.CatalogueJobs) or the sign-off's baseline force-delete.
+// (skewrun.Options.CatalogueJobs) or the sign-off's baseline force-delete.
 type Entry struct {
 	// Name is the entry's, or "shapes" for the shapes planted in one
 	// workload.
@@ -98,7 +98,7 @@ func Entries(o skewrun.Options) []Entry {
 	base := o
 	base.Scenario, base.Replicas, base.VolumeKind = "", catalogue.Replicas, "csi"
 	out := []Entry{{Name: "csi-filesystem", Covers: []string{"csi-filesystem"}, Job: skewrun.Job{Name: "shape csi-filesystem", Options: base}}}
-	for _, j := range skewrun.CatalogueJobs(o) {
+	for _, j := range o.CatalogueJobs() {
 		covers := strings.Split(j.Options.Scenario, ",")
 		name := j.Options.Scenario
 		if len(covers) > 1 {

@@ -110,11 +110,11 @@ func Run(ctx context.Context, o Options) (*reports.Mutation, error) {
 	jobs := Jobs(base, partner, kubelets, entries)
 	// Every run's settings are checked before the first build, and the
 	// builds use the checked settings (the cache's default among them).
-	vs, err := skewrun.ValidateBatch(o.Run, jobs)
+	checked, err := o.Run.CheckBatch(jobs)
 	if err != nil {
 		return nil, err
 	}
-	built, err := build(ctx, vs[0].Options, kubelets)
+	built, err := build(ctx, checked[0], kubelets)
 	m.Builds = time.Since(start)
 	if err != nil {
 		return nil, err

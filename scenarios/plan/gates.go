@@ -7,7 +7,6 @@ package plan
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -252,23 +251,12 @@ func GatesEqual(a, b map[string]bool) bool {
 	return true
 }
 
-// gateProviders are the providers whose nodes write their kubelet's
-// configuration themselves and implement nodes.WithKubeletFeatureGates,
-// so that each plan entry's kubelet runs with its entry's gates.
-var gateProviders = []string{"local"}
-
-// gateRefusals say why a provider cannot give a kubelet its entry's gates.
-var gateRefusals = map[string]string{
-	"kind":     "kind's kubelets read kubeadm's /var/lib/kubelet/config.yaml, written once for the whole cluster from kind's configuration patch, and a hop swaps only the binary",
-	"existing": "an existing cluster's kubelets keep their own configuration, and a hop swaps only the binary",
-	"kops":     "kops writes its kubelets' configuration from the cluster spec, and a hop swaps only the binary",
-}
-
-// CheckGatesProvider refuses a plan whose entries set feature gates on a
-// provider that cannot give them to the kubelet; nil when no entry sets
-// any, or when the provider can.
-func (p Plan) CheckGatesProvider(provider string) error {
-	if !p.HasGates() || slices.Contains(gateProviders, provider) {
+// CheckGatesOn refuses a plan whose entries set feature gates when its
+// kubelets run on provider, whose nodes cannot give them to the kubelet:
+// refused says why, can names the providers whose nodes can. nil when no
+// entry sets any.
+func (p Plan) CheckGatesOn(provider, refused string, can []string) error {
+	if !p.HasGates() {
 		return nil
 	}
 	var entries []string
@@ -277,10 +265,6 @@ func (p Plan) CheckGatesProvider(provider string) error {
 			entries = append(entries, fmt.Sprintf("%d (%s)", i+1, p.Entry(i)))
 		}
 	}
-	why := gateRefusals[provider]
-	if why == "" {
-		why = "its nodes cannot write their kubelet's configuration"
-	}
 	return fmt.Errorf("plan entries %s set kubelet feature gates, which PROVIDER=%s cannot give the kubelet: %s; run the plan with PROVIDER=%s, or drop the gates",
-		strings.Join(entries, ", "), provider, why, strings.Join(gateProviders, " or PROVIDER="))
+		strings.Join(entries, ", "), provider, refused, strings.Join(can, " or PROVIDER="))
 }

@@ -303,7 +303,7 @@ func TestValidateGatesHandBuilt(t *testing.T) {
 	}
 }
 
-func TestCheckGatesProvider(t *testing.T) {
+func TestCheckGatesOn(t *testing.T) {
 	gated, err := Parse("v1.28.15,v1.28.15+NewVolumeManagerReconstruction=false,v1.28.15")
 	if err != nil {
 		t.Fatal(err)
@@ -312,25 +312,17 @@ func TestCheckGatesProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gated.CheckGatesProvider("local"); err != nil {
-		t.Errorf("local: %v", err)
+	const why = "its kubelets keep their own configuration"
+	if err := plain.CheckGatesOn("elsewhere", why, []string{"here"}); err != nil {
+		t.Errorf("a plan without gates: %v", err)
 	}
-	for _, provider := range []string{"kind", "existing", "kops", "someday"} {
-		if err := plain.CheckGatesProvider(provider); err != nil {
-			t.Errorf("%s without gates: %v", provider, err)
-		}
-		err := gated.CheckGatesProvider(provider)
-		if err == nil {
-			t.Errorf("%s with gates: accepted", provider)
-			continue
-		}
-		for _, want := range []string{"plan entries 2 (v1.28.15+NewVolumeManagerReconstruction=false)", "PROVIDER=" + provider + " cannot give the kubelet", "run the plan with PROVIDER=local"} {
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("%s: %q lacks %q", provider, err, want)
-			}
-		}
+	err = gated.CheckGatesOn("elsewhere", why, []string{"here", "there"})
+	if err == nil {
+		t.Fatal("a plan with gates: accepted")
 	}
-	if err := gated.CheckGatesProvider("kind"); !strings.Contains(err.Error(), "kubeadm's /var/lib/kubelet/config.yaml") {
-		t.Errorf("kind's reason: %v", err)
+	for _, want := range []string{"plan entries 2 (v1.28.15+NewVolumeManagerReconstruction=false)", "PROVIDER=elsewhere cannot give the kubelet: " + why, "run the plan with PROVIDER=here or PROVIDER=there"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
 	}
 }

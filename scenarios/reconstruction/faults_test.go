@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -67,6 +68,23 @@ func (fakeNode) StartKubelet(context.Context) error                 { return nil
 // and compares them instead of deleting and waiting for cleanup; a
 // planted fault plants after the delete and before the start; every hop
 // ends with the catalogue's judgement.
+// A fault that plants shapes needs of a node what those shapes need: it
+// runs only where they can.
+func TestFaultsNeedWhatTheirShapesNeed(t *testing.T) {
+	for name, f := range Faults() {
+		for _, shape := range f.Shapes {
+			sh, ok := Shapes()[shape]
+			if !ok {
+				t.Errorf("fault %s plants shape %s, which is not planted", name, shape)
+				continue
+			}
+			if !nodes.HasAll(f.Entry.Needs, sh.Entry.Needs) {
+				t.Errorf("fault %s needs %v of a node, but its shape %s needs %v", name, f.Entry.Needs, shape, sh.Entry.Needs)
+			}
+		}
+	}
+}
+
 func TestFaultSteps(t *testing.T) {
 	names := func(f *Fault) []string { return hop1Steps(t, f) }
 	faults := Faults()

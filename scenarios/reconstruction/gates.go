@@ -26,7 +26,7 @@ func checkGatesNode(p plan.Plan, node nodes.Node) error {
 	if _, ok := node.(nodes.WithKubeletFeatureGates); ok {
 		return nil
 	}
-	return fmt.Errorf("reconstruction: plan %s sets kubelet feature gates, but node %s cannot put feature gates into its kubelet's configuration (nodes.WithKubeletFeatureGates); run the plan on a provider that can (PROVIDER=local), or drop the gates", p, node)
+	return fmt.Errorf("reconstruction: plan %s sets kubelet feature gates, but node %s cannot put feature gates into its kubelet's configuration (nodes.WithKubeletFeatureGates); run the plan with a PROVIDER whose nodes can, or drop the gates", p, node)
 }
 
 // setGates gives the installed (stopped) kubelet gates for its next start;

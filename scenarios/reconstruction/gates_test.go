@@ -56,7 +56,7 @@ func run(t *testing.T, node *gatedNode, steps ...scenarios.Step) (*reports.Run, 
 func TestNewRefusesGatesWithoutTheCapability(t *testing.T) {
 	gated := mustPlan(t, signoffGated)
 	_, err := New(Config{Plan: gated, Kubelets: make([]binaries.Binary, 3)}, fakeCluster{}, fakeNode{}, &reports.Run{})
-	if err == nil || !strings.Contains(err.Error(), "node node-1 cannot put feature gates into its kubelet's configuration") || !strings.Contains(err.Error(), "PROVIDER=local") {
+	if err == nil || !strings.Contains(err.Error(), "node node-1 cannot put feature gates into its kubelet's configuration") || !strings.Contains(err.Error(), "a PROVIDER whose nodes can") {
 		t.Errorf("gated plan on a node without the capability: %v", err)
 	}
 	if _, err := New(Config{Plan: gated, Kubelets: make([]binaries.Binary, 3)}, fakeCluster{}, &gatedNode{}, &reports.Run{}); err != nil {

@@ -32,8 +32,8 @@ func TestLookupShapes(t *testing.T) {
 		if sh.check == nil || len(sh.owns) == 0 {
 			t.Errorf("shape %s checks nothing or owns no path: it could never fail", name)
 		}
-		if !sh.Entry.RunsOn("local") {
-			t.Errorf("shape %s is planted but the catalogue says it does not run on local", name)
+		if sh.Entry.Status != catalogue.Runs {
+			t.Errorf("shape %s is planted but the catalogue says it does not run (%s)", name, sh.Entry.Status)
 		}
 	}
 }

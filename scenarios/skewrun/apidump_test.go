@@ -148,7 +148,7 @@ func TestAPIDumpOfOwnClusterIsWholeAndCapped(t *testing.T) {
 func TestAPIScope(t *testing.T) {
 	var events []string
 	b := borrowed{events: &events}
-	c := &runCluster{Provider: &sharedBorrowed{b}, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}}
+	c := &runCluster{Provider: &sharedBorrowed{b}, v: &validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}}
 	for _, ns := range []string{"skewtest-trail-2", "skewtest-trail-1", "skewtest-trail-2"} {
 		c.noteNamespace(ns)
 	}

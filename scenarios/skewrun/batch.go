@@ -110,7 +110,7 @@ func batchNodes(o Options, jobs int) int {
 type batchJob struct {
 	index    int
 	job      Job
-	v        *Validated
+	v        *validated
 	kubelets []binaries.Binary
 	demand   reconstruction.Demand
 	// group is the cluster the job needs (clusterKey).
@@ -144,23 +144,38 @@ func kubeletKey(entry string, kubelets []binaries.Binary, i int) string {
 
 // clusterKey is what one cluster serves: jobs of the same key can share
 // it.
-func clusterKey(v *Validated) string {
+func clusterKey(v *validated) string {
 	return fmt.Sprintf("%s api=%v csi=%s", v.Options.Provider, v.APIServer, v.Options.CSIMode)
 }
 
-// ValidateBatch checks every job as Validate does, and the batch's own
+// CheckBatch checks jobs as RunBatch does before it makes anything: each
+// as Check does, and the batch's own settings (o: BATCH_NODES). It returns
+// each job's options with their defaults filled in.
+func (o Options) CheckBatch(jobs []Job) ([]Options, error) {
+	vs, err := validateBatch(o, jobs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Options, len(vs))
+	for i, v := range vs {
+		out[i] = v.Options
+	}
+	return out, nil
+}
+
+// validateBatch checks every job as validate does, and the batch's own
 // settings (o: BATCH_NODES), without creating anything. Every error wraps
 // exitcode.ErrInvalid and names the job.
-func ValidateBatch(o Options, jobs []Job) ([]*Validated, error) {
+func validateBatch(o Options, jobs []Job) ([]*validated, error) {
 	if len(jobs) == 0 {
 		return nil, fmt.Errorf("%w: a batch of no runs", exitcode.ErrInvalid)
 	}
 	if o.BatchNodes < 0 || o.BatchNodes > maxBatchNodes {
 		return nil, fmt.Errorf("%w: BATCH_NODES=%d: want a number from 1 to %d", exitcode.ErrInvalid, o.BatchNodes, maxBatchNodes)
 	}
-	var out []*Validated
+	var out []*validated
 	for _, j := range jobs {
-		v, err := Validate(j.Options)
+		v, err := validate(j.Options)
 		if err != nil {
 			return nil, fmt.Errorf("run %q of the batch: %w", j.Name, err)
 		}
@@ -180,7 +195,7 @@ func ValidateBatch(o Options, jobs []Job) ([]*Validated, error) {
 // picks the worst) with the batch's own.
 func RunBatch(ctx context.Context, o Options, jobs []Job) (*BatchResult, error) {
 	start := time.Now()
-	vs, err := ValidateBatch(o, jobs)
+	vs, err := validateBatch(o, jobs)
 	if err != nil {
 		return nil, err
 	}

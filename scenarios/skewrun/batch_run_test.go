@@ -1,4 +1,4 @@
-package skewrun_test
+package skewrun
 
 import (
 	"context"
@@ -7,17 +7,16 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // A batch with one bad run is refused whole, naming the run and the
 // setting, before anything is built, locked or made.
 func TestRunBatchRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	d := newRunDirs(t)
-	base := skewrun.Options{ArtifactsDir: d.artifacts, RunRoot: d.runRoot, CacheDir: d.cache, Kubelets: []string{"file:/does/not/exist", "file:/also/missing", "file:/does/not/exist"}}
+	base := Options{ArtifactsDir: d.artifacts, RunRoot: d.runRoot, CacheDir: d.cache, Kubelets: []string{"file:/does/not/exist", "file:/also/missing", "file:/does/not/exist"}}
 	bad := base
 	bad.Scenario = "no-such-fault"
-	res, err := skewrun.RunBatch(context.Background(), base, []skewrun.Job{{Name: "signoff", Options: base}, {Name: "broken entry", Options: bad}})
+	res, err := RunBatch(context.Background(), base, []Job{{Name: "signoff", Options: base}, {Name: "broken entry", Options: bad}})
 	if res != nil || !errors.Is(err, exitcode.ErrInvalid) || exitcode.Of(err) != exitcode.Invalid {
 		t.Fatalf("RunBatch = %v, %v; want nil and bad input (exit 2)", res, err)
 	}

@@ -25,7 +25,7 @@ func fakeJob(t *testing.T, name, p string, hold time.Duration, mayLeave bool) *b
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &batchJob{job: Job{Name: name}, v: &Validated{Plan: pl, Options: Options{Logger: slog.New(slog.DiscardHandler)}},
+	return &batchJob{job: Job{Name: name}, v: &validated{Plan: pl, Options: Options{Logger: slog.New(slog.DiscardHandler)}},
 		demand: reconstruction.Demand{Hold: hold, MayLeave: mayLeave}, record: &reports.BatchJob{Name: name}}
 }
 
@@ -175,9 +175,9 @@ func TestValidateBatchRefuses(t *testing.T) {
 		{"provider", Options{Provider: "kind"}, []Job{good}, "PROVIDER=local"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ValidateBatch(tc.o, tc.jobs)
+			_, err := validateBatch(tc.o, tc.jobs)
 			if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ValidateBatch: %v; want exitcode.ErrInvalid naming %q", err, tc.want)
+				t.Errorf("validateBatch: %v; want exitcode.ErrInvalid naming %q", err, tc.want)
 			}
 		})
 	}
@@ -188,7 +188,7 @@ func TestValidateBatchRefuses(t *testing.T) {
 // catalogue's replicas on the default plan.
 func TestCatalogueJobs(t *testing.T) {
 	for _, provider := range []string{"local", "kind"} {
-		jobs := CatalogueJobs(Options{Provider: provider})
+		jobs := Options{Provider: provider}.CatalogueJobs()
 		if len(jobs) < 2 {
 			t.Fatalf("%s: %d catalogue jobs", provider, len(jobs))
 		}

@@ -15,12 +15,12 @@ import (
 // (reconstruction.ShapeGroups); each with catalogue.Replicas pods, on o's PLAN or the
 // default. The sign-off plans' shapes (csi-filesystem, local-volume) are
 // the baseline runs, not among them.
-func CatalogueJobs(o Options) []Job {
+func (o Options) CatalogueJobs() []Job {
 	provider := defaultStr(o.Provider, clusters.Default().Name)
 	var jobs []Job
 	var shapes []string
 	for _, e := range catalogue.All() {
-		if !e.RunsOn(provider) {
+		if !runsOn(e, provider) {
 			continue
 		}
 		if _, ok := reconstruction.Shapes()[e.Name]; ok {

@@ -1,4 +1,4 @@
-package skewrun_test
+package skewrun
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // Feature gates in PLAN are checked before anything is made (exit 2):
@@ -29,7 +28,7 @@ func TestValidatePlanGates(t *testing.T) {
 		{"local", "v1.28.15,v1.28.15+Bogus=true,v1.28.15",
 			[]string{"feature gate Bogus is not in skewtest's table", "NewVolumeManagerReconstruction, SELinuxChangePolicy, SELinuxMount, SELinuxMountReadWriteOncePod"}},
 	} {
-		_, err := skewrun.Validate(skewrun.Options{Provider: tc.provider, Plan: tc.plan, Kubelets: kubelets, ArtifactsDir: t.TempDir()})
+		_, err := validate(Options{Provider: tc.provider, Plan: tc.plan, Kubelets: kubelets, ArtifactsDir: t.TempDir()})
 		if len(tc.want) == 0 {
 			if err != nil {
 				t.Errorf("%s %s: %v", tc.provider, tc.plan, err)

@@ -22,7 +22,7 @@ import (
 // would tell it that a kept or killed cluster shares its subnet and
 // sockets. The lock goes with the run (its Release), or with the process
 // if that is killed.
-func lockHost(v *Validated, runID string) (*hostlock.Lock, error) {
+func lockHost(v *validated, runID string) (*hostlock.Lock, error) {
 	if d, err := clusters.Lookup(v.Options.Provider); err == nil && !d.CleansHost {
 		return nil, nil
 	}

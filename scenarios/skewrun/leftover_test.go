@@ -77,7 +77,7 @@ func TestFinishRemovesWhatAFailedRunLeftInASharedCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var events []string
 			b := borrowed{events: &events}
-			c := &runCluster{Provider: &b, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 2}, ArtifactsRoot: t.TempDir()}}
+			c := &runCluster{Provider: &b, v: &validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 2}, ArtifactsRoot: t.TempDir()}}
 			if tc.shared {
 				c.Provider = &sharedBorrowed{b}
 			}
@@ -125,7 +125,7 @@ func (b *bigLogs) DumpClusterLogs(_ context.Context, dir string) error {
 // logs are, whichever provider wrote it.
 func TestCollectLogsCapsTheProvidersFiles(t *testing.T) {
 	var events []string
-	c := &runCluster{Provider: &bigLogs{borrowed{events: &events}}, v: &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 1}, ArtifactsRoot: t.TempDir()}}
+	c := &runCluster{Provider: &bigLogs{borrowed{events: &events}}, v: &validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard, TimeoutFactor: 1}, ArtifactsRoot: t.TempDir()}}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -22,9 +22,9 @@ import (
 const maxMatrixNodes = 12
 
 // validatedMatrix is a matrix tour's input once checked: the run's
-// Validated with the circuit as its plan, the versions and the trails.
+// validated with the circuit as its plan, the versions and the trails.
 type validatedMatrix struct {
-	*Validated
+	*validated
 	Versions matrix.Versions
 	// Trails are the circuit split for the nodes, Trails[i] starting at
 	// circuit entry Starts[i].
@@ -32,12 +32,23 @@ type validatedMatrix struct {
 	Starts []int
 }
 
-// ValidateMatrix checks a matrix tour's settings without creating
+// CheckMatrix checks a matrix tour's settings as RunMatrix does before it
+// makes anything, and returns the tour's versions and the trails (test
+// nodes) its circuit is split into.
+func (o Options) CheckMatrix() (versions matrix.Versions, trails int, err error) {
+	m, err := validateMatrix(o)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m.Versions, len(m.Trails), nil
+}
+
+// validateMatrix checks a matrix tour's settings without creating
 // anything: MATRIX (parsable, distinct, within the skew policy of its
-// newest), MATRIX_NODES, and the rest as Validate does with the tour's
+// newest), MATRIX_NODES, and the rest as validate does with the tour's
 // circuit as the plan. PLAN and KUBELETS, which name plan entries, are
 // refused. Every error wraps exitcode.ErrInvalid.
-func ValidateMatrix(o Options) (*validatedMatrix, error) {
+func validateMatrix(o Options) (*validatedMatrix, error) {
 	given := defaultStr(o.Matrix, matrix.Default)
 	vs, err := matrix.Parse(given)
 	if err != nil {
@@ -58,7 +69,7 @@ func ValidateMatrix(o Options) (*validatedMatrix, error) {
 	circuit := matrix.Circuit(vs)
 	trails := matrix.Split(circuit, matrixNodes(o))
 	o.Plan = strings.Join(circuit.Raw, ",")
-	v, err := Validate(o)
+	v, err := validate(o)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +79,7 @@ func ValidateMatrix(o Options) (*validatedMatrix, error) {
 	if err := v.checkProvider(make([]binaries.Binary, len(trails))); err != nil {
 		return nil, fmt.Errorf("%w: MATRIX_NODES=%d with PROVIDER=%s: %v", exitcode.ErrInvalid, len(trails), v.Options.Provider, err)
 	}
-	m := &validatedMatrix{Validated: v, Versions: vs, Trails: trails}
+	m := &validatedMatrix{validated: v, Versions: vs, Trails: trails}
 	start := 0
 	for _, t := range trails {
 		m.Starts = append(m.Starts, start)
@@ -85,16 +96,16 @@ func ValidateMatrix(o Options) (*validatedMatrix, error) {
 // deviations); exitcode.Of classifies it.
 func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
-	m, err := ValidateMatrix(o)
+	m, err := validateMatrix(o)
 	if err != nil {
 		return nil, err
 	}
-	kubelets, err := resolveKubelets(ctx, m.Validated)
+	kubelets, err := resolveKubelets(ctx, m.validated)
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
 	run := m.NewRun(start, kubelets)
-	lock, err := lockHost(m.Validated, run.ID)
+	lock, err := lockHost(m.validated, run.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +115,7 @@ func RunMatrix(ctx context.Context, o Options) (*Result, error) {
 	for i, s := range m.Starts {
 		initial[i] = kubelets[s]
 	}
-	c, err := newRunCluster(m.Validated, run.ID, initial)
+	c, err := newRunCluster(m.validated, run.ID, initial)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package skewrun_test
+package skewrun
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
@@ -19,19 +18,19 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 	// that lets a case past validation fails fast instead of building.
 	for _, tc := range []struct {
 		name string
-		opts skewrun.Options
+		opts Options
 		want []string
 	}{
-		{"a matrix entry that is not a version", skewrun.Options{Matrix: "v1.37.2,banana"}, []string{"MATRIX=v1.37.2,banana", `"banana" is not a version`}},
-		{"a version given twice", skewrun.Options{Matrix: "v1.37.2,v1.36.3,v1.37.2"}, []string{"MATRIX=v1.37.2,v1.36.3,v1.37.2", "entry 3 v1.37.2 repeats entry 1", "list each version once"}},
-		{"a version outside the skew window of the newest", skewrun.Options{Matrix: "v1.37.2,v1.33.5"}, []string{"MATRIX=v1.37.2,v1.33.5", "outside the version skew policy", "use v1.34.x or newer"}},
-		{"one version", skewrun.Options{Matrix: "v1.37.2"}, []string{"MATRIX=v1.37.2", "at least two versions"}},
-		{"PLAN set", skewrun.Options{Plan: "v1.37.2,v1.36.3"}, []string{"PLAN=v1.37.2,v1.36.3 is set", "unset PLAN"}},
-		{"KUBELETS set", skewrun.Options{Kubelets: []string{"file:/k"}}, []string{"KUBELETS gives a binary per PLAN entry", "unset KUBELETS"}},
-		{"too many nodes", skewrun.Options{MatrixNodes: 13}, []string{"MATRIX_NODES=13", "want a number from 1 to 12"}},
-		{"unknown provider", skewrun.Options{Provider: "nope"}, []string{"PROVIDER=nope", `unknown provider "nope"`}},
-		{"unknown volume kind", skewrun.Options{VolumeKind: "nfs"}, []string{"VOLUME_KIND", `unknown volume kind "nfs"`}},
-		{"more nodes than kind makes", skewrun.Options{Provider: "kind", MatrixNodes: 5}, []string{"MATRIX_NODES=5 with PROVIDER=kind", "at most 4", "use PROVIDER=local"}},
+		{"a matrix entry that is not a version", Options{Matrix: "v1.37.2,banana"}, []string{"MATRIX=v1.37.2,banana", `"banana" is not a version`}},
+		{"a version given twice", Options{Matrix: "v1.37.2,v1.36.3,v1.37.2"}, []string{"MATRIX=v1.37.2,v1.36.3,v1.37.2", "entry 3 v1.37.2 repeats entry 1", "list each version once"}},
+		{"a version outside the skew window of the newest", Options{Matrix: "v1.37.2,v1.33.5"}, []string{"MATRIX=v1.37.2,v1.33.5", "outside the version skew policy", "use v1.34.x or newer"}},
+		{"one version", Options{Matrix: "v1.37.2"}, []string{"MATRIX=v1.37.2", "at least two versions"}},
+		{"PLAN set", Options{Plan: "v1.37.2,v1.36.3"}, []string{"PLAN=v1.37.2,v1.36.3 is set", "unset PLAN"}},
+		{"KUBELETS set", Options{Kubelets: []string{"file:/k"}}, []string{"KUBELETS gives a binary per PLAN entry", "unset KUBELETS"}},
+		{"too many nodes", Options{MatrixNodes: 13}, []string{"MATRIX_NODES=13", "want a number from 1 to 12"}},
+		{"unknown provider", Options{Provider: "nope"}, []string{"PROVIDER=nope", `unknown provider "nope"`}},
+		{"unknown volume kind", Options{VolumeKind: "nfs"}, []string{"VOLUME_KIND", `unknown volume kind "nfs"`}},
+		{"more nodes than kind makes", Options{Provider: "kind", MatrixNodes: 5}, []string{"MATRIX_NODES=5 with PROVIDER=kind", "at most 4", "use PROVIDER=local"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -44,7 +43,7 @@ func TestRunMatrixRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 
-			res, err := skewrun.RunMatrix(ctx, o)
+			res, err := RunMatrix(ctx, o)
 			if err == nil || res != nil {
 				t.Fatalf("RunMatrix = %+v, %v; want no result and an error", res, err)
 			}
@@ -67,7 +66,7 @@ func TestValidateMatrix(t *testing.T) {
 		nodes  int
 		starts string
 	}{{0, "0,2,4,6,8,10"}, {1, "0"}, {3, "0,4,8"}, {4, "0,3,6,9"}, {5, "0,3,6,8,10"}} {
-		m, err := skewrun.ValidateMatrix(skewrun.Options{MatrixNodes: tc.nodes, Matrix: "1.36.3,1.34.4,v1.37.2,v1.35.4"})
+		m, err := validateMatrix(Options{MatrixNodes: tc.nodes, Matrix: "1.36.3,1.34.4,v1.37.2,v1.35.4"})
 		if err != nil {
 			t.Fatalf("nodes %d: %v", tc.nodes, err)
 		}
@@ -92,11 +91,11 @@ func TestValidateMatrixDefaultNodesPerProvider(t *testing.T) {
 	for provider, want := range map[string]int{"local": 6, "kind": 4, "existing": 6} {
 		// An existing cluster's run names the owner's StorageClass.
 		env := map[string]string{"PROVIDER": provider, "STORAGE_CLASS": "standard"}
-		o, err := skewrun.OptionsFromEnv(func(k string) string { return env[k] })
+		o, err := OptionsFromEnv(func(k string) string { return env[k] })
 		if err != nil {
 			t.Fatalf("%s: %v", provider, err)
 		}
-		m, err := skewrun.ValidateMatrix(o)
+		m, err := validateMatrix(o)
 		if err != nil {
 			t.Fatalf("%s: %v", provider, err)
 		}
@@ -108,12 +107,12 @@ func TestValidateMatrixDefaultNodesPerProvider(t *testing.T) {
 
 func TestOptionsFromEnvMatrix(t *testing.T) {
 	t.Parallel()
-	o, err := skewrun.OptionsFromEnv(mapEnv(map[string]string{"MATRIX": "v1.37.2,v1.36.3", "MATRIX_NODES": "2"}))
+	o, err := OptionsFromEnv(mapEnv(map[string]string{"MATRIX": "v1.37.2,v1.36.3", "MATRIX_NODES": "2"}))
 	if err != nil || o.Matrix != "v1.37.2,v1.36.3" || o.MatrixNodes != 2 {
 		t.Errorf("OptionsFromEnv = %q, %d, %v", o.Matrix, o.MatrixNodes, err)
 	}
 	for _, bad := range []string{"0", "13", "three"} {
-		_, err := skewrun.OptionsFromEnv(mapEnv(map[string]string{"MATRIX_NODES": bad}))
+		_, err := OptionsFromEnv(mapEnv(map[string]string{"MATRIX_NODES": bad}))
 		if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), `MATRIX_NODES="`+bad+`": want a number from 1 to 12`) {
 			t.Errorf("MATRIX_NODES=%s: %v", bad, err)
 		}

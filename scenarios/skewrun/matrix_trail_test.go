@@ -59,9 +59,9 @@ func (idleNode) StartKubelet(context.Context) error                 { return nil
 func TestTourScenariosAreRecordedAndRemoved(t *testing.T) {
 	var events []string
 	p := &recordingShared{sharedBorrowed: sharedBorrowed{borrowed{events: &events}}}
-	v := &Validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	v := &validated{Options: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	c := &runCluster{Provider: p, v: v}
-	m := &validatedMatrix{Validated: v}
+	m := &validatedMatrix{validated: v}
 	pl, err := plan.Parse("v1.37.2,v1.36.3")
 	if err != nil {
 		t.Fatal(err)

@@ -13,36 +13,31 @@ import (
 // they need one, and create nothing with it.
 const prefetchRunID = "prefetch"
 
-// Prefetch builds, or finds in the cache, every binary the runs of runs
-// would use: each one's kubelets and what its provider's Up would build
+// Prefetch builds, or finds in the cache, every binary a run of o would
+// use: its kubelets and what its provider's Up would build
 // (capabilities.WithPrefetch: control plane, containerd, node image), so
 // that a suite can pay for cold builds once, before the first spec's
 // deadline starts. It makes nothing else: no cluster, no run directory, no
 // host lock. Its errors are classified as Run's are (bad settings exit 2).
-func Prefetch(ctx context.Context, runs ...Options) error {
-	done := map[string]bool{}
-	for _, o := range runs {
-		v, err := Validate(o)
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		kubelets, err := resolveKubelets(ctx, v)
-		if err != nil {
-			return err
-		}
-		c, err := newRunCluster(v, prefetchRunID, kubelets[:1])
-		if err != nil {
-			return err
-		}
-		key := fmt.Sprintf("%s %s %s", v.Options.Provider, v.APIServer, v.Options.CSIMode)
-		if pf, ok := c.Provider.(capabilities.WithPrefetch); ok && !done[key] {
-			done[key] = true
-			if err := pf.Prefetch(ctx); err != nil {
-				return classify(fmt.Errorf("prefetch the %s cluster's binaries for API server v%s: %w", c.Provider.Name(), v.APIServer, err), exitcode.ErrInfrastructure)
-			}
-		}
-		v.Options.Logger.Info("binaries ready", "plan", v.Plan.String(), "provider", v.Options.Provider, "took", time.Since(start).Round(time.Second))
+func (o Options) Prefetch(ctx context.Context) error {
+	v, err := validate(o)
+	if err != nil {
+		return err
 	}
+	start := time.Now()
+	kubelets, err := resolveKubelets(ctx, v)
+	if err != nil {
+		return err
+	}
+	c, err := newRunCluster(v, prefetchRunID, kubelets[:1])
+	if err != nil {
+		return err
+	}
+	if pf, ok := c.Provider.(capabilities.WithPrefetch); ok {
+		if err := pf.Prefetch(ctx); err != nil {
+			return classify(fmt.Errorf("prefetch the %s cluster's binaries for API server v%s: %w", c.Provider.Name(), v.APIServer, err), exitcode.ErrInfrastructure)
+		}
+	}
+	v.Options.Logger.Info("binaries ready", "plan", v.Plan.String(), "provider", v.Options.Provider, "took", time.Since(start).Round(time.Second))
 	return nil
 }

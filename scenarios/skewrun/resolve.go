@@ -22,7 +22,7 @@ func (o Options) Resolver() *binaries.Resolver {
 // A source the user must change (a missing file, a version the module
 // proxy does not serve, a binary of another version) is exitcode.ErrInvalid; any
 // other failure (network, disk, build) is exitcode.ErrInfrastructure.
-func resolveKubelets(ctx context.Context, v *Validated) ([]binaries.Binary, error) {
+func resolveKubelets(ctx context.Context, v *validated) ([]binaries.Binary, error) {
 	o := v.Options
 	resolver := o.Resolver()
 	o.Logger.Info("resolving kubelet binaries", "plan", v.Plan.String(), "sources", strings.Join(v.Specs, ","))

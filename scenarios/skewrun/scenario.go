@@ -44,14 +44,14 @@ type nodeScenario struct {
 }
 
 // replicas and kind are the scenario's own, or the cluster's run's.
-func (s nodeScenario) replicas(v *Validated) int {
+func (s nodeScenario) replicas(v *validated) int {
 	if s.Replicas > 0 {
 		return s.Replicas
 	}
 	return v.Options.Replicas
 }
 
-func (s nodeScenario) kind(v *Validated) storage.Kind {
+func (s nodeScenario) kind(v *validated) storage.Kind {
 	if s.Kind != "" {
 		return s.Kind
 	}

@@ -136,7 +136,7 @@ type Result struct {
 // is nil when the run stopped before a cluster was made.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
-	v, err := Validate(o)
+	v, err := validate(o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package skewrun_test
+package skewrun
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries/binariestest"
 	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
-	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
 // runDirs are the places a run may create things in, all under one
@@ -74,134 +73,134 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		opts skewrun.Options
+		opts Options
 		// invalid says the error must wrap exitcode.ErrInvalid (exit 2).
 		invalid bool
 		want    []string
 	}{
 		{
 			name:    "plan not a version",
-			opts:    skewrun.Options{Plan: "banana", Kubelets: []string{missing}},
+			opts:    Options{Plan: "banana", Kubelets: []string{missing}},
 			invalid: true,
 			want:    []string{"PLAN=banana", `"banana" is not a version`, "want vMAJOR.MINOR.PATCH such as v1.36.3"},
 		},
 		{
 			name:    "plan with an empty entry",
-			opts:    skewrun.Options{Plan: "v1.37.2,,v1.36.3", Kubelets: []string{missing, missing2, missing}},
+			opts:    Options{Plan: "v1.37.2,,v1.36.3", Kubelets: []string{missing, missing2, missing}},
 			invalid: true,
 			want:    []string{"PLAN=v1.37.2,,v1.36.3", "plan entry 2", "is empty", "remove the extra comma"},
 		},
 		{
 			name:    "plan outside the skew policy",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.30.0", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.37.2,v1.30.0", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PLAN=v1.37.2,v1.30.0", "plan entry 2 v1.30.0", "outside the version skew policy", "use v1.34.x or newer, or an older API server (APISERVER)", "version-skew-policy"},
 		},
 		{
 			name:    "API server older than the plan",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", APIServer: "v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.37.2,v1.36.3", APIServer: "v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PLAN=v1.37.2,v1.36.3 under APISERVER=v1.36.3", "plan entry 1 v1.37.2 is newer than the API server (v1.36.3)"},
 		},
 		{
 			name:    "API server too new for the plan",
-			opts:    skewrun.Options{Plan: "v1.28.5,v1.26.15", APIServer: "v1.32.13", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.28.5,v1.26.15", APIServer: "v1.32.13", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"under APISERVER=v1.32.13", "plan entry 2 v1.26.15 is outside the version skew policy", "oldest allowed is v1.29"},
 		},
 		{
 			name:    "API server not a version",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", APIServer: "latest", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.37.2,v1.36.3", APIServer: "latest", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"APISERVER=latest: not a release version", "such as v1.28.15"},
 		},
 		{
 			name:    "API server of a cluster skewtest does not create",
-			opts:    skewrun.Options{Provider: "existing", Plan: "v1.37.2,v1.36.3", APIServer: "v1.37.2", Kubelets: []string{missing, missing2}},
+			opts:    Options{Provider: "existing", Plan: "v1.37.2,v1.36.3", APIServer: "v1.37.2", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"APISERVER=v1.37.2: PROVIDER=existing attaches to a cluster", "unset APISERVER"},
 		},
 		{
 			name:    "plan mixing major versions",
-			opts:    skewrun.Options{Plan: "v1.37.2,v2.0.0", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.37.2,v2.0.0", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PLAN=v1.37.2,v2.0.0", "plan entry 1 v1.37.2", "major version", "use v2.x versions"},
 		},
 		{
 			name:    "plan of a single version",
-			opts:    skewrun.Options{Plan: "v1.37.2", Kubelets: []string{missing}},
+			opts:    Options{Plan: "v1.37.2", Kubelets: []string{missing}},
 			invalid: true,
 			want:    []string{"PLAN=v1.37.2", "at least two versions", `got "v1.37.2"`},
 		},
 		{
 			name:    "unknown scenario",
-			opts:    skewrun.Options{Scenario: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Scenario: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"SCENARIO=nope", `no catalogue fault "nope"`, "implemented: "},
 		},
 		{
 			name:    "block shape with the tmpfs driver",
-			opts:    skewrun.Options{Scenario: "subpath,block", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Scenario: "subpath,block", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"SCENARIO=subpath,block", "shape block needs raw block volumes", "CSI_MODE=ebs, not CSI_MODE=tmpfs"},
 		},
 		{
 			name:    "a fault among shapes",
-			opts:    skewrun.Options{Scenario: "subpath,reboot", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Scenario: "subpath,reboot", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"SCENARIO=subpath,reboot", `no catalogue shape "reboot"`},
 		},
 		{
 			name:    "shapes on a provider they do not run on",
-			opts:    skewrun.Options{Scenario: "emptydir-memory,block", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Scenario: "emptydir-memory,block", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"shape block runs on local, not PROVIDER=kind"},
 		},
 		{
 			name:    "scenario on a provider it does not run on",
-			opts:    skewrun.Options{Scenario: "kill-during-publish", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Scenario: "kill-during-publish", Provider: "kind", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"SCENARIO=kill-during-publish runs on local, not PROVIDER=kind"},
 		},
 		{
 			name:    "unknown provider",
-			opts:    skewrun.Options{Provider: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Provider: "nope", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PROVIDER=nope", `unknown provider "nope"`, "want one of local, kind, existing, kops"},
 		},
 		{
 			name:    "kops without AWS set-up",
-			opts:    skewrun.Options{Provider: "kops", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Provider: "kops", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PROVIDER=kops", "no AWS region: set AWS_REGION", "no kops: not found in PATH", "no AWS credentials"},
 		},
 		{
 			name:    "unknown kind CSI driver",
-			opts:    skewrun.Options{Provider: "kind", ProviderSettings: providerSettings(t, "kind", map[string]string{"KIND_CSI": "nfs"}), Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Provider: "kind", ProviderSettings: providerSettings(t, "kind", map[string]string{"KIND_CSI": "nfs"}), Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"PROVIDER=kind", `KIND_CSI="nfs"`, "want skewtest", "or hostpath"},
 		},
 		{
 			name:    "unknown volume kind",
-			opts:    skewrun.Options{VolumeKind: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{VolumeKind: "nfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"VOLUME_KIND", `unknown volume kind "nfs"`, `want "csi" or "local"`},
 		},
 		{
 			name:    "unknown kubelet source",
-			opts:    skewrun.Options{KubeletSource: "ftp", Plan: "v1.37.2,v1.36.3"},
+			opts:    Options{KubeletSource: "ftp", Plan: "v1.37.2,v1.36.3"},
 			invalid: true,
 			want:    []string{`KUBELET_SOURCE="ftp"`, "want module", "release (download", "or kindest"},
 		},
 		{
 			name:    "too few kubelets for the plan",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3,v1.37.2", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.37.2,v1.36.3,v1.37.2", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"KUBELETS has 2 entries for a plan of 3 versions", "give one per plan entry"},
 		},
 		{
 			name:    "too many kubelets for the plan",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2, missing}},
+			opts:    Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2, missing}},
 			invalid: true,
 			want:    []string{"KUBELETS has 3 entries for a plan of 2 versions", "give one per plan entry"},
 		},
@@ -210,13 +209,13 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			// still bad input (exit 2), and the message names the path and
 			// a way out.
 			name:    "missing kubelet binaries",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
+			opts:    Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{missing, missing2}},
 			invalid: true,
 			want:    []string{"plan entry 1 (file:/does/not/exist)", "kubelet binary file:/does/not/exist does not exist", "make WHAT=cmd/kubelet", "checkout:", "module:vX.Y.Z"},
 		},
 		{
 			name: "kubelet binary not executable",
-			opts: skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: func() []string {
+			opts: Options{Plan: "v1.37.2,v1.36.3", Kubelets: func() []string {
 				p := filepath.Join(t.TempDir(), "kubelet")
 				if err := os.WriteFile(p, []byte("not a program"), 0o644); err != nil {
 					t.Fatal(err)
@@ -228,7 +227,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 		},
 		{
 			name:    "kubelet binary of the wrong version",
-			opts:    skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:" + v1363, "file:" + v1363}},
+			opts:    Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:" + v1363, "file:" + v1363}},
 			invalid: true,
 			want:    []string{"plan entry 1 wants kubelet v1.37.2", "file:" + v1363, "is v1.36.3"},
 		},
@@ -245,7 +244,7 @@ func TestRunRejectsBadInputBeforeCreatingAnything(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
 
-			res, err := skewrun.Run(ctx, o)
+			res, err := Run(ctx, o)
 			if err == nil {
 				t.Fatalf("Run succeeded with bad input; result %+v", res)
 			}
@@ -315,7 +314,7 @@ func TestOptionsFromEnvRejectsBadValues(t *testing.T) {
 	} {
 		t.Run(tc.name+"="+tc.value, func(t *testing.T) {
 			t.Parallel()
-			_, err := skewrun.OptionsFromEnv(mapEnv(map[string]string{tc.name: tc.value}))
+			_, err := OptionsFromEnv(mapEnv(map[string]string{tc.name: tc.value}))
 			if err == nil {
 				t.Fatalf("OptionsFromEnv accepted %s=%s", tc.name, tc.value)
 			}
@@ -336,9 +335,9 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		env   map[string]string
-		check func(t *testing.T, o skewrun.Options)
+		check func(t *testing.T, o Options)
 	}{
-		{"nothing set leaves defaults to Run", nil, func(t *testing.T, o skewrun.Options) {
+		{"nothing set leaves defaults to Run", nil, func(t *testing.T, o Options) {
 			if o.Provider != "" || o.Plan != "" || o.Replicas != 0 || o.KeepClusterOnFailure || o.PollInterval != 0 || o.CleanupTimeout != 0 || o.Kubelets != nil {
 				t.Errorf("empty environment gave non-zero options: %+v", o)
 			}
@@ -346,7 +345,7 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 		{"strings are passed through", map[string]string{
 			"PROVIDER": "existing", "PLAN": "v1.37.2,v1.36.3", "VOLUME_KIND": "local", "KUBELET_SOURCE": "release",
 			"RELEASE_BASE_URL": "https://mirror.example", "ARTIFACTS": "/tmp/a", "SKEWTEST_CACHE": "/tmp/c",
-		}, func(t *testing.T, o skewrun.Options) {
+		}, func(t *testing.T, o Options) {
 			for _, f := range []struct{ name, got, want string }{
 				{"Provider", o.Provider, "existing"}, {"Plan", o.Plan, "v1.37.2,v1.36.3"}, {"VolumeKind", o.VolumeKind, "local"},
 				{"KubeletSource", o.KubeletSource, "release"}, {"ReleaseBaseURL", o.ReleaseBaseURL, "https://mirror.example"},
@@ -359,43 +358,43 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 		}},
 		{"numbers, booleans and durations", map[string]string{
 			"REPLICAS": "5", "KEEP_CLUSTER_ON_FAILURE": "true", "POLL_INTERVAL": "100ms", "CLEANUP_TIMEOUT": "2m",
-		}, func(t *testing.T, o skewrun.Options) {
+		}, func(t *testing.T, o Options) {
 			if o.Replicas != 5 || !o.KeepClusterOnFailure || o.PollInterval != 100*time.Millisecond || o.CleanupTimeout != 2*time.Minute {
 				t.Errorf("got Replicas=%d KeepClusterOnFailure=%v PollInterval=%v CleanupTimeout=%v, want 5 true 100ms 2m",
 					o.Replicas, o.KeepClusterOnFailure, o.PollInterval, o.CleanupTimeout)
 			}
 		}},
-		{"timeout factor", map[string]string{"SKEWTEST_TIMEOUT_FACTOR": "10"}, func(t *testing.T, o skewrun.Options) {
+		{"timeout factor", map[string]string{"SKEWTEST_TIMEOUT_FACTOR": "10"}, func(t *testing.T, o Options) {
 			if o.TimeoutFactor != 10 {
 				t.Errorf("TimeoutFactor = %d, want 10", o.TimeoutFactor)
 			}
 		}},
-		{"replica bounds", map[string]string{"REPLICAS": "50", "KEEP_CLUSTER_ON_FAILURE": "0"}, func(t *testing.T, o skewrun.Options) {
+		{"replica bounds", map[string]string{"REPLICAS": "50", "KEEP_CLUSTER_ON_FAILURE": "0"}, func(t *testing.T, o Options) {
 			if o.Replicas != 50 || o.KeepClusterOnFailure {
 				t.Errorf("got Replicas=%d KeepClusterOnFailure=%v, want 50 false", o.Replicas, o.KeepClusterOnFailure)
 			}
 		}},
 		{"lists are split and trimmed", map[string]string{
 			"KUBELETS": " file:/a/kubelet , v1.36.3,,",
-		}, func(t *testing.T, o skewrun.Options) {
+		}, func(t *testing.T, o Options) {
 			if got := strings.Join(o.Kubelets, "|"); got != "file:/a/kubelet|v1.36.3" {
 				t.Errorf("Kubelets = %q, want [file:/a/kubelet v1.36.3]", o.Kubelets)
 			}
 		}},
 		{"the chosen provider's own settings travel as its descriptor reads them", map[string]string{
 			"PROVIDER": "existing", "KUBECONFIG": "/k/config", "NODES": "node-a, node-b", "SSH_USER": "ops", "KOPS_ZONES": "us-east-1b",
-		}, func(t *testing.T, o skewrun.Options) {
+		}, func(t *testing.T, o Options) {
 			want := providerSettings(t, "existing", map[string]string{"KUBECONFIG": "/k/config", "NODES": "node-a, node-b", "SSH_USER": "ops"})
 			if !reflect.DeepEqual(o.ProviderSettings, want) {
 				t.Errorf("ProviderSettings = %+v, want %+v", o.ProviderSettings, want)
 			}
 		}},
-		{"no PROVIDER: the default provider's settings", nil, func(t *testing.T, o skewrun.Options) {
+		{"no PROVIDER: the default provider's settings", nil, func(t *testing.T, o Options) {
 			if want := providerSettings(t, "local", nil); !reflect.DeepEqual(o.ProviderSettings, want) {
 				t.Errorf("ProviderSettings = %#v, want the local provider's %#v", o.ProviderSettings, want)
 			}
 		}},
-		{"an unknown PROVIDER has none, for Validate to refuse", map[string]string{"PROVIDER": "nope"}, func(t *testing.T, o skewrun.Options) {
+		{"an unknown PROVIDER has none, for Validate to refuse", map[string]string{"PROVIDER": "nope"}, func(t *testing.T, o Options) {
 			if o.ProviderSettings != nil {
 				t.Errorf("ProviderSettings = %#v, want nil", o.ProviderSettings)
 			}
@@ -403,7 +402,7 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := skewrun.OptionsFromEnv(mapEnv(tc.env))
+			o, err := OptionsFromEnv(mapEnv(tc.env))
 			if err != nil {
 				t.Fatalf("OptionsFromEnv: %v", err)
 			}
@@ -416,7 +415,7 @@ func TestOptionsFromEnvParsesGoodValues(t *testing.T) {
 func TestSettingsDocumentEveryVariable(t *testing.T) {
 	t.Parallel()
 	documented := map[string]bool{}
-	for _, s := range skewrun.AllSettings() {
+	for _, s := range AllSettings() {
 		for _, n := range strings.Split(s.Name, "/") {
 			documented[strings.TrimSpace(n)] = true
 		}
@@ -425,7 +424,7 @@ func TestSettingsDocumentEveryVariable(t *testing.T) {
 		}
 	}
 	var read []string
-	if _, err := skewrun.OptionsFromEnv(func(k string) string { read = append(read, k); return "" }); err != nil {
+	if _, err := OptionsFromEnv(func(k string) string { read = append(read, k); return "" }); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range read {
@@ -439,7 +438,7 @@ func TestSettingsDocumentEveryVariable(t *testing.T) {
 // picks the driver's EBS mode when CSI_MODE is unset, and the run is named
 // after its shapes.
 func TestValidateShapes(t *testing.T) {
-	v, err := skewrun.Validate(skewrun.Options{Scenario: "subpath,block", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	v, err := validate(Options{Scenario: "subpath,block", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,17 +455,17 @@ func TestValidateShapes(t *testing.T) {
 	if r := v.NewRun(time.Now(), nil); r.CatalogueEntry() != "block,subpath" {
 		t.Errorf("run scenario %q", r.Scenario)
 	}
-	v, err = skewrun.Validate(skewrun.Options{Scenario: "emptydir-memory", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	v, err = validate(Options{Scenario: "emptydir-memory", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
 	if err != nil || len(v.Shapes) != 1 || v.Options.CSIMode != "" {
 		t.Errorf("one shape without block: %+v, %v; want the driver's default mode", v, err)
 	}
 	// A fault on the shapes' workload picks the mode its block shape needs,
 	// and refuses another.
-	v, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	v, err = validate(Options{Scenario: "shapes-restart", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
 	if err != nil || v.Fault == nil || v.Shapes != nil || v.Options.CSIMode != "ebs" {
 		t.Errorf("shapes-restart: %+v, %v; want the fault in the driver's ebs mode", v, err)
 	}
-	_, err = skewrun.Validate(skewrun.Options{Scenario: "shapes-restart", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
+	_, err = validate(Options{Scenario: "shapes-restart", CSIMode: "tmpfs", Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}})
 	if !errors.Is(err, exitcode.ErrInvalid) || !strings.Contains(err.Error(), "CSI_MODE=ebs") {
 		t.Errorf("shapes-restart with CSI_MODE=tmpfs: %v; want it refused naming CSI_MODE=ebs", err)
 	}
@@ -488,13 +487,13 @@ func TestValidateRefusesWaitsBelowTheirFloors(t *testing.T) {
 	} {
 		t.Run(strings.Join(mapKeys(tc.env), ","), func(t *testing.T) {
 			t.Parallel()
-			o, err := skewrun.OptionsFromEnv(mapEnv(tc.env))
+			o, err := OptionsFromEnv(mapEnv(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}
 			o.Plan, o.Kubelets = "v1.37.2,v1.36.3", []string{"file:/nonexistent/a", "file:/nonexistent/b"}
 			o.ArtifactsDir = filepath.Join(t.TempDir(), "artifacts")
-			_, err = skewrun.Validate(o)
+			_, err = validate(o)
 			if err == nil {
 				t.Fatalf("Validate accepted %v", tc.env)
 			}
@@ -508,9 +507,9 @@ func TestValidateRefusesWaitsBelowTheirFloors(t *testing.T) {
 			}
 		})
 	}
-	o := skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
+	o := Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
 		PollInterval: 50 * time.Millisecond, CleanupTimeout: 15 * time.Second, ArtifactsDir: t.TempDir()}
-	if _, err := skewrun.Validate(o); err != nil {
+	if _, err := validate(o); err != nil {
 		t.Errorf("Validate refused the floors themselves: %v", err)
 	}
 }
@@ -549,7 +548,7 @@ func TestValidateTriesArtifactsForWriting(t *testing.T) {
 	for name, dir := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}, ArtifactsDir: dir})
+			_, err := validate(Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}, ArtifactsDir: dir})
 			if err == nil {
 				t.Fatalf("Validate accepted ARTIFACTS=%s", dir)
 			}
@@ -566,7 +565,7 @@ func TestValidateTriesArtifactsForWriting(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
 		t.Parallel()
 		dir := filepath.Join(t.TempDir(), "new", "artifacts")
-		v, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}, ArtifactsDir: dir})
+		v, err := validate(Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"}, ArtifactsDir: dir})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -593,7 +592,7 @@ func TestValidateRefusesACacheOthersCanWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := filepath.Join(users, ".cache", "skewtest")
-	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
+	_, err := validate(Options{Plan: "v1.37.2,v1.36.3", Kubelets: []string{"file:/nonexistent/a", "file:/nonexistent/b"},
 		CacheDir: cache, ArtifactsDir: t.TempDir()})
 	if code := exitcode.Of(err); code != exitcode.Invalid {
 		t.Fatalf("ExitCode = %d, want %d (bad input); err: %v", code, exitcode.Invalid, err)
@@ -618,7 +617,7 @@ func TestValidateAPIServer(t *testing.T) {
 		{"v1.28.5,v1.26.15,v1.28.5", "1.28.15", "1.28.15"},
 		{"v1.37.2,v1.36.3,v1.37.2", "", "1.37.2"},
 	} {
-		v, err := skewrun.Validate(skewrun.Options{Plan: tc.plan, APIServer: tc.api, Kubelets: files, ArtifactsDir: t.TempDir()})
+		v, err := validate(Options{Plan: tc.plan, APIServer: tc.api, Kubelets: files, ArtifactsDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("PLAN=%s APISERVER=%s: %v", tc.plan, tc.api, err)
 		}
@@ -633,7 +632,7 @@ func TestValidateAPIServer(t *testing.T) {
 func TestValidateRefusesAKubeletTheMetricsTableLacks(t *testing.T) {
 	t.Parallel()
 	files := []string{"file:/nonexistent/a", "file:/nonexistent/b", "file:/nonexistent/c"}
-	_, err := skewrun.Validate(skewrun.Options{Plan: "v1.37.2,v1.37.5,v1.37.2", Kubelets: files, ArtifactsDir: t.TempDir()})
+	_, err := validate(Options{Plan: "v1.37.2,v1.37.5,v1.37.2", Kubelets: files, ArtifactsDir: t.TempDir()})
 	if exitcode.Of(err) != exitcode.Invalid || !strings.Contains(err.Error(), "v1.37.5") || !strings.Contains(err.Error(), "scenarios/kubeletmetrics/exposed.go") {
 		t.Errorf("Validate: %v; want bad input naming v1.37.5 and the table", err)
 	}
@@ -651,7 +650,7 @@ func TestValidateRefusesArtifactsOthersCouldPlant(t *testing.T) {
 		t.Fatal(err)
 	}
 	validate := func(root string) error {
-		_, err := skewrun.Validate(skewrun.Options{Kubelets: files, ArtifactsDir: root})
+		_, err := validate(Options{Kubelets: files, ArtifactsDir: root})
 		return err
 	}
 	if err := validate(filepath.Join(shared, "_artifacts")); exitcode.Of(err) != exitcode.Invalid || !strings.Contains(err.Error(), "other users can write") {

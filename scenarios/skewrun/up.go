@@ -37,7 +37,7 @@ type runCluster struct {
 	// by Up.
 	ServerVersion *version.Version
 	serverGit     string
-	v             *Validated
+	v             *validated
 	up            bool
 	// left are the run's scenarios, whatever they left in a shared
 	// cluster removed by finishRun (removeLeftWorkloads); namespaces are
@@ -51,7 +51,7 @@ type runCluster struct {
 // newRunCluster makes the provider of v with one test node per initial
 // kubelet (a sign-off run has one: the plan's first). Nothing is created
 // until Up; errors are exitcode.ErrInvalid (an unusable provider setting).
-func newRunCluster(v *Validated, runID string, initialKubelets []binaries.Binary) (*runCluster, error) {
+func newRunCluster(v *validated, runID string, initialKubelets []binaries.Binary) (*runCluster, error) {
 	prov, err := clusters.New(v.Options.Provider, v.clusterOptions(runID, initialKubelets), v.Options.ProviderSettings)
 	if err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", exitcode.ErrInvalid, v.Options.Provider, err)
@@ -64,7 +64,7 @@ func newRunCluster(v *Validated, runID string, initialKubelets []binaries.Binary
 // it (checkProvider) validate, so that both see the same settings; the
 // provider's own settings go beside them as Options.ProviderSettings.
 // runID is empty before the run has one; the checks then use a stand-in.
-func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Binary) clusters.Options {
+func (v *validated) clusterOptions(runID string, initialKubelets []binaries.Binary) clusters.Options {
 	o := v.Options
 	co := clusters.Options{RunID: runID, CacheDir: o.CacheDir, Logger: o.Logger,
 		APIServerVersion: v.APIServer, InitialKubelets: initialKubelets, RunRoot: o.RunRoot,
@@ -77,7 +77,7 @@ func (v *Validated) clusterOptions(runID string, initialKubelets []binaries.Bina
 
 // checkProvider checks, without a cluster, what newRunCluster will make the
 // provider of v from, with one test node per initial kubelet.
-func (v *Validated) checkProvider(initialKubelets []binaries.Binary) error {
+func (v *validated) checkProvider(initialKubelets []binaries.Binary) error {
 	return clusters.CheckOptions(v.Options.Provider, v.clusterOptions("", initialKubelets), v.Options.ProviderSettings)
 }
 
@@ -143,12 +143,12 @@ func (c *runCluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 }
 
 // workloads adapts the provider to what the scenario needs: providers
-// with volumes of their own implement reconstruction.Cluster; others name
-// a StorageClass of the cluster's and a stock image (their own settings,
-// checked before anything was built).
+// with volumes of their own (capabilities.WithOwnWorkload) give them as
+// they are; others name a StorageClass of the cluster's and a stock image
+// (their own settings, checked before anything was built).
 func (c *runCluster) workloads() (reconstruction.Cluster, error) {
-	if rc, ok := c.Provider.(reconstruction.Cluster); ok {
-		return rc, nil
+	if ow, ok := c.Provider.(capabilities.WithOwnWorkload); ok {
+		return ownWorkload{Provider: c.Provider, WithOwnWorkload: ow}, nil
 	}
 	sp, ok := c.Provider.(capabilities.WithStorageClass)
 	if !ok || sp.StorageClass() == "" {
@@ -159,6 +159,13 @@ func (c *runCluster) workloads() (reconstruction.Cluster, error) {
 		image = ip.WorkloadImage()
 	}
 	return &dynamicCluster{Provider: c.Provider, storageClass: sp.StorageClass(), image: image}, nil
+}
+
+// ownWorkload is a provider with volumes and a workload of its own, as the
+// scenario takes it.
+type ownWorkload struct {
+	clusters.Provider
+	capabilities.WithOwnWorkload
 }
 
 // dynamicCluster uses a StorageClass of the cluster's own and a stock image.

@@ -14,17 +14,19 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
-// Validated is a run's input once checked: Options with their defaults,
+// validated is a run's input once checked: Options with their defaults,
 // the parsed plan, the volume kind and one kubelet source per plan entry.
-type Validated struct {
+type validated struct {
 	Options    Options
 	Plan       plan.Plan
 	VolumeKind storage.Kind
@@ -64,14 +66,28 @@ const (
 	minCleanupTimeout = 15 * time.Second
 )
 
-// Validate checks o and fills in its defaults; it creates nothing but the
+// Check checks o as Run does before it makes anything, and returns o with
+// its defaults filled in (PROVIDER, PLAN, REPLICAS, the cache, CSI_MODE,
+// and ARTIFACTS as an absolute path).
+// It creates nothing but the artifacts root. Every error wraps
+// exitcode.ErrInvalid and names the setting and the fix.
+func (o Options) Check() (Options, error) {
+	v, err := validate(o)
+	if err != nil {
+		return o, err
+	}
+	v.Options.ArtifactsDir = v.ArtifactsRoot
+	return v.Options, nil
+}
+
+// validate checks o and fills in its defaults; it creates nothing but the
 // artifacts root, which it tries for writing last, so that a run that
 // could not keep its reports is refused before it makes anything else.
 // Every error wraps exitcode.ErrInvalid and names the setting and the fix. A
 // provider that creates its cluster runs the API server at the plan's
 // newest version, so the plan is checked against that here; an existing
 // cluster's plan is checked against its API server after Up.
-func Validate(o Options) (*Validated, error) {
+func validate(o Options) (*validated, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -115,7 +131,7 @@ func Validate(o Options) (*Validated, error) {
 	} else if o.APIServer != "" {
 		return nil, fmt.Errorf("%w: APISERVER=%s: PROVIDER=%s attaches to a cluster and runs the plan against that cluster's own API server; unset APISERVER", exitcode.ErrInvalid, o.APIServer, o.Provider)
 	}
-	if err := pl.CheckGatesProvider(o.Provider); err != nil {
+	if err := checkGates(pl, o.Provider); err != nil {
 		return nil, fmt.Errorf("%w: PLAN=%s: %v", exitcode.ErrInvalid, o.Plan, err)
 	}
 	// Each hop's metrics are judged by what its kubelet's version
@@ -142,7 +158,7 @@ func Validate(o Options) (*Validated, error) {
 	// Unknown providers fail here, before binaries are built.
 	// The one construction the provider is made from (clusterOptions),
 	// so that the checks see exactly what New will get.
-	if err := (&Validated{Options: o, Plan: pl, APIServer: api}).checkProvider(nil); err != nil {
+	if err := (&validated{Options: o, Plan: pl, APIServer: api}).checkProvider(nil); err != nil {
 		return nil, fmt.Errorf("%w: PROVIDER=%s: %v", exitcode.ErrInvalid, o.Provider, err)
 	}
 	var fault *reconstruction.Fault
@@ -151,8 +167,8 @@ func Validate(o Options) (*Validated, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: SCENARIO=%s: %v", exitcode.ErrInvalid, o.Scenario, err)
 		}
-		if !f.Entry.RunsOn(o.Provider) {
-			return nil, fmt.Errorf("%w: SCENARIO=%s runs on %s, not PROVIDER=%s; choose one of those providers", exitcode.ErrInvalid, o.Scenario, strings.Join(f.Entry.Providers, ", "), o.Provider)
+		if !runsOn(f.Entry, o.Provider) {
+			return nil, fmt.Errorf("%w: SCENARIO=%s runs on %s, not PROVIDER=%s; choose one of those providers", exitcode.ErrInvalid, o.Scenario, strings.Join(clusters.RunningOn(f.Entry.Needs), ", "), o.Provider)
 		}
 		fault = &f
 	}
@@ -166,7 +182,7 @@ func Validate(o Options) (*Validated, error) {
 	if err := probeWritable(root); err != nil {
 		return nil, fmt.Errorf("%w: ARTIFACTS=%s: the run could not write its reports there: %v; point ARTIFACTS at a directory you can write (it is created if missing)", exitcode.ErrInvalid, root, err)
 	}
-	return &Validated{Options: o, Plan: pl, APIServer: api, VolumeKind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
+	return &validated{Options: o, Plan: pl, APIServer: api, VolumeKind: kind, Specs: specs, ArtifactsRoot: root, Fault: fault, Shapes: shapes}, nil
 }
 
 // validateWaits refuses a poll interval or cleanup bound below its floor
@@ -251,8 +267,8 @@ func validateShapes(o *Options) ([]reconstruction.Shape, error) {
 		return nil, fmt.Errorf("%w: SCENARIO=%s: %v", exitcode.ErrInvalid, o.Scenario, err)
 	}
 	for _, sh := range shapes {
-		if !sh.Entry.RunsOn(o.Provider) {
-			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", exitcode.ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(sh.Entry.Providers, ", "), o.Provider)
+		if !runsOn(sh.Entry, o.Provider) {
+			return nil, fmt.Errorf("%w: SCENARIO=%s: shape %s runs on %s, not PROVIDER=%s; choose one of those providers or leave the shape out", exitcode.ErrInvalid, o.Scenario, sh.Entry.Name, strings.Join(clusters.RunningOn(sh.Entry.Needs), ", "), o.Provider)
 		}
 	}
 	return shapes, chooseCSIMode(o, shapes)
@@ -278,7 +294,7 @@ func chooseCSIMode(o *Options, shapes []reconstruction.Shape) error {
 
 // NewRun starts the report of a run of v's plan that started at start,
 // listing its kubelets.
-func (v *Validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports.Run {
+func (v *validated) NewRun(start time.Time, kubelets []binaries.Binary) *reports.Run {
 	id := reports.NewRunID(start)
 	scenario := reports.ReconstructionScenarioPrefix + string(v.VolumeKind)
 	if v.Fault != nil {
@@ -393,4 +409,23 @@ func shapeNames(shapes []reconstruction.Shape) []string {
 		out = append(out, sh.Entry.Name)
 	}
 	return out
+}
+
+// runsOn reports whether catalogue entry e runs on the named provider: its
+// nodes have every capability e needs. An unknown provider has none; the
+// provider check names it.
+func runsOn(e catalogue.Entry, provider string) bool {
+	d, _ := clusters.Lookup(provider)
+	return e.RunsOn(d.NodeCapabilities)
+}
+
+// checkGates refuses a plan whose entries set kubelet feature gates on a
+// provider whose nodes cannot give them to their kubelets, saying why
+// (its descriptor's GatesRefused) and naming those that can.
+func checkGates(pl plan.Plan, provider string) error {
+	d, err := clusters.Lookup(provider)
+	if err != nil || d.GatesRefused == "" {
+		return nil
+	}
+	return pl.CheckGatesOn(provider, d.GatesRefused, clusters.RunningOn([]nodes.Capability{nodes.KubeletFeatureGates}))
 }

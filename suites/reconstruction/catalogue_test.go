@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -37,7 +38,7 @@ var _ = Describe(catalogueText, Label(catalogue.CatalogueLabel), func() {
 		}
 		name := fmt.Sprintf("%s %s: %s", e.Kind, e.Name, e.Plants)
 		key := inBatch(string(e.Kind)+" "+e.Name, catalogueText+" "+name, Label(catalogue.CatalogueLabel, e.Label()), func() *skewrun.Options {
-			if e.Status != catalogue.Runs || !e.RunsOn(provider) {
+			if !e.RunsOn(providerOf(provider).NodeCapabilities) {
 				return nil
 			}
 			o := envOptions(orDefault(os.Getenv("PLAN"), plan.Default), e.Name)
@@ -52,8 +53,8 @@ var _ = Describe(catalogueText, Label(catalogue.CatalogueLabel), func() {
 					why += ": " + e.Waits
 				}
 				Skip(fmt.Sprintf("catalogue %s %s: %s; not run, not passed", e.Kind, e.Name, why))
-			case !e.RunsOn(provider):
-				Skip(fmt.Sprintf("catalogue %s %s runs on %s, not PROVIDER=%s", e.Kind, e.Name, strings.Join(e.Providers, ", "), provider))
+			case !e.RunsOn(providerOf(provider).NodeCapabilities):
+				Skip(fmt.Sprintf("catalogue %s %s runs on %s, not PROVIDER=%s", e.Kind, e.Name, strings.Join(clusters.RunningOn(e.Needs), ", "), provider))
 			}
 			res := checkBatchRun(batchResult(ctx, key))
 			r := res.Run

@@ -27,9 +27,8 @@ var _ = Describe("matrix tour", Label("matrix"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		o.Logger = slog.New(slog.NewTextHandler(GinkgoWriter, nil))
 		o.Out = GinkgoWriter
-		m, err := skewrun.ValidateMatrix(o)
+		vs, trails, err := o.CheckMatrix()
 		Expect(err).NotTo(HaveOccurred(), "MATRIX, MATRIX_NODES")
-		vs, trails := m.Versions, len(m.Trails)
 		before := takeFootprint(ctx, o)
 
 		res, err := skewrun.RunMatrix(ctx, o)

@@ -63,6 +63,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	start := time.Now()
 	By("building, or finding in the cache, the binaries of " + strings.Join(plans, "; "))
-	Expect(skewrun.Prefetch(ctx, runs...)).To(Succeed(), "the binaries the selected specs run")
+	for _, o := range runs {
+		Expect(o.Prefetch(ctx)).To(Succeed(), "the binaries of plan %s", orDefault(o.Plan, plan.Default))
+	}
 	AddReportEntry("binaries ready before the first spec", time.Since(start).Round(time.Second).String())
 })

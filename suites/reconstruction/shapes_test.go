@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/plan"
@@ -33,8 +34,8 @@ func selectedShapes(entries []catalogue.Entry, provider string) (run, elsewhere 
 	for _, e := range entries {
 		switch {
 		case !Label(catalogue.CatalogueLabel, e.Label()).MatchesLabelFilter(GinkgoLabelFilter()):
-		case !e.RunsOn(provider):
-			elsewhere = append(elsewhere, fmt.Sprintf("%s (runs on %s)", e.Name, strings.Join(e.Providers, ", ")))
+		case !e.RunsOn(providerOf(provider).NodeCapabilities):
+			elsewhere = append(elsewhere, fmt.Sprintf("%s (runs on %s)", e.Name, strings.Join(clusters.RunningOn(e.Needs), ", ")))
 		default:
 			run = append(run, e.Name)
 		}

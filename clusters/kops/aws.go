@@ -15,10 +15,10 @@ import (
 	"github.com/aws/smithy-go/logging"
 )
 
-// EC2 is the part of the EC2 API the provider calls, so that tests can put
+// ec2API is the part of the EC2 API the provider calls, so that tests can put
 // an in-memory fake behind it (ec2.Client implements it). Paginated calls
 // are made through the SDK's paginators, which need only these methods.
-type EC2 interface {
+type ec2API interface {
 	ec2.DescribeInstancesAPIClient
 	ec2.DescribeVolumesAPIClient
 	ec2.DescribeSecurityGroupsAPIClient
@@ -28,19 +28,19 @@ type EC2 interface {
 	GetConsoleOutput(ctx context.Context, in *ec2.GetConsoleOutputInput, opts ...func(*ec2.Options)) (*ec2.GetConsoleOutputOutput, error)
 }
 
-// LoadBalancers is the part of the Elastic Load Balancing v2 API the sweep
+// elbAPI is the part of the Elastic Load Balancing v2 API the sweep
 // calls (kops fronts the API server with a network load balancer).
-type LoadBalancers interface {
+type elbAPI interface {
 	elb.DescribeLoadBalancersAPIClient
 	DescribeTags(ctx context.Context, in *elb.DescribeTagsInput, opts ...func(*elb.Options)) (*elb.DescribeTagsOutput, error)
 	DeleteLoadBalancer(ctx context.Context, in *elb.DeleteLoadBalancerInput, opts ...func(*elb.Options)) (*elb.DeleteLoadBalancerOutput, error)
 }
 
-// Clients are the AWS APIs the provider uses. S3 is the SDK's own client:
+// awsClients are the AWS APIs the provider uses. S3 is the SDK's own client:
 // tests point it at an in-process S3 fake (gofakes3) by endpoint.
-type Clients struct {
-	EC2    EC2
-	ELB    LoadBalancers
+type awsClients struct {
+	EC2    ec2API
+	ELB    elbAPI
 	S3     *s3.Client
 	Region string
 	// Poll is how often EC2 is asked again while waiting for it to catch
@@ -48,7 +48,7 @@ type Clients struct {
 	Poll time.Duration
 }
 
-func (c *Clients) poll() time.Duration {
+func (c *awsClients) poll() time.Duration {
 	if c.Poll > 0 {
 		return c.Poll
 	}
@@ -88,8 +88,8 @@ func loadAWS(ctx context.Context, region string, httpClient *http.Client) (aws.C
 
 // newClients makes the SDK clients from cfg; endpointS3, when set, points
 // S3 at another endpoint, path-style (an S3-compatible store or a fake).
-func newClients(cfg aws.Config, endpointS3 string) *Clients {
-	return &Clients{
+func newClients(cfg aws.Config, endpointS3 string) *awsClients {
+	return &awsClients{
 		EC2: ec2.NewFromConfig(cfg),
 		ELB: elb.NewFromConfig(cfg),
 		S3: s3.NewFromConfig(cfg, func(o *s3.Options) {

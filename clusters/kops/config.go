@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 )
 
-// Layout is where kops's nodeup puts the kubelet on its default images
+// layout is where kops's nodeup puts the kubelet on its default images
 // (nodeup/pkg/model/kubelet.go): the binary, the unit's EnvironmentFile
 // holding DAEMON_ARGS, and the KubeletConfiguration.
-var Layout = systemdkubelet.Layout{
+var layout = systemdkubelet.Layout{
 	Unit:            "kubelet.service",
 	Binary:          "/usr/local/bin/kubelet",
 	EnvironmentFile: "/etc/sysconfig/kubelet",
@@ -26,26 +26,26 @@ var Layout = systemdkubelet.Layout{
 
 // Defaults of Config.
 const (
-	// DefaultNodeSize and DefaultControlPlaneSize are the instance types:
+	// defaultNodeSize and DefaultControlPlaneSize are the instance types:
 	// kubetest2-kops's control plane size, and the same for the one worker
 	// (the EBS CSI node plugin and 3 pods fit in 2 vCPUs and 4 GiB).
-	DefaultNodeSize         = "c5.large"
-	DefaultControlPlaneSize = "c5.large"
-	// DefaultVolumeSize is each instance's root volume in GiB, as
+	defaultNodeSize         = "c5.large"
+	defaultControlPlaneSize = "c5.large"
+	// defaultVolumeSize is each instance's root volume in GiB, as
 	// kubetest2-kops.
-	DefaultVolumeSize = 48
-	// DefaultTTL is how long the run's resources may live before `make
+	defaultVolumeSize = 48
+	// defaultTTL is how long the run's resources may live before `make
 	// janitor-aws` deletes them: a round takes about 30 minutes.
-	DefaultTTL = 6 * time.Hour
-	// DefaultValidateTimeout bounds `kops validate cluster --wait`, as
+	defaultTTL = 6 * time.Hour
+	// defaultValidateTimeout bounds `kops validate cluster --wait`, as
 	// kubetest2-kops (20m).
-	DefaultValidateTimeout = 20 * time.Minute
-	// DefaultDeleteTimeout bounds `kops delete cluster` and the sweep after
+	defaultValidateTimeout = 20 * time.Minute
+	// defaultDeleteTimeout bounds `kops delete cluster` and the sweep after
 	// it; kubetest2-kops waits up to 60m.
-	DefaultDeleteTimeout = 60 * time.Minute
-	// DefaultReleaseURL is where kops release binaries are published:
+	defaultDeleteTimeout = 60 * time.Minute
+	// defaultReleaseURL is where kops release binaries are published:
 	// <url>/<version>/<os>/<arch>/kops and kops.sha256 beside it.
-	DefaultReleaseURL = "https://artifacts.k8s.io/binaries/kops"
+	defaultReleaseURL = "https://artifacts.k8s.io/binaries/kops"
 )
 
 // Config is the kops provider's settings (KOPS_*, AWS_REGION, SSH_KEY; see
@@ -122,9 +122,9 @@ func (c *Config) ClusterName() string {
 // Tag keys every resource of a run carries (through kops's --cloud-labels
 // and the provider's own calls).
 const (
-	TagRunID  = "skewtest.k8s.io/run-id"
-	TagOwner  = "skewtest.k8s.io/owner"
-	TagExpiry = "skewtest.k8s.io/expiry"
+	tagRunID  = "skewtest.k8s.io/run-id"
+	tagOwner  = "skewtest.k8s.io/owner"
+	tagExpiry = "skewtest.k8s.io/expiry"
 	// tagCluster is kops's own tag on what it makes, and the EBS CSI
 	// driver's on PVC volumes (--k8s-tag-cluster-id).
 	tagCluster = "KubernetesCluster"
@@ -132,14 +132,14 @@ const (
 
 // Tags are the run's tags, expiring ttl after now.
 func (c *Config) Tags(now time.Time) map[string]string {
-	return map[string]string{TagRunID: c.RunID, TagOwner: c.Owner, TagExpiry: now.Add(c.ttl()).UTC().Format(time.RFC3339)}
+	return map[string]string{tagRunID: c.RunID, tagOwner: c.Owner, tagExpiry: now.Add(c.ttl()).UTC().Format(time.RFC3339)}
 }
 
 func (c *Config) ttl() time.Duration {
 	if c.TTL > 0 {
 		return c.TTL
 	}
-	return DefaultTTL
+	return defaultTTL
 }
 
 // cloudLabels is kops's --cloud-labels value for tags, sorted.
@@ -153,22 +153,22 @@ func cloudLabels(tags map[string]string) string {
 
 func (c *Config) defaults() {
 	if c.NodeSize == "" {
-		c.NodeSize = DefaultNodeSize
+		c.NodeSize = defaultNodeSize
 	}
 	if c.ControlPlaneSize == "" {
-		c.ControlPlaneSize = DefaultControlPlaneSize
+		c.ControlPlaneSize = defaultControlPlaneSize
 	}
 	if c.ValidateTimeout <= 0 {
-		c.ValidateTimeout = DefaultValidateTimeout
+		c.ValidateTimeout = defaultValidateTimeout
 	}
 	if c.DeleteTimeout <= 0 {
-		c.DeleteTimeout = DefaultDeleteTimeout
+		c.DeleteTimeout = defaultDeleteTimeout
 	}
 	if c.ReleaseURL == "" {
-		c.ReleaseURL = DefaultReleaseURL
+		c.ReleaseURL = defaultReleaseURL
 	}
 	if c.TTL <= 0 {
-		c.TTL = DefaultTTL
+		c.TTL = defaultTTL
 	}
 	if len(c.Zones) == 0 && c.Region != "" {
 		c.Zones = []string{c.Region + "a"}

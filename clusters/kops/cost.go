@@ -36,7 +36,7 @@ func estimate(types []string, d time.Duration) (usd float64, unknown []string) {
 		if !ok {
 			unknown = append(unknown, t)
 		}
-		usd += (price + DefaultVolumeSize*gp3USDPerGiBHour + ipv4USDPerHour) * h
+		usd += (price + defaultVolumeSize*gp3USDPerGiBHour + ipv4USDPerHour) * h
 	}
 	if len(types) > 0 {
 		usd += nlbUSDPerHour * h
@@ -47,7 +47,7 @@ func estimate(types []string, d time.Duration) (usd float64, unknown []string) {
 // RunFacts are the report's facts known after Down: instance types, the
 // cluster's wall time and an estimate of its cost, the state store, and
 // what the sweep found.
-func (p *Provider) RunFacts() []reports.KeyValue {
+func (p *provider) RunFacts() []reports.KeyValue {
 	st := p.snapshot()
 	p.mu.Lock()
 	sweep := slices.Clone(p.sweep)

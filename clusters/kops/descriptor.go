@@ -18,7 +18,7 @@ import (
 // settings are a Config (FromEnv), which the shared options complete
 // (Descriptor's check and New see the same: configFor).
 var Descriptor = registry.Descriptor{
-	Name:         Name,
+	Name:         providerName,
 	Help:         "a kops cluster on AWS with the EBS CSI driver",
 	RunDirPrefix: RunDirPrefix,
 	// It needs no root here: it reaches AWS and its nodes over SSH.
@@ -35,21 +35,21 @@ var Descriptor = registry.Descriptor{
 	// Its nodes are the run's own machines, with EBS volumes.
 	NodeCapabilities: []nodes.Capability{nodes.Disposable},
 	GatesRefused:     "kops writes its kubelets' configuration from the cluster spec, and a hop swaps only the binary",
-	TeardownTimeout:  DefaultTeardownTimeout,
+	TeardownTimeout:  defaultTeardownTimeout,
 	Settings: []registry.Setting{
 		{Name: "AWS_REGION / AWS_DEFAULT_REGION", Help: "the region (AWS_DEFAULT_REGION also read); credentials come from the AWS SDK's default chain only (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, SSO, instance roles)"},
-		{Name: "KOPS / KOPS_VERSION / KOPS_RELEASE_URL", Default: "kops in PATH / / " + DefaultReleaseURL, Help: "the kops binary, or a release to download from the mirror (checked against its published sha256)"},
+		{Name: "KOPS / KOPS_VERSION / KOPS_RELEASE_URL", Default: "kops in PATH / / " + defaultReleaseURL, Help: "the kops binary, or a release to download from the mirror (checked against its published sha256)"},
 		{Name: "KOPS_STATE_STORE", Default: "a bucket made for the run", Help: "s3://BUCKET[/PREFIX]; unset: a tagged bucket skewtest-kops-<run-id>, deleted at the end"},
 		{Name: "KOPS_ZONES", Default: "<region>a", Help: "comma-separated zones"},
-		{Name: "KOPS_NODE_SIZE / KOPS_CONTROL_PLANE_SIZE", Default: DefaultNodeSize + " / " + DefaultControlPlaneSize, Help: "instance types"},
+		{Name: "KOPS_NODE_SIZE / KOPS_CONTROL_PLANE_SIZE", Default: defaultNodeSize + " / " + defaultControlPlaneSize, Help: "instance types"},
 		{Name: "KOPS_ADMIN_ACCESS", Default: "this machine's public /32", Help: "CIDR allowed to reach the API server and SSH"},
-		{Name: "KOPS_OWNER / KOPS_TTL", Default: "the current user / " + DefaultTTL.String(), Help: "owner and expiry tags on every resource; make janitor-aws deletes expired ones"},
+		{Name: "KOPS_OWNER / KOPS_TTL", Default: "the current user / " + defaultTTL.String(), Help: "owner and expiry tags on every resource; make janitor-aws deletes expired ones"},
 		{Name: "KOPS_CREATE_ARGS", Help: "more kops create cluster flags, space-separated"},
 		{Name: "STORAGE_CLASS", Default: defaultStorageClass, Help: "the StorageClass of the workload's claims (kops's default is the EBS CSI driver's)"},
 		{Name: "IMAGE", Default: storage.StockImage, Help: "the workload image, pulled by the nodes (needs sh, sleep, date, mv)"},
 		{Name: "SSH_KEY", Default: "a keypair made for the run", Help: "a private key whose SSH_KEY.pub kops installs on the nodes"},
 	},
-	FromEnv: func(getenv func(string) string) (any, error) { return ConfigFromEnv(getenv) },
+	FromEnv: func(getenv func(string) string) (any, error) { return configFromEnv(getenv) },
 	Check: func(ctx context.Context, o registry.Options, s any) error {
 		// kops, a region and AWS credentials, before anything is built
 		// or made: the settings New will give New. The run ID is made
@@ -69,31 +69,31 @@ var Descriptor = registry.Descriptor{
 		if err != nil {
 			return nil, err
 		}
-		return New(cfg)
+		return newProvider(cfg)
 	},
 	// Its runs hold the host lock while they run, which `skewtest clean`
 	// takes first: a state that names the run is all Clean needs.
 	Inspect: func(dir string) registry.RunDir {
 		r := registry.RunDir{Path: dir}
 		runID := strings.TrimPrefix(filepath.Base(dir), RunDirPrefix)
-		st, err := ReadState(dir)
+		st, err := readState(dir)
 		switch {
 		case err != nil:
 			r.NotARun = fmt.Errorf("no kops run state: %w", err)
 		case st.RunID != runID:
-			r.NotARun = fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, StateFile), st.RunID, runID)
+			r.NotARun = fmt.Errorf("%s is the state of run %q, not of %q", filepath.Join(dir, stateFile), st.RunID, runID)
 		default:
 			r.OwnedBy(st.Owner)
 		}
 		return r
 	},
-	Clean: Clean,
+	Clean: clean,
 }
 
 // configFor is the provider's settings as New makes it and its check
 // validates it: s (a Config) with what the shared options fill in.
 func configFor(o registry.Options, s any) (Config, error) {
-	cfg, err := registry.SettingsAs[Config](Name, s)
+	cfg, err := registry.SettingsAs[Config](providerName, s)
 	if err != nil {
 		return cfg, err
 	}
@@ -111,9 +111,9 @@ func configFor(o registry.Options, s any) (Config, error) {
 	return cfg, nil
 }
 
-// ConfigFromEnv reads the provider's settings (Descriptor.Settings) from
+// configFromEnv reads the provider's settings (Descriptor.Settings) from
 // the environment.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
+func configFromEnv(getenv func(string) string) (Config, error) {
 	region := getenv("AWS_REGION")
 	if region == "" {
 		region = getenv("AWS_DEFAULT_REGION")

@@ -20,7 +20,7 @@ import (
 // deletes the state store bucket the run made, sweeps whatever still
 // carries the run's tags, writes what the sweep found, and removes the run
 // directory. It is safe after a failed or partial Up and more than once.
-func (p *Provider) Down(ctx context.Context) error {
+func (p *provider) Down(ctx context.Context) error {
 	st := p.snapshot()
 	if st.Tags == nil && !st.Created {
 		// Up never got as far as tagging anything.
@@ -78,14 +78,14 @@ func (p *Provider) Down(ctx context.Context) error {
 	}
 	p.writeArtifacts()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w\nthe run's state is kept in %s: once fixed, `skewtest clean %s` deletes what is left; `make janitor-aws` lists anything tagged %s=%s", err, p.cfg.RunDir, p.cfg.RunDir, TagRunID, p.cfg.RunID)
+		return fmt.Errorf("%w\nthe run's state is kept in %s: once fixed, `skewtest clean %s` deletes what is left; `make janitor-aws` lists anything tagged %s=%s", err, p.cfg.RunDir, p.cfg.RunDir, tagRunID, p.cfg.RunID)
 	}
 	return os.RemoveAll(p.cfg.RunDir)
 }
 
 // deleteCluster is kops delete cluster --yes, waiting as kubetest2-kops
 // does.
-func (p *Provider) deleteCluster(ctx context.Context) error {
+func (p *provider) deleteCluster(ctx context.Context) error {
 	start := time.Now()
 	_, err := p.cli.run(ctx, "delete", "cluster", "--name", p.cfg.ClusterName(), "--yes",
 		"--interval", "60s", "--wait", p.cfg.DeleteTimeout.String())
@@ -96,18 +96,18 @@ func (p *Provider) deleteCluster(ctx context.Context) error {
 	return nil
 }
 
-// Clean deletes what a killed run, or a cluster kept after a failure, left
+// clean deletes what a killed run, or a cluster kept after a failure, left
 // on AWS, from the state in its run directory: `skewtest clean
 // <run-dir>`. It needs the same AWS credentials and kops.
-func Clean(ctx context.Context, dir string) error {
-	st, err := ReadState(dir)
+func clean(ctx context.Context, dir string) error {
+	st, err := readState(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return os.RemoveAll(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("kops: clean %s: %w", dir, err)
 	}
-	p, err := New(Config{RunID: st.RunID, Region: st.Region, StateStore: st.StateStore, RunDir: dir, Logger: slog.Default()})
+	p, err := newProvider(Config{RunID: st.RunID, Region: st.Region, StateStore: st.StateStore, RunDir: dir, Logger: slog.Default()})
 	if err != nil {
 		return err
 	}

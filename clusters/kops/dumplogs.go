@@ -24,7 +24,7 @@ var kubectlDumps = []string{"csinodes", "csidrivers", "storageclasses", "persist
 // run's own records: every kops and kubectl call, the EBS evidence. Files
 // other programs wrote are scrubbed of AWS credentials. Best effort: it
 // tries everything and returns the failures joined.
-func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
+func (p *provider) DumpClusterLogs(ctx context.Context, dir string) error {
 	p.mu.Lock()
 	p.dumped = true
 	c := p.cli
@@ -61,7 +61,7 @@ func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
 
 // kubectlDump runs kubectl cluster-info dump and gets the storage objects,
 // with the run's kubeconfig.
-func (p *Provider) kubectlDump(ctx context.Context, dir string) error {
+func (p *provider) kubectlDump(ctx context.Context, dir string) error {
 	kubectl := p.cfg.Kubectl
 	if kubectl == "" {
 		var err error
@@ -99,13 +99,13 @@ func toFile(path string, f func(*os.File) error) error {
 }
 
 // writeRecords writes the run's command log and EBS evidence into dir.
-func (p *Provider) writeRecords(dir string) {
+func (p *provider) writeRecords(dir string) {
 	if err := p.cmds.writeTo(filepath.Join(dir, "kops-commands.log")); err != nil {
 		p.log.Warn("kops: write the command log", "err", err)
 	}
 	p.mu.Lock()
-	ev := append([]EBSSnapshot(nil), p.evidence...)
-	sweep := append([]Resource(nil), p.sweep...)
+	ev := append([]ebsState(nil), p.evidence...)
+	sweep := append([]resource(nil), p.sweep...)
 	p.mu.Unlock()
 	if len(ev) > 0 {
 		var b strings.Builder
@@ -127,7 +127,7 @@ func (p *Provider) writeRecords(dir string) {
 
 // writeArtifacts writes the records again after Down, so the command log
 // has kops delete cluster and the sweep is there.
-func (p *Provider) writeArtifacts() {
+func (p *provider) writeArtifacts() {
 	if p.cfg.ArtifactsDir == "" {
 		return
 	}

@@ -28,8 +28,8 @@ const (
 	ebsPoll          = time.Second
 )
 
-// VolumeState is one PV's EBS volume as EC2 reports it.
-type VolumeState struct {
+// ebsVolume is one PV's EBS volume as EC2 reports it.
+type ebsVolume struct {
 	PV       string `json:"pv"`
 	VolumeID string `json:"volumeID"`
 	// State is the volume's: creating, available, in-use, deleting, ...
@@ -41,19 +41,19 @@ type VolumeState struct {
 	Elsewhere []string `json:"elsewhere,omitempty"`
 }
 
-// EBSSnapshot is the run's EBS volumes at one moment of a hop.
-type EBSSnapshot struct {
-	When     string        `json:"when"`
-	At       time.Time     `json:"at"`
-	Instance string        `json:"instance"`
-	Volumes  []VolumeState `json:"volumes"`
+// ebsState is the run's EBS volumes at one moment of a hop.
+type ebsState struct {
+	When     string      `json:"when"`
+	At       time.Time   `json:"at"`
+	Instance string      `json:"instance"`
+	Volumes  []ebsVolume `json:"volumes"`
 	// Settled is how long the attachments took to leave
 	// attaching/detaching, for the snapshots that wait.
 	Settled time.Duration `json:"settled,omitempty"`
 }
 
 // String is the snapshot as one note of the report.
-func (s EBSSnapshot) String() string {
+func (s ebsState) String() string {
 	var vs []string
 	for _, v := range s.Volumes {
 		a := v.Attachment
@@ -75,8 +75,8 @@ func (s EBSSnapshot) String() string {
 // ebsSnapshot reads the run's PVs of driver ebs.csi.aws.com from the API
 // server, and their volumes (by CSI volumeHandle, the EBS volume ID) from
 // EC2. It is recorded in the provider's evidence.
-func (p *Provider) ebsSnapshot(ctx context.Context, instance, when string) (EBSSnapshot, error) {
-	snap := EBSSnapshot{When: when, At: time.Now(), Instance: instance}
+func (p *provider) ebsSnapshot(ctx context.Context, instance, when string) (ebsState, error) {
+	snap := ebsState{When: when, At: time.Now(), Instance: instance}
 	cs, err := p.kubeClient()
 	if err != nil {
 		return snap, err
@@ -106,15 +106,15 @@ func (p *Provider) ebsSnapshot(ctx context.Context, instance, when string) (EBSS
 			}
 		}
 	}
-	slices.SortFunc(snap.Volumes, func(a, b VolumeState) int { return strings.Compare(a.VolumeID, b.VolumeID) })
+	slices.SortFunc(snap.Volumes, func(a, b ebsVolume) int { return strings.Compare(a.VolumeID, b.VolumeID) })
 	p.mu.Lock()
 	p.evidence = append(p.evidence, snap)
 	p.mu.Unlock()
 	return snap, nil
 }
 
-func volumeState(v ec2types.Volume, pv, instance string) VolumeState {
-	vs := VolumeState{PV: pv, VolumeID: aws.ToString(v.VolumeId), State: string(v.State)}
+func volumeState(v ec2types.Volume, pv, instance string) ebsVolume {
+	vs := ebsVolume{PV: pv, VolumeID: aws.ToString(v.VolumeId), State: string(v.State)}
 	for _, a := range v.Attachments {
 		if aws.ToString(a.InstanceId) == instance {
 			vs.Attachment = string(a.State)
@@ -126,14 +126,14 @@ func volumeState(v ec2types.Volume, pv, instance string) VolumeState {
 }
 
 // moving says whether an attachment is between states.
-func moving(vs VolumeState) bool {
+func moving(vs ebsVolume) bool {
 	return vs.Attachment == string(ec2types.VolumeAttachmentStateAttaching) || vs.Attachment == string(ec2types.VolumeAttachmentStateDetaching)
 }
 
 // ebsSettled polls the snapshot until no attachment of the run's volumes
 // is attaching or detaching (EC2 reports changes late), and fails naming
 // the volumes stuck after ebsSettleTimeout.
-func (p *Provider) ebsSettled(ctx context.Context, instance, when string) (EBSSnapshot, error) {
+func (p *provider) ebsSettled(ctx context.Context, instance, when string) (ebsState, error) {
 	start := time.Now()
 	for {
 		snap, err := p.ebsSnapshot(ctx, instance, when)
@@ -163,7 +163,7 @@ func (p *Provider) ebsSettled(ctx context.Context, instance, when string) (EBSSn
 }
 
 // setLastSettled stores the settle time in the evidence's last entry.
-func (p *Provider) setLastSettled(s EBSSnapshot) {
+func (p *provider) setLastSettled(s ebsState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.evidence); n > 0 {
@@ -174,8 +174,8 @@ func (p *Provider) setLastSettled(s EBSSnapshot) {
 // checkAttachments is what the scenario expects of EBS across a hop: the
 // pods come back on the same node, so every volume attached to the worker
 // before stays attached to it, and none is elsewhere.
-func checkAttachments(before, after EBSSnapshot) error {
-	now := map[string]VolumeState{}
+func checkAttachments(before, after ebsState) error {
+	now := map[string]ebsVolume{}
 	for _, v := range after.Volumes {
 		now[v.VolumeID] = v
 	}

@@ -38,7 +38,7 @@ func (f *fakeKubelet) Command(ctx context.Context, name string, args ...string) 
 	panic("fake kubelet runs no commands")
 }
 func (f *fakeKubelet) String() string         { return "ip-172-20-1-1.ec2.internal" }
-func (f *fakeKubelet) KubeletRootDir() string { return Layout.RootDir }
+func (f *fakeKubelet) KubeletRootDir() string { return layout.RootDir }
 func (f *fakeKubelet) StopKubelet(context.Context) error {
 	f.rec("stop")
 	return nil
@@ -61,7 +61,7 @@ func (f *fakeKubelet) KubeletLog(context.Context) (string, error) { return "", n
 func (f *fakeKubelet) FindRootDir(context.Context) error          { return nil }
 
 func (f *fakeKubelet) Original(context.Context) (systemdkubelet.Original, error) {
-	return systemdkubelet.Original{Binary: Layout.Binary, SHA256: f.own}, nil
+	return systemdkubelet.Original{Binary: layout.Binary, SHA256: f.own}, nil
 }
 func (f *fakeKubelet) Restore(_ context.Context, sha string) error {
 	f.rec("restore " + sha[:8])
@@ -70,10 +70,10 @@ func (f *fakeKubelet) Restore(_ context.Context, sha string) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *fakeKubelet) Running(context.Context) (Running, error) {
+func (f *fakeKubelet) Running(context.Context) (runningKubelet, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Running{PID: 42, SHA256: f.running, BootID: f.boot}, nil
+	return runningKubelet{PID: 42, SHA256: f.running, BootID: f.boot}, nil
 }
 
 const (
@@ -98,7 +98,7 @@ func ebsRun(t *testing.T) (*testRun, *fakeKubelet, []string) {
 		for i := range 3 {
 			id := w.ID("vol")
 			vols = append(vols, id)
-			w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: id, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), TagRunID: tr.p.cfg.RunID},
+			w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: id, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), tagRunID: tr.p.cfg.RunID},
 				Attachments: []fakeaws.Attachment{{Instance: tr.p.node.instance.ID, State: "attached"}}})
 			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pvc-%d", i)},
 				Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{
@@ -124,7 +124,7 @@ func ebsRun(t *testing.T) (*testRun, *fakeKubelet, []string) {
 func moveAttachments(t *testing.T, tr *testRun, state string, reads int) {
 	if err := tr.store.Update(func(w *fakeaws.World) error {
 		for _, v := range w.Volumes {
-			if v.Tags[TagRunID] != "" && !v.DeleteOnTermination {
+			if v.Tags[tagRunID] != "" && !v.DeleteOnTermination {
 				for i := range v.Attachments {
 					v.Attachments[i].Moving, v.Attachments[i].Lag = state, reads
 				}

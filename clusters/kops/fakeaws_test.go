@@ -32,7 +32,7 @@ func fakeEndpoint(t *testing.T, store *fakeaws.Store) (url, akid, secret string)
 }
 
 // fakeClients are the provider's Clients against the fakes.
-func fakeClients(t *testing.T, store *fakeaws.Store) *Clients {
+func fakeClients(t *testing.T, store *fakeaws.Store) *awsClients {
 	t.Helper()
 	url, akid, secret := fakeEndpoint(t, store)
 	c := newClients(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(url),

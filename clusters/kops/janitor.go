@@ -23,10 +23,10 @@ type JanitorConfig struct {
 // expiry counts as expired, since nothing else will ever delete it.
 func expired(now time.Time) match {
 	return func(t map[string]string) bool {
-		if t[TagRunID] == "" {
+		if t[tagRunID] == "" {
 			return false
 		}
-		exp, err := time.Parse(time.RFC3339, t[TagExpiry])
+		exp, err := time.Parse(time.RFC3339, t[tagExpiry])
 		return err != nil || exp.Before(now)
 	}
 }
@@ -37,7 +37,7 @@ func expired(now time.Time) match {
 // prints one line per resource and returns what it found. Only resources
 // carrying skewtest's run-ID tag are ever considered, so nothing else in
 // the account is touched.
-func Janitor(ctx context.Context, c *Clients, cfg JanitorConfig) ([]Resource, error) {
+func Janitor(ctx context.Context, c *awsClients, cfg JanitorConfig) ([]resource, error) {
 	now := cfg.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -54,7 +54,7 @@ func Janitor(ctx context.Context, c *Clients, cfg JanitorConfig) ([]Resource, er
 	if !cfg.DryRun {
 		mode = "deleting"
 	}
-	fmt.Fprintf(out, "janitor-aws: %d expired skewtest resources in %s (tag %s, expiry before %s); %s\n", len(found), cfg.Region, TagRunID, now.UTC().Format(time.RFC3339), mode)
+	fmt.Fprintf(out, "janitor-aws: %d expired skewtest resources in %s (tag %s, expiry before %s); %s\n", len(found), cfg.Region, tagRunID, now.UTC().Format(time.RFC3339), mode)
 	if !cfg.DryRun && len(found) > 0 {
 		err = remove(ctx, c, found)
 	}
@@ -66,7 +66,7 @@ func Janitor(ctx context.Context, c *Clients, cfg JanitorConfig) ([]Resource, er
 				verb = "NOT deleted"
 			}
 		}
-		fmt.Fprintf(out, "  %s %s (run %s, owner %s)\n", verb, r, r.Tags[TagRunID], r.Tags[TagOwner])
+		fmt.Fprintf(out, "  %s %s (run %s, owner %s)\n", verb, r, r.Tags[tagRunID], r.Tags[tagOwner])
 	}
 	if err != nil {
 		return found, fmt.Errorf("janitor-aws: %w", err)
@@ -76,7 +76,7 @@ func Janitor(ctx context.Context, c *Clients, cfg JanitorConfig) ([]Resource, er
 
 // JanitorClients makes the AWS clients for the janitor from the SDK's
 // default chain.
-func JanitorClients(ctx context.Context, region string) (*Clients, error) {
+func JanitorClients(ctx context.Context, region string) (*awsClients, error) {
 	if region == "" {
 		return nil, fmt.Errorf("janitor-aws: no AWS region: set AWS_REGION")
 	}

@@ -24,9 +24,9 @@ import (
 func TestJanitorDryRunThenDelete(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
-	old := map[string]string{TagRunID: "old-run", TagOwner: "alice", TagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
-	fresh := map[string]string{TagRunID: "fresh-run", TagOwner: "bob", TagExpiry: now.Add(time.Hour).Format(time.RFC3339)}
-	foreign := map[string]string{"team": "payments", TagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
+	old := map[string]string{tagRunID: "old-run", tagOwner: "alice", tagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
+	fresh := map[string]string{tagRunID: "fresh-run", tagOwner: "bob", tagExpiry: now.Add(time.Hour).Format(time.RFC3339)}
+	foreign := map[string]string{"team": "payments", tagExpiry: now.Add(-time.Hour).Format(time.RFC3339)}
 	store := &fakeaws.Store{Path: filepath.Join(t.TempDir(), "world.json")}
 	if err := store.Update(func(w *fakeaws.World) error {
 		for _, tags := range []map[string]string{old, fresh, foreign} {
@@ -80,7 +80,7 @@ func TestJanitorDryRunThenDelete(t *testing.T) {
 	}
 	var kinds []string
 	for _, r := range found {
-		if r.Tags[TagRunID] != "old-run" || r.Deleted {
+		if r.Tags[tagRunID] != "old-run" || r.Deleted {
 			t.Errorf("dry run found %s (deleted %t)", r, r.Deleted)
 		}
 		kinds = append(kinds, r.Kind)
@@ -112,7 +112,7 @@ func TestJanitorDryRunThenDelete(t *testing.T) {
 	}
 	w := readWorld(t, store)
 	for _, v := range w.Volumes {
-		if v.Tags[TagRunID] == "old-run" {
+		if v.Tags[tagRunID] == "old-run" {
 			t.Errorf("old volume %s left", v.ID)
 		}
 	}

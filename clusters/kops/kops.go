@@ -37,27 +37,27 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 )
 
-// Name is the provider's name.
-const Name = "kops"
+// providerName is the provider's name.
+const providerName = "kops"
 
 // RunDirPrefix names a kops run's directory, kops-<run-id>, beside the
 // other providers' run directories.
 const RunDirPrefix = "kops-"
 
 var (
-	_ capabilities.WithRunDir          = &Provider{}
-	_ capabilities.WithTeardownTimeout = &Provider{}
-	_ capabilities.WithRunFacts        = &Provider{}
-	_ capabilities.WithCSIDriver       = &Provider{}
-	_ capabilities.WithStorageClass    = &Provider{}
-	_ capabilities.WithWorkloadImage   = &Provider{}
+	_ capabilities.WithRunDir          = &provider{}
+	_ capabilities.WithTeardownTimeout = &provider{}
+	_ capabilities.WithRunFacts        = &provider{}
+	_ capabilities.WithCSIDriver       = &provider{}
+	_ capabilities.WithStorageClass    = &provider{}
+	_ capabilities.WithWorkloadImage   = &provider{}
 )
 
-// Provider is one run's kops cluster. It implements clusters.Provider.
-type Provider struct {
+// provider is one run's kops cluster. It implements clusters.Provider.
+type provider struct {
 	cfg     Config
 	log     *slog.Logger
-	clients *Clients
+	clients *awsClients
 	tags    map[string]string
 
 	// kube makes the API client from the run's kubeconfig; tests
@@ -79,8 +79,8 @@ type Provider struct {
 	node     *Node
 	dumped   bool
 	facts    []reports.KeyValue
-	sweep    []Resource
-	evidence []EBSSnapshot
+	sweep    []resource
+	evidence []ebsState
 	started  time.Time
 }
 
@@ -110,8 +110,8 @@ type State struct {
 	Instances []string  `json:"instances,omitempty"`
 }
 
-// StateFile is the state's file name in the run directory.
-const StateFile = "state.json"
+// stateFile is the state's file name in the run directory.
+const stateFile = "state.json"
 
 // defaultValidateRetry is the pause between validate calls that said "not
 // valid yet", after kubetest2-kops's 10s settle sleep.
@@ -120,9 +120,9 @@ const defaultValidateRetry = 10 * time.Second
 // defaultCheckIPURL answers the caller's public IPv4 address.
 const defaultCheckIPURL = "https://checkip.amazonaws.com"
 
-// New fills in cfg's defaults. Nothing is checked against AWS or created
+// newProvider fills in cfg's defaults. Nothing is checked against AWS or created
 // until Up (Validate checks the settings; its Descriptor.Check calls it).
-func New(cfg Config) (*Provider, error) {
+func newProvider(cfg Config) (*provider, error) {
 	cfg.defaults()
 	if cfg.RunID == "" {
 		return nil, errors.New("kops: Config.RunID is required")
@@ -130,7 +130,7 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.RunDir == "" {
 		return nil, errors.New("kops: Config.RunDir is required")
 	}
-	p := &Provider{cfg: cfg, log: cfg.Logger, kube: func(rc *rest.Config) (kubeAPI, error) {
+	p := &provider{cfg: cfg, log: cfg.Logger, kube: func(rc *rest.Config) (kubeAPI, error) {
 		return kubernetes.NewForConfig(rc)
 	}, validateRetry: defaultValidateRetry, settleTimeout: ebsSettleTimeout, checkIPURL: defaultCheckIPURL}
 	p.state = State{RunID: cfg.RunID, Cluster: cfg.ClusterName(), Region: cfg.Region, StateStore: cfg.StateStore}
@@ -138,32 +138,32 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // Name implements clusters.Provider.
-func (p *Provider) Name() string { return Name }
+func (p *provider) Name() string { return providerName }
 
 // RunDir holds the run's state, kubeconfig and keypair; `skewtest clean`
 // given it deletes a kept or abandoned cluster.
-func (p *Provider) RunDir() string { return p.cfg.RunDir }
+func (p *provider) RunDir() string { return p.cfg.RunDir }
 
 // TeardownTimeout is kops delete cluster's wait plus the sweep: minutes,
 // not the seconds local clusters need.
-func (p *Provider) TeardownTimeout() time.Duration { return p.cfg.DeleteTimeout + sweepTimeout }
+func (p *provider) TeardownTimeout() time.Duration { return p.cfg.DeleteTimeout + sweepTimeout }
 
-// DefaultTeardownTimeout is TeardownTimeout with the default delete
+// defaultTeardownTimeout is TeardownTimeout with the default delete
 // timeout: what a suite must leave a kops run to tear down after an
 // interrupt.
-const DefaultTeardownTimeout = DefaultDeleteTimeout + sweepTimeout
+const defaultTeardownTimeout = defaultDeleteTimeout + sweepTimeout
 
 // CSIDriver names the driver kops installs, for the report.
-func (p *Provider) CSIDriver() string {
+func (p *provider) CSIDriver() string {
 	return "aws-ebs-csi-driver (" + ebsDriver + ", installed by kops; StorageClass " + defaultStorageClass + ")"
 }
 
 // KubeconfigPath is the admin kubeconfig kops update cluster --admin
 // wrote for the run.
-func (p *Provider) KubeconfigPath() string { return filepath.Join(p.cfg.RunDir, "kubeconfig") }
+func (p *provider) KubeconfigPath() string { return filepath.Join(p.cfg.RunDir, "kubeconfig") }
 
 // RESTConfig is the admin kubeconfig's client config.
-func (p *Provider) RESTConfig() (*rest.Config, error) {
+func (p *provider) RESTConfig() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", p.KubeconfigPath())
 }
 
@@ -175,7 +175,7 @@ type kubeAPI interface {
 	Discovery() discovery.DiscoveryInterfaces
 }
 
-func (p *Provider) kubeClient() (kubeAPI, error) {
+func (p *provider) kubeClient() (kubeAPI, error) {
 	rc, err := p.RESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("kops: kubeconfig %s: %w", p.KubeconfigPath(), err)
@@ -184,7 +184,7 @@ func (p *Provider) kubeClient() (kubeAPI, error) {
 }
 
 // IsUp reports whether the API server answers.
-func (p *Provider) IsUp(ctx context.Context) (bool, error) {
+func (p *provider) IsUp(ctx context.Context) (bool, error) {
 	cs, err := p.kubeClient()
 	if err != nil {
 		return false, nil
@@ -196,7 +196,7 @@ func (p *Provider) IsUp(ctx context.Context) (bool, error) {
 }
 
 // TestNodes is the one worker, found by Up.
-func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
+func (p *provider) TestNodes(context.Context) ([]nodes.Node, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.node == nil {
@@ -207,7 +207,7 @@ func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
 
 // updateState changes the state and writes it before the caller makes
 // what the change describes.
-func (p *Provider) updateState(f func(*State)) error {
+func (p *provider) updateState(f func(*State)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f(&p.state)
@@ -215,22 +215,22 @@ func (p *Provider) updateState(f func(*State)) error {
 }
 
 func writeState(dir string, s *State) error {
-	if err := statefile.Write(dir, StateFile, s, 0o600); err != nil {
+	if err := statefile.Write(dir, stateFile, s, 0o600); err != nil {
 		return fmt.Errorf("kops: write the run's state: %w", err)
 	}
 	return nil
 }
 
-// ReadState reads a run directory's state.
-func ReadState(dir string) (*State, error) {
+// readState reads a run directory's state.
+func readState(dir string) (*State, error) {
 	var s State
-	if err := statefile.Read(dir, StateFile, &s); err != nil {
+	if err := statefile.Read(dir, stateFile, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
-func (p *Provider) snapshot() State {
+func (p *provider) snapshot() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.state
@@ -247,7 +247,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // StorageClass is the workload's PVCs' class: STORAGE_CLASS, or kops's
 // default EBS CSI StorageClass.
-func (p *Provider) StorageClass() string {
+func (p *provider) StorageClass() string {
 	if p.cfg.StorageClass == "" {
 		return defaultStorageClass
 	}
@@ -255,7 +255,7 @@ func (p *Provider) StorageClass() string {
 }
 
 // WorkloadImage is IMAGE, or storage.StockImage.
-func (p *Provider) WorkloadImage() string {
+func (p *provider) WorkloadImage() string {
 	if p.cfg.Image == "" {
 		return storage.StockImage
 	}

@@ -29,7 +29,7 @@ import (
 
 // testRun is one provider against the fakes.
 type testRun struct {
-	p         *Provider
+	p         *provider
 	store     *fakeaws.Store
 	kube      *kubefake.Clientset
 	artifacts string
@@ -60,7 +60,7 @@ func newTestRun(t *testing.T, world func(*fakeaws.World)) *testRun {
 		RunDir: filepath.Join(dir, "run"), ArtifactsDir: filepath.Join(dir, "artifacts"), CacheDir: filepath.Join(dir, "cache"),
 		ValidateTimeout: time.Minute, Logger: slog.New(slog.NewTextHandler(logs, nil)),
 	}
-	p, err := New(cfg)
+	p, err := newProvider(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestLifecycleAgainstFakes(t *testing.T) {
 		t.Fatalf("buckets %v, want the run's %s", got, bucket)
 	}
 	tags, err := bucketTags(ctx, tr.p.clients.S3, bucket)
-	if err != nil || tags[TagRunID] != tr.p.cfg.RunID || tags[TagOwner] != "sig-storage" || tags[TagExpiry] == "" {
+	if err != nil || tags[tagRunID] != tr.p.cfg.RunID || tags[tagOwner] != "sig-storage" || tags[tagExpiry] == "" {
 		t.Fatalf("bucket tags %v, %v", tags, err)
 	}
 	ns, err := tr.p.TestNodes(ctx)
@@ -343,7 +343,7 @@ func TestSweepDeletesWhatKopsLeft(t *testing.T) {
 	var pvc string
 	if err := tr.store.Update(func(w *fakeaws.World) error {
 		pvc = w.ID("vol")
-		w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: pvc, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), TagRunID: tr.p.cfg.RunID},
+		w.Volumes = append(w.Volumes, &fakeaws.Volume{ID: pvc, Tags: map[string]string{tagCluster: tr.p.cfg.ClusterName(), tagRunID: tr.p.cfg.RunID},
 			Attachments: []fakeaws.Attachment{{Instance: tr.p.node.instance.ID, State: "attached"}}})
 		return nil
 	}); err != nil {

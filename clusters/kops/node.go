@@ -32,14 +32,14 @@ type kubeletNode interface {
 	nodes.WithKubeletLog
 	Original(ctx context.Context) (systemdkubelet.Original, error)
 	Restore(ctx context.Context, sha256 string) error
-	Running(ctx context.Context) (Running, error)
+	Running(ctx context.Context) (runningKubelet, error)
 	// FindRootDir learns the kubelet's --root-dir from the running
 	// kubelet, for KubeletRootDir.
 	FindRootDir(ctx context.Context) error
 }
 
-// Running is the kubelet process the unit runs, as the node reports it.
-type Running struct {
+// runningKubelet is the kubelet process the unit runs, as the node reports it.
+type runningKubelet struct {
 	PID    int
 	SHA256 string // of /proc/<pid>/exe
 	BootID string
@@ -57,7 +57,7 @@ type sshKubelet struct {
 // provider's do (a node in an emulated guest starts its kubelet 10-18
 // times slower).
 func newSSHKubelet(n *sshnode.Node, log *slog.Logger, factor time.Duration) sshKubelet {
-	return sshKubelet{Node: n, d: &systemdkubelet.Driver{Node: n, Layout: Layout, Log: log,
+	return sshKubelet{Node: n, d: &systemdkubelet.Driver{Node: n, Layout: layout, Log: log,
 		Timeout: timeouts.Scale(systemdkubelet.DefaultTimeout, factor)}}
 }
 
@@ -112,23 +112,23 @@ func rootDirFlag(cmdline string) string {
 // PID $1.
 const runningScript = `cat /proc/sys/kernel/random/boot_id && sha256sum "/proc/$1/exe"`
 
-func (s sshKubelet) Running(ctx context.Context) (Running, error) {
+func (s sshKubelet) Running(ctx context.Context) (runningKubelet, error) {
 	st, err := s.d.State(ctx)
 	if err != nil {
-		return Running{}, err
+		return runningKubelet{}, err
 	}
 	if st.MainPID == 0 {
-		return Running{}, fmt.Errorf("kubelet unit on %s runs no process (%s)", s, st)
+		return runningKubelet{}, fmt.Errorf("kubelet unit on %s runs no process (%s)", s, st)
 	}
 	res, err := exec.Output(ctx, s, "sh", "-c", runningScript, "sh", strconv.Itoa(st.MainPID))
 	if err != nil {
-		return Running{}, err
+		return runningKubelet{}, err
 	}
 	lines := strings.Fields(res.Stdout)
 	if len(lines) < 2 || len(lines[1]) != 64 {
-		return Running{}, fmt.Errorf("read the running kubelet on %s: unexpected output %q", s, res.Stdout)
+		return runningKubelet{}, fmt.Errorf("read the running kubelet on %s: unexpected output %q", s, res.Stdout)
 	}
-	return Running{PID: st.MainPID, BootID: lines[0], SHA256: lines[1]}, nil
+	return runningKubelet{PID: st.MainPID, BootID: lines[0], SHA256: lines[1]}, nil
 }
 
 // Node is the kops cluster's worker. It implements nodes.Node through the
@@ -138,9 +138,9 @@ func (s sshKubelet) Running(ctx context.Context) (Running, error) {
 // kubelet the harness installed (kops-configuration.service re-runs nodeup
 // at boot, which puts kops's own kubelet back).
 type Node struct {
-	p        *Provider
+	p        *provider
 	k        kubeletNode
-	instance Instance
+	instance workerInstance
 
 	mu sync.Mutex
 	// orig is the node's own kubelet, read before the first change.
@@ -150,18 +150,15 @@ type Node struct {
 	bootID string
 	notes  []string
 	// before is the EBS snapshot taken at the last stop.
-	before *EBSSnapshot
+	before *ebsState
 }
 
-func newNode(p *Provider, k kubeletNode, w Instance) *Node {
+func newNode(p *provider, k kubeletNode, w workerInstance) *Node {
 	return &Node{p: p, k: k, instance: w}
 }
 
 func (n *Node) String() string         { return n.k.String() }
 func (n *Node) KubeletRootDir() string { return n.k.KubeletRootDir() }
-
-// Instance is the worker's EC2 instance.
-func (n *Node) Instance() Instance { return n.instance }
 
 // Command runs argv on the worker over SSH.
 func (n *Node) Command(ctx context.Context, name string, args ...string) exec.Cmd {
@@ -224,8 +221,8 @@ func (n *Node) recordOriginal(ctx context.Context) error {
 	if err := n.k.FindRootDir(ctx); err != nil {
 		return err
 	}
-	if dir := n.k.KubeletRootDir(); dir != Layout.RootDir {
-		n.p.log.Info("the worker's kubelet keeps its state outside kops's default", "rootDir", dir, "default", Layout.RootDir)
+	if dir := n.k.KubeletRootDir(); dir != layout.RootDir {
+		n.p.log.Info("the worker's kubelet keeps its state outside kops's default", "rootDir", dir, "default", layout.RootDir)
 	}
 	n.mu.Lock()
 	n.orig = &o

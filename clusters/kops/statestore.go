@@ -28,7 +28,7 @@ func runBucket(runID string) string {
 // createStateStore makes the run's bucket, tagged with the run's tags, in
 // the run's region. The state records the bucket before it is made, so a
 // Down after any failure deletes it.
-func (p *Provider) createStateStore(ctx context.Context) error {
+func (p *provider) createStateStore(ctx context.Context) error {
 	bucket := runBucket(p.cfg.RunID)
 	if err := p.updateState(func(s *State) { s.Bucket = bucket }); err != nil {
 		return err

@@ -17,8 +17,8 @@ import (
 // instances release their volumes and security groups within minutes.
 const sweepTimeout = 15 * time.Minute
 
-// Resource is one AWS resource found by its tags.
-type Resource struct {
+// resource is one AWS resource found by its tags.
+type resource struct {
 	Kind  string            `json:"kind"` // instance, volume, security-group, load-balancer, bucket
 	ID    string            `json:"id"`
 	State string            `json:"state,omitempty"`
@@ -28,12 +28,12 @@ type Resource struct {
 	Err     string `json:"error,omitempty"`
 }
 
-func (r Resource) String() string {
+func (r resource) String() string {
 	s := r.Kind + " " + r.ID
 	if r.State != "" {
 		s += " (" + r.State + ")"
 	}
-	if exp := r.Tags[TagExpiry]; exp != "" {
+	if exp := r.Tags[tagExpiry]; exp != "" {
 		s += " expires " + exp
 	}
 	if r.Err != "" {
@@ -48,14 +48,14 @@ type match func(tags map[string]string) bool
 // runMatch is a run's resources: its run-ID tag, or kops's cluster tag
 // for its cluster (what the EBS CSI driver tags PVC volumes with).
 func runMatch(runID, cluster string) match {
-	return func(t map[string]string) bool { return t[TagRunID] == runID || t[tagCluster] == cluster }
+	return func(t map[string]string) bool { return t[tagRunID] == runID || t[tagCluster] == cluster }
 }
 
 // list finds every resource of the kinds the provider makes whose tags
 // match: instances (not terminated), volumes, security groups, load
 // balancers, and buckets named skewtest-kops-*.
-func list(ctx context.Context, c *Clients, m match) ([]Resource, error) {
-	var out []Resource
+func list(ctx context.Context, c *awsClients, m match) ([]resource, error) {
+	var out []resource
 	var errs []error
 	pi := ec2.NewDescribeInstancesPaginator(c.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
@@ -69,7 +69,7 @@ func list(ctx context.Context, c *Clients, m match) ([]Resource, error) {
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
 				if t := ec2Tags(i.Tags); m(t) {
-					out = append(out, Resource{Kind: "instance", ID: aws.ToString(i.InstanceId), State: stateName(i.State), Tags: t})
+					out = append(out, resource{Kind: "instance", ID: aws.ToString(i.InstanceId), State: stateName(i.State), Tags: t})
 				}
 			}
 		}
@@ -83,7 +83,7 @@ func list(ctx context.Context, c *Clients, m match) ([]Resource, error) {
 		}
 		for _, v := range page.Volumes {
 			if t := ec2Tags(v.Tags); m(t) {
-				out = append(out, Resource{Kind: "volume", ID: aws.ToString(v.VolumeId), State: string(v.State), Tags: t})
+				out = append(out, resource{Kind: "volume", ID: aws.ToString(v.VolumeId), State: string(v.State), Tags: t})
 			}
 		}
 	}
@@ -96,7 +96,7 @@ func list(ctx context.Context, c *Clients, m match) ([]Resource, error) {
 		}
 		for _, g := range page.SecurityGroups {
 			if t := ec2Tags(g.Tags); m(t) {
-				out = append(out, Resource{Kind: "security-group", ID: aws.ToString(g.GroupId), Tags: t})
+				out = append(out, resource{Kind: "security-group", ID: aws.ToString(g.GroupId), Tags: t})
 			}
 		}
 	}
@@ -123,7 +123,7 @@ func list(ctx context.Context, c *Clients, m match) ([]Resource, error) {
 					continue
 				}
 				if m(t) {
-					out = append(out, Resource{Kind: "bucket", ID: name, Tags: t})
+					out = append(out, resource{Kind: "bucket", ID: name, Tags: t})
 				}
 			}
 		}
@@ -131,8 +131,8 @@ func list(ctx context.Context, c *Clients, m match) ([]Resource, error) {
 	return out, errors.Join(errs...)
 }
 
-func listLoadBalancers(ctx context.Context, c LoadBalancers, m match) ([]Resource, error) {
-	var out []Resource
+func listLoadBalancers(ctx context.Context, c elbAPI, m match) ([]resource, error) {
+	var out []resource
 	pg := elb.NewDescribeLoadBalancersPaginator(c, &elb.DescribeLoadBalancersInput{})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
@@ -156,7 +156,7 @@ func listLoadBalancers(ctx context.Context, c LoadBalancers, m match) ([]Resourc
 					t[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
 				}
 				if m(t) {
-					out = append(out, Resource{Kind: "load-balancer", ID: aws.ToString(d.ResourceArn), Tags: t})
+					out = append(out, resource{Kind: "load-balancer", ID: aws.ToString(d.ResourceArn), Tags: t})
 				}
 			}
 			arns = arns[n:]
@@ -190,7 +190,7 @@ var deleteOrder = []string{"instance", "load-balancer", "volume", "security-grou
 // volume still in-use to become available and for a security group still
 // in use to be free, as EC2 lets go of them some time after an instance
 // terminates. It marks each resource Deleted or with its Err.
-func remove(ctx context.Context, c *Clients, rs []Resource) error {
+func remove(ctx context.Context, c *awsClients, rs []resource) error {
 	var errs []error
 	for _, kind := range deleteOrder {
 		for i := range rs {
@@ -210,7 +210,7 @@ func remove(ctx context.Context, c *Clients, rs []Resource) error {
 	return errors.Join(errs...)
 }
 
-func removeOne(ctx context.Context, c *Clients, r *Resource) error {
+func removeOne(ctx context.Context, c *awsClients, r *resource) error {
 	switch r.Kind {
 	case "instance":
 		if _, err := c.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{r.ID}}); err != nil {
@@ -267,7 +267,7 @@ func removeOne(ctx context.Context, c *Clients, r *Resource) error {
 }
 
 // retry calls f every c.poll() until it is done, fails, or ctx ends.
-func retry(ctx context.Context, c *Clients, f func() (bool, error)) error {
+func retry(ctx context.Context, c *awsClients, f func() (bool, error)) error {
 	for {
 		done, err := f()
 		if err != nil || done {
@@ -284,7 +284,7 @@ func retry(ctx context.Context, c *Clients, f func() (bool, error)) error {
 // Sweep finds what still carries the run's tags after kops delete cluster
 // (or a failed Up) and deletes it, and returns what it found, each marked
 // deleted or with why not.
-func (p *Provider) Sweep(ctx context.Context) ([]Resource, error) {
+func (p *provider) Sweep(ctx context.Context) ([]resource, error) {
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
 	found, err := list(ctx, p.clients, runMatch(p.cfg.RunID, p.cfg.ClusterName()))

@@ -33,7 +33,7 @@ const checkIPTimeout = 15 * time.Second
 // EC2 and the API server, reads its host key from the console output, and
 // swaps in the plan's first kubelet. Every step's state is written before
 // the step, so Down after a failed or interrupted Up removes what it made.
-func (p *Provider) Up(ctx context.Context) error {
+func (p *provider) Up(ctx context.Context) error {
 	p.started = time.Now()
 	if err := os.MkdirAll(p.cfg.RunDir, 0o700); err != nil {
 		return fmt.Errorf("kops: run directory: %w", err)
@@ -113,7 +113,7 @@ func (p *Provider) Up(ctx context.Context) error {
 
 // connect makes the AWS clients from the SDK's default chain, unless a
 // test set them.
-func (p *Provider) connect(ctx context.Context) error {
+func (p *provider) connect(ctx context.Context) error {
 	if p.clients != nil {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (p *Provider) connect(ctx context.Context) error {
 }
 
 // newCLI is kops with kubetest2-kops's environment.
-func (p *Provider) newCLI(kops, key, user string) *cli {
+func (p *provider) newCLI(kops, key, user string) *cli {
 	st := p.snapshot()
 	env := []string{
 		"KOPS_STATE_STORE=" + st.StateStore,
@@ -142,7 +142,7 @@ func (p *Provider) newCLI(kops, key, user string) *cli {
 
 // createArgs is kops create cluster as kubetest2-kops runs it, with one
 // control plane and one worker so that every pod lands on the one node.
-func (p *Provider) createArgs(key, admin string) []string {
+func (p *provider) createArgs(key, admin string) []string {
 	args := []string{"create", "cluster",
 		"--name", p.cfg.ClusterName(),
 		"--cloud", "aws",
@@ -152,10 +152,10 @@ func (p *Provider) createArgs(key, admin string) []string {
 		"--admin-access", admin,
 		"--control-plane-count", "1",
 		"--control-plane-size", p.cfg.ControlPlaneSize,
-		"--control-plane-volume-size", strconv.Itoa(DefaultVolumeSize),
+		"--control-plane-volume-size", strconv.Itoa(defaultVolumeSize),
 		"--node-count", "1",
 		"--node-size", p.cfg.NodeSize,
-		"--node-volume-size", strconv.Itoa(DefaultVolumeSize),
+		"--node-volume-size", strconv.Itoa(defaultVolumeSize),
 		"--zones", strings.Join(p.cfg.Zones, ","),
 	}
 	return append(args, p.cfg.CreateArgs...)
@@ -163,7 +163,7 @@ func (p *Provider) createArgs(key, admin string) []string {
 
 // clusterExists is kops get cluster: kubetest2-kops's Down returns at once
 // when it finds nothing.
-func (p *Provider) clusterExists(ctx context.Context) (bool, error) {
+func (p *provider) clusterExists(ctx context.Context) (bool, error) {
 	_, err := p.cli.run(ctx, "get", "cluster", "--name", p.cfg.ClusterName())
 	switch code := exec.ExitCode(err); {
 	case err == nil:
@@ -178,7 +178,7 @@ func (p *Provider) clusterExists(ctx context.Context) (bool, error) {
 
 // validate runs kops validate cluster --wait until it exits 0; exit code 2
 // (not valid yet) is asked again until ValidateTimeout, any other fails.
-func (p *Provider) validate(ctx context.Context) error {
+func (p *provider) validate(ctx context.Context) error {
 	deadline := time.Now().Add(p.cfg.ValidateTimeout)
 	for attempt := 1; ; attempt++ {
 		left := time.Until(deadline).Round(time.Second)
@@ -201,7 +201,7 @@ func (p *Provider) validate(ctx context.Context) error {
 
 // adminAccess is KOPS_ADMIN_ACCESS, or this machine's public address as a
 // /32, so that only the runner reaches the API server and SSH.
-func (p *Provider) adminAccess(ctx context.Context) (string, error) {
+func (p *provider) adminAccess(ctx context.Context) (string, error) {
 	if p.cfg.AdminAccess != "" {
 		return p.cfg.AdminAccess, nil
 	}
@@ -227,7 +227,7 @@ func (p *Provider) adminAccess(ctx context.Context) (string, error) {
 // sshKey is SSH_KEY, or an ed25519 keypair made for the run in its
 // directory (kops does not read ~/.ssh on AWS: without a key there is no
 // SSH).
-func (p *Provider) sshKey() (string, error) {
+func (p *provider) sshKey() (string, error) {
 	if p.cfg.SSHKey != "" {
 		return p.cfg.SSHKey, nil
 	}
@@ -259,7 +259,7 @@ func (p *Provider) sshKey() (string, error) {
 
 // resolveKops is KOPS or kops in PATH, or the KOPS_VERSION release
 // downloaded into the cache.
-func (p *Provider) resolveKops(ctx context.Context) (string, error) {
+func (p *provider) resolveKops(ctx context.Context) (string, error) {
 	if p.cfg.Kops == "" && p.cfg.KopsVersion != "" {
 		return downloadKops(ctx, p.cfg.ReleaseURL, p.cfg.KopsVersion, p.cfg.CacheDir, p.log)
 	}

@@ -34,7 +34,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	defer cancel()
 	addr := vmnode.Addr(t)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	p, err := New(Config{RunID: "vm", RunDir: filepath.Join(t.TempDir(), "run"), Logger: log})
+	p, err := newProvider(Config{RunID: "vm", RunDir: filepath.Join(t.TempDir(), "run"), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.kube = func(*rest.Config) (kubeAPI, error) { return kubefake.New(), nil }
-	p.clients = &Clients{}
+	p.clients = &awsClients{}
 	dialer, err := sshnode.NewDialer(&sshnode.Config{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv),
 		KnownHostsFile: os.Getenv(vmnode.KnownHostsEnv), Timeout: time.Minute}, log)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	sn, d := sk.Node, sk.d
 	// TCG: the kubelet's start is 10-18 times slower than on hardware.
 	d.Timeout, d.PollInterval = 10*time.Minute, time.Second
-	n := newNode(p, sk, Instance{ID: "vm"})
+	n := newNode(p, sk, workerInstance{ID: "vm"})
 	timed := func(what string, f func() error) { t.Helper(); vmnode.Timed(t, what, f) }
 	timed("lay the guest out as a kops node", func() error {
 		_, err := exec.Output(ctx, sn, "sh", "-c", vmnode.KopsNodeSetup)
@@ -67,7 +67,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	if v := vmnode.RunningVersion(t, ctx, sn, d); v != "v1.37.2" {
 		t.Fatalf("kops's kubelet is %q", v)
 	}
-	envBefore, err := exec.Output(ctx, sn, "cat", Layout.EnvironmentFile, Layout.Config)
+	envBefore, err := exec.Output(ctx, sn, "cat", layout.EnvironmentFile, layout.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestKopsProviderNodeInVM(t *testing.T) {
 	if res, _ := exec.Output(ctx, sn, "sh", "-c", "ls /usr/local/bin/kubelet*"); strings.TrimSpace(res.Stdout) != "/usr/local/bin/kubelet" {
 		t.Errorf("left beside the kubelet: %q", res.Stdout)
 	}
-	envAfter, err := exec.Output(ctx, sn, "cat", Layout.EnvironmentFile, Layout.Config)
+	envAfter, err := exec.Output(ctx, sn, "cat", layout.EnvironmentFile, layout.Config)
 	if err != nil || envAfter.Stdout != envBefore.Stdout {
 		t.Errorf("kops's flags or config changed: %q -> %q (%v)", envBefore.Stdout, envAfter.Stdout, err)
 	}

@@ -40,14 +40,14 @@ const roleNodeTag = "k8s.io/role/node"
 // toolbox dump does not say.
 const defaultSSHUser = "ubuntu"
 
-// Instance is an EC2 instance of the cluster.
-type Instance struct {
+// workerInstance is an EC2 instance of the cluster.
+type workerInstance struct {
 	ID, Type, PublicIP, PrivateIP, Zone string
 }
 
 // clusterInstances lists the cluster's running instances by kops's
 // KubernetesCluster tag (all pages); workers only when workers is set.
-func clusterInstances(ctx context.Context, c EC2, cluster string, workers bool) ([]Instance, error) {
+func clusterInstances(ctx context.Context, c ec2API, cluster string, workers bool) ([]workerInstance, error) {
 	filters := []ec2types.Filter{
 		{Name: aws.String("tag:" + tagCluster), Values: []string{cluster}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running"}},
@@ -55,7 +55,7 @@ func clusterInstances(ctx context.Context, c EC2, cluster string, workers bool) 
 	if workers {
 		filters = append(filters, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{roleNodeTag}})
 	}
-	var out []Instance
+	var out []workerInstance
 	pg := ec2.NewDescribeInstancesPaginator(c, &ec2.DescribeInstancesInput{Filters: filters})
 	for pg.HasMorePages() {
 		page, err := pg.NextPage(ctx)
@@ -64,7 +64,7 @@ func clusterInstances(ctx context.Context, c EC2, cluster string, workers bool) 
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				in := Instance{ID: aws.ToString(i.InstanceId), Type: string(i.InstanceType),
+				in := workerInstance{ID: aws.ToString(i.InstanceId), Type: string(i.InstanceType),
 					PublicIP: aws.ToString(i.PublicIpAddress), PrivateIP: aws.ToString(i.PrivateIpAddress)}
 				if i.Placement != nil {
 					in.Zone = aws.ToString(i.Placement.AvailabilityZone)
@@ -80,7 +80,7 @@ func clusterInstances(ctx context.Context, c EC2, cluster string, workers bool) 
 // Kubernetes node by provider ID (or address), its SSH user from kops
 // toolbox dump and its host keys from its console output, and returns the
 // Node that reaches it over SSH.
-func (p *Provider) findWorker(ctx context.Context) (*Node, error) {
+func (p *provider) findWorker(ctx context.Context) (*Node, error) {
 	cluster := p.cfg.ClusterName()
 	all, err := clusterInstances(ctx, p.clients.EC2, cluster, false)
 	if err != nil {
@@ -133,7 +133,7 @@ func (p *Provider) findWorker(ctx context.Context) (*Node, error) {
 // nodeFor is the name of the node backing instance w: its provider ID
 // (aws:///<zone>/<instance-id>) names it, or its InternalIP is w's
 // private address.
-func nodeFor(ns []corev1.Node, w Instance) string {
+func nodeFor(ns []corev1.Node, w workerInstance) string {
 	for _, n := range ns {
 		if strings.HasSuffix(n.Spec.ProviderID, "/"+w.ID) {
 			return n.Name
@@ -158,7 +158,7 @@ const (
 // hostKeys reads w's SSH host keys from its console output, where
 // cloud-init prints them, and writes them as the run's known_hosts for its
 // public address: the host key is checked, never trusted on first use.
-func (p *Provider) hostKeys(ctx context.Context, w Instance) (string, error) {
+func (p *provider) hostKeys(ctx context.Context, w workerInstance) (string, error) {
 	deadline := time.Now().Add(hostKeyTimeout)
 	for {
 		out, err := p.clients.EC2.GetConsoleOutput(ctx, &ec2.GetConsoleOutputInput{InstanceId: aws.String(w.ID), Latest: aws.Bool(true)})
@@ -223,7 +223,7 @@ type dumpInstances struct {
 
 // sshUser asks kops toolbox dump for w's SSH user; ubuntu (kops's default
 // images) when it cannot tell.
-func (p *Provider) sshUser(ctx context.Context, w Instance) string {
+func (p *provider) sshUser(ctx context.Context, w workerInstance) string {
 	res, err := p.cli.run(ctx, "toolbox", "dump", "--name", p.cfg.ClusterName(), "-o", "yaml", "--private-key", p.snapshot().SSHKey)
 	var d dumpInstances
 	if err == nil {

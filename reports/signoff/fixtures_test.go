@@ -138,7 +138,7 @@ func compareWithBaseline(t *testing.T, p *Page, outDir, name string) {
 	t.Helper()
 	dir := t.TempDir()
 	writeRuns(t, dir, baselineRuns(t))
-	srcs, err := Load(dir)
+	srcs, err := load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

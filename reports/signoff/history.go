@@ -18,37 +18,37 @@ import (
 const (
 	// HistoryReproduced: the entry's known bug showed, as the catalogue
 	// expects of that kubelet.
-	HistoryReproduced = "bug reproduced"
+	historyReproduced = "bug reproduced"
 	// HistoryNotReproduced: the catalogue expects the bug there and the
 	// hop did not show it.
-	HistoryNotReproduced = "not reproduced"
+	historyNotReproduced = "not reproduced"
 	// HistoryClean: no sign of the bug, as the catalogue expects.
-	HistoryClean = "clean"
+	historyClean = "clean"
 	// HistoryFail: the hop failed (the bug on a kubelet expected clean,
 	// or a failure of the run itself).
-	HistoryFail = "fail"
+	historyFail = "fail"
 	// HistoryNotReached: the hop did not run.
-	HistoryNotReached = "not reached"
+	historyNotReached = "not reached"
 )
 
-// BaselineEntry is the grid's column for runs of no catalogue entry (the
+// baselineEntry is the grid's column for runs of no catalogue entry (the
 // sign-off plans' force-delete): their cells show each kubelet's
 // reconstruction path.
-const BaselineEntry = "baseline force-delete"
+const baselineEntry = "baseline force-delete"
 
-// History is the kubelet × entry grid.
-type History struct {
+// history is the kubelet × entry grid.
+type history struct {
 	// Entries are the columns, the baseline first, then by name.
 	Entries []string
 	// Kubelets are the rows, oldest first: a hop's kubelet with its
 	// plan entry's gates ("v1.28.15+NewVolumeManagerReconstruction=false").
 	Kubelets []string
 	// Cells[kubelet][entry] are the hops of that kubelet for that entry.
-	Cells map[string]map[string][]HistoryItem
+	Cells map[string]map[string][]historyItem
 }
 
-// HistoryItem is one hop in a history cell.
-type HistoryItem struct {
+// historyItem is one hop in a history cell.
+type historyItem struct {
 	Outcome string
 	// Path is the reconstruction path the kubelet's log showed.
 	Path string
@@ -62,8 +62,8 @@ type HistoryItem struct {
 // buildHistory makes the grid from the runs' hops; nil unless a run is of
 // a catalogue entry or a kubelet ran the old reconstruction: a night of
 // sign-off plans on the new one alone has its matrices.
-func buildHistory(runs []RunRow) *History {
-	h := &History{Cells: map[string]map[string][]HistoryItem{}}
+func buildHistory(runs []runRow) *history {
+	h := &history{Cells: map[string]map[string][]historyItem{}}
 	entries := map[string]bool{}
 	shows := false
 	for i := range runs {
@@ -71,7 +71,7 @@ func buildHistory(runs []RunRow) *History {
 		run := rr.Src.Run
 		entry := run.CatalogueEntry()
 		if entry == "" {
-			entry = BaselineEntry
+			entry = baselineEntry
 		} else {
 			shows = true
 		}
@@ -80,13 +80,13 @@ func buildHistory(runs []RunRow) *History {
 				shows = true
 			}
 			kubelet := reports.OneLine(hop.To) + plan.FormatGates(hop.ToGates)
-			item := HistoryItem{Path: hop.ReconstructionPath, Run: run.ID, Hop: hop.Number}
+			item := historyItem{Path: hop.ReconstructionPath, Run: run.ID, Hop: hop.Number}
 			item.Outcome, item.Why = historyOutcome(run, hop, entry)
 			if rr.Link != "" {
 				item.Link = rr.Link + "#" + reports.HopAnchor(hop)
 			}
 			if h.Cells[kubelet] == nil {
-				h.Cells[kubelet] = map[string][]HistoryItem{}
+				h.Cells[kubelet] = map[string][]historyItem{}
 				h.Kubelets = append(h.Kubelets, kubelet)
 			}
 			h.Cells[kubelet][entry] = append(h.Cells[kubelet][entry], item)
@@ -97,13 +97,13 @@ func buildHistory(runs []RunRow) *History {
 		return nil
 	}
 	for e := range entries {
-		if e != BaselineEntry {
+		if e != baselineEntry {
 			h.Entries = append(h.Entries, e)
 		}
 	}
 	sort.Strings(h.Entries)
-	if entries[BaselineEntry] {
-		h.Entries = append([]string{BaselineEntry}, h.Entries...)
+	if entries[baselineEntry] {
+		h.Entries = append([]string{baselineEntry}, h.Entries...)
 	}
 	sort.SliceStable(h.Kubelets, func(i, j int) bool {
 		vi, gi, _ := strings.Cut(h.Kubelets[i], "+")
@@ -120,26 +120,26 @@ func buildHistory(runs []RunRow) *History {
 // evidence: the judging step's deviation, or the run's failure for a
 // failed hop.
 func historyOutcome(run *reports.Run, hop reports.Hop, entry string) (outcome, why string) {
-	if hopStatus(hop.Verdict) == Unreached {
-		return HistoryNotReached, ""
+	if hopStatus(hop.Verdict) == unreached {
+		return historyNotReached, ""
 	}
-	if entry != BaselineEntry {
+	if entry != baselineEntry {
 		for _, s := range run.Steps {
 			if s.Hop != hop.Number || !s.JudgesEntry(entry) {
 				continue
 			}
 			for _, d := range s.Deviations {
 				if d.Reproduced() {
-					return HistoryReproduced, reports.OneLine(d.Reason)
+					return historyReproduced, reports.OneLine(d.Reason)
 				}
 				if d.IsExpected() {
-					return HistoryNotReproduced, reports.OneLine(d.Reason)
+					return historyNotReproduced, reports.OneLine(d.Reason)
 				}
 			}
 		}
 	}
 	if hop.Verdict == reports.Fail {
-		return HistoryFail, reports.OneLine(run.Failure)
+		return historyFail, reports.OneLine(run.Failure)
 	}
-	return HistoryClean, ""
+	return historyClean, ""
 }

@@ -45,18 +45,18 @@ func TestHistoryGrid(t *testing.T) {
 	if h == nil {
 		t.Fatal("no history grid for catalogue runs")
 	}
-	if got := strings.Join(h.Entries, ","); got != BaselineEntry+",configmap-key-missing,pvc-terminating" {
+	if got := strings.Join(h.Entries, ","); got != baselineEntry+",configmap-key-missing,pvc-terminating" {
 		t.Errorf("entries %q", got)
 	}
 	if got := strings.Join(h.Kubelets, ","); got != "v1.26.15,v1.28.15,v1.28.15+NewVolumeManagerReconstruction=false,v1.32.2,v1.32.13" {
 		t.Errorf("kubelets %q", got)
 	}
 	for _, tc := range []struct{ kubelet, entry, outcome string }{
-		{"v1.32.2", "pvc-terminating", HistoryReproduced},
-		{"v1.32.13", "pvc-terminating", HistoryClean},
-		{"v1.26.15", "configmap-key-missing", HistoryNotReproduced},
-		{"v1.28.15+NewVolumeManagerReconstruction=false", BaselineEntry, HistoryClean},
-		{"v1.28.15", BaselineEntry, HistoryFail},
+		{"v1.32.2", "pvc-terminating", historyReproduced},
+		{"v1.32.13", "pvc-terminating", historyClean},
+		{"v1.26.15", "configmap-key-missing", historyNotReproduced},
+		{"v1.28.15+NewVolumeManagerReconstruction=false", baselineEntry, historyClean},
+		{"v1.28.15", baselineEntry, historyFail},
 	} {
 		items := h.Cells[tc.kubelet][tc.entry]
 		if len(items) != 1 || items[0].Outcome != tc.outcome {
@@ -67,7 +67,7 @@ func TestHistoryGrid(t *testing.T) {
 		t.Errorf("reproduced cell links %q and cites %q", it.Link, it.Why)
 	}
 	var b bytes.Buffer
-	if err := WriteMarkdown(&b, p); err != nil {
+	if err := writeMarkdown(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Kubelet history", "🐞 bug reproduced (new)", "✅ clean (old)", "❔ not reproduced", "❌ fail (new)", "PR #130335 reproduces on kubelet v1.32.2"} {
@@ -88,7 +88,7 @@ func TestNoHistoryGridForPlainNights(t *testing.T) {
 
 func TestHistoryGridHTML(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteHTML(&b, Build(historyRuns(), "/")); err != nil {
+	if err := writeHTML(&b, Build(historyRuns(), "/")); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`<h2 id="history">Kubelet history</h2>`, `href="a/report.md#hop-1"`, "● bug reproduced (new)", "? not reproduced"} {

@@ -16,11 +16,11 @@ import (
 var htmlSource string
 
 var htmlTemplate = template.Must(template.New(HTMLFileName).Funcs(template.FuncMap{
-	"label":   func(s Status) string { return s.Label() },
+	"label":   func(s status) string { return s.Label() },
 	"symbol":  htmlSymbol,
 	"seconds": reports.FormatSeconds,
 	"time":    reports.FormatTime,
-	"verdict": func(v reports.Verdict) Status { return hopStatus(v) },
+	"verdict": func(v reports.Verdict) status { return hopStatus(v) },
 	"upper":   verdictWords,
 	"plural":  plural,
 	"inc":     func(i int) int { return i + 1 },
@@ -96,13 +96,13 @@ func htmlMutantCell(control bool, c reports.MutationGridCell) mutantCell {
 // text fonts have.
 func htmlHistorySymbol(outcome string) string {
 	switch outcome {
-	case HistoryReproduced:
+	case historyReproduced:
 		return "●"
-	case HistoryClean:
+	case historyClean:
 		return "✓"
-	case HistoryNotReproduced:
+	case historyNotReproduced:
 		return "?"
-	case HistoryFail:
+	case historyFail:
 		return "✗"
 	}
 	return "⊘"
@@ -110,15 +110,15 @@ func htmlHistorySymbol(outcome string) string {
 
 // htmlSymbol tells statuses apart without colour, with characters that
 // common text fonts have (no emoji font needed).
-func htmlSymbol(s Status) string {
+func htmlSymbol(s status) string {
 	switch s {
-	case Pass:
+	case pass:
 		return "✓"
-	case Deviated:
+	case deviated:
 		return "⚠"
-	case Fail:
+	case fail:
 		return "✗"
-	case Unreached:
+	case unreached:
 		return "⊘"
 	}
 	return "·"
@@ -137,13 +137,13 @@ const (
 // htmlPage is what the template renders.
 type htmlPage struct {
 	*Page
-	Timelines map[*Matrix][]timeline
+	Timelines map[*matrix][]timeline
 	Geometry  struct{ Width, LabelWidth, BarWidth int }
 }
 
 // timeline is one hop's phases as bars.
 type timeline struct {
-	Hop    *HopRef
+	Hop    *hopRef
 	Height int
 	Bars   []bar
 }
@@ -168,10 +168,10 @@ var phaseClass = map[string]string{
 	reports.PhasePodDirsGone: "ph-dirs",
 }
 
-// WriteHTML writes the sign-off page as one self-contained HTML file: no
+// writeHTML writes the sign-off page as one self-contained HTML file: no
 // external stylesheet, script, font or image.
-func WriteHTML(w io.Writer, p *Page) error {
-	v := htmlPage{Page: p, Timelines: map[*Matrix][]timeline{}}
+func writeHTML(w io.Writer, p *Page) error {
+	v := htmlPage{Page: p, Timelines: map[*matrix][]timeline{}}
 	v.Geometry.Width = tlLabelWidth + tlBarWidth + tlTextWidth
 	v.Geometry.LabelWidth = tlLabelWidth
 	v.Geometry.BarWidth = tlBarWidth
@@ -187,7 +187,7 @@ func WriteHTML(w io.Writer, p *Page) error {
 // timelines are the matrix's hops as bar charts on one scale, grouped by
 // cell in matrix order. A scenario phase a hop did not record is shown as
 // not measured.
-func timelines(m *Matrix) []timeline {
+func timelines(m *matrix) []timeline {
 	var longest time.Duration
 	for _, h := range m.Hops {
 		for _, t := range h.Hop.Timings {
@@ -205,7 +205,7 @@ func timelines(m *Matrix) []timeline {
 	return out
 }
 
-func hopTimeline(h *HopRef, longest time.Duration) timeline {
+func hopTimeline(h *hopRef, longest time.Duration) timeline {
 	tl := timeline{Hop: h}
 	recorded := map[string]time.Duration{}
 	for _, t := range h.Hop.Timings {

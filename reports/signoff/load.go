@@ -28,12 +28,12 @@ type Source struct {
 	Report string
 }
 
-// Load reads every run.json under dir, recursively, one per run ID: a
+// load reads every run.json under dir, recursively, one per run ID: a
 // symlink such as $ARTIFACTS/latest is not followed, and when two files
 // carry the same ID the first in lexical order is kept. Runs come back in
 // the order they started. A missing dir, a dir without any run.json, and a
 // run.json that cannot be read are errors naming the path.
-func Load(dir string) ([]Source, error) {
+func load(dir string) ([]Source, error) {
 	root, err := filepath.EvalSymlinks(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("runs dir %s does not exist; point signoff at the $ARTIFACTS dir of your runs (./_artifacts by default)", dir)

@@ -9,15 +9,15 @@ import (
 )
 
 // statusSymbol tells statuses apart without colour.
-func statusSymbol(s Status) string {
+func statusSymbol(s status) string {
 	switch s {
-	case Pass:
+	case pass:
 		return "✅"
-	case Deviated:
+	case deviated:
 		return "⚠️"
-	case Fail:
+	case fail:
 		return "❌"
-	case Unreached:
+	case unreached:
 		return "🚫"
 	}
 	return "·"
@@ -62,22 +62,22 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// WriteMarkdown writes the sign-off page as GitHub-flavoured Markdown, to
+// writeMarkdown writes the sign-off page as GitHub-flavoured Markdown, to
 // paste into the enhancement issue. Links are relative to the dir the page
 // was built for.
-func WriteMarkdown(w io.Writer, p *Page) error {
+func writeMarkdown(w io.Writer, p *Page) error {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	text, code := reports.MarkdownText, reports.MarkdownCode
 
-	line("# %s %s", statusSymbol(Status(p.Verdict)), text(p.VerdictLine()))
+	line("# %s %s", statusSymbol(status(p.Verdict)), text(p.VerdictLine()))
 	line("")
 	line("KEP-3756 kubelet skew sign-off of the runs from %s to %s. Each matrix cell is one kubelet version change (rows: from, columns: to) with its verdict and the median time until the old pods' directories were gone, from the kubelet's start; where several runs cover a cell it shows the worst verdict and the number of hops.", reports.FormatTime(p.First), reports.FormatTime(p.Last))
 	line("")
 	if p.Baseline != nil {
 		if n := len(p.Baseline.Warnings); n > 0 {
 			line("> [!WARNING]")
-			line("> %s against the baseline %s (over %.0f%% and over %s s slower; a trend, not a failure):", plural(n, "phase"), code(p.Baseline.Dir), 100*(SlowdownRatio-1), reports.FormatSeconds(SlowdownMin))
+			line("> %s against the baseline %s (over %.0f%% and over %s s slower; a trend, not a failure):", plural(n, "phase"), code(p.Baseline.Dir), 100*(slowdownRatio-1), reports.FormatSeconds(slowdownMin))
 			for _, w := range p.Baseline.Warnings {
 				line("> - %s", text(w.Text()))
 			}
@@ -262,8 +262,8 @@ func WriteMarkdown(w io.Writer, p *Page) error {
 
 // mdCell is a matrix cell: symbol, verdict words, median time to cleanup
 // and hop count, linked to the worst hop.
-func mdCell(c *Cell) string {
-	if c.Status == NotRun {
+func mdCell(c *cell) string {
+	if c.Status == notRun {
 		return "·"
 	}
 	s := statusSymbol(c.Status) + " " + c.Status.Label()
@@ -282,19 +282,19 @@ func mdCell(c *Cell) string {
 // historySymbol marks a history cell's outcome.
 func historySymbol(outcome string) string {
 	switch outcome {
-	case HistoryReproduced:
+	case historyReproduced:
 		return "🐞"
-	case HistoryClean:
+	case historyClean:
 		return "✅"
-	case HistoryNotReproduced:
+	case historyNotReproduced:
 		return "❔"
-	case HistoryFail:
+	case historyFail:
 		return "❌"
 	}
 	return "🚫"
 }
 
-func runLink(r RunRow) string {
+func runLink(r runRow) string {
 	id := reports.MarkdownCode(r.Src.Run.ID)
 	if id == "" {
 		id = reports.MarkdownText(r.Src.Path)

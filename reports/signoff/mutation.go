@@ -16,8 +16,8 @@ import (
 // measurement, not to the sign-off: they are left out of the runs, the
 // matrices and the verdict, and shown in the measurement's grids.
 
-// MutationResult is one mutation measurement the page shows.
-type MutationResult struct {
+// mutationResult is one mutation measurement the page shows.
+type mutationResult struct {
 	M *reports.Mutation
 	// Link is its own page (mutation.md), BatchLink its batch's schedule
 	// (batch.md), relative to the output dir; "" without one.
@@ -25,32 +25,32 @@ type MutationResult struct {
 	// MutantRuns is how many runs of mutants it holds (left out of the
 	// runs).
 	MutantRuns int
-	Grids      []MutationGrid
+	Grids      []mutationGrid
 	// link is a cell's report link, as the grids' cells have it.
 	link func(report string) string
 }
 
-// MutationGrid is one placement's mutant × entry grid, its cells linked
+// mutationGrid is one placement's mutant × entry grid, its cells linked
 // to their runs' reports relative to the output dir.
-type MutationGrid struct {
+type mutationGrid struct {
 	reports.MutationPlacement
 	Rows []reports.MutationGridRow
 }
 
 // ID is a stable fragment id for the measurement.
-func (r MutationResult) ID() string { return "mutation-" + slug(r.M.ID) }
+func (r mutationResult) ID() string { return "mutation-" + slug(r.M.ID) }
 
 // Anchor is the fragment id of a mutant's row in the measurement's table.
-func (r MutationResult) Anchor(mutant string) string { return r.ID() + "-" + slug(mutant) }
+func (r mutationResult) Anchor(mutant string) string { return r.ID() + "-" + slug(mutant) }
 
 // Title names the measurement: the kubelet mutated, its partner, the
 // provider and when.
-func (r MutationResult) Title() string {
+func (r mutationResult) Title() string {
 	return fmt.Sprintf("Kubelet %s mutants (partner %s) on %s, %s", r.M.Base, r.M.Partner, orUnknown(r.M.Provider), reports.FormatTime(r.M.Started))
 }
 
 // Equivalent are the mutants not scored, each with its reason.
-func (r MutationResult) Equivalent() []reports.MutantRecord {
+func (r mutationResult) Equivalent() []reports.MutantRecord {
 	var out []reports.MutantRecord
 	for _, mt := range r.M.Mutants {
 		if mt.Outcome == reports.MutantEquivalent {
@@ -60,19 +60,19 @@ func (r MutationResult) Equivalent() []reports.MutantRecord {
 	return out
 }
 
-// MutantScore is where the mutants stand over every measurement on the
+// mutationScore is where the mutants stand over every measurement on the
 // page: each mutant's newest decided outcome (killed, masked, survived)
 // per provider and base version, else its newest (undecided). It is
 // what the page's first line says beside the runs' verdict.
-type MutantScore struct {
+type mutationScore struct {
 	Killed, Scored int
 	// Through are the scored mutants not killed, in the order the
 	// measurements list them.
-	Through []MutantThrough
+	Through []mutantThrough
 }
 
-// MutantThrough is a mutant the checks did not kill.
-type MutantThrough struct {
+// mutantThrough is a mutant the checks did not kill.
+type mutantThrough struct {
 	Mutant reports.MutantRecord
 	// Measurement is the ID of the measurement its outcome is from;
 	// Anchor its row there on the HTML page.
@@ -81,7 +81,7 @@ type MutantThrough struct {
 
 // Text is "16 of 18 mutants killed in every placement (1 survived, 1
 // masked)".
-func (s *MutantScore) Text() string {
+func (s *mutationScore) Text() string {
 	noun := "mutants"
 	if s.Scored == 1 {
 		noun = "mutant"
@@ -112,7 +112,7 @@ func (s *MutantScore) Text() string {
 // gives no runs and no error. A mutation.json that cannot be read is an
 // error naming it, as a run.json is.
 func LoadAll(dir string) ([]Source, []*reports.Mutation, error) {
-	srcs, err := Load(dir)
+	srcs, err := load(dir)
 	if err != nil && !errors.Is(err, ErrNoRuns) {
 		return nil, nil, err
 	}
@@ -123,12 +123,12 @@ func LoadAll(dir string) ([]Source, []*reports.Mutation, error) {
 	if err != nil && len(muts) == 0 {
 		return nil, nil, err
 	}
-	return WithoutMutantRuns(srcs, muts), muts, nil
+	return withoutMutantRuns(srcs, muts), muts, nil
 }
 
-// WithoutMutantRuns leaves out the runs whose report directory a
+// withoutMutantRuns leaves out the runs whose report directory a
 // measurement's mutant cell names (a run's directory is named by its ID).
-func WithoutMutantRuns(srcs []Source, muts []*reports.Mutation) []Source {
+func withoutMutantRuns(srcs []Source, muts []*reports.Mutation) []Source {
 	mutant := map[string]bool{}
 	for _, m := range muts {
 		for _, dir := range mutantRunDirs(m) {
@@ -164,7 +164,7 @@ func mutantRunDirs(m *reports.Mutation) []string {
 // page's MutantScore.
 func (p *Page) AddMutations(muts []*reports.Mutation, outDir string) {
 	for _, m := range muts {
-		r := MutationResult{M: m, MutantRuns: len(mutantRunDirs(m)), link: func(report string) string {
+		r := mutationResult{M: m, MutantRuns: len(mutantRunDirs(m)), link: func(report string) string {
 			return relLink(outDir, filepath.Join(m.RunDir(report), reports.MarkdownFileName))
 		}}
 		if m.Dir != "" {
@@ -174,7 +174,7 @@ func (p *Page) AddMutations(muts []*reports.Mutation, outDir string) {
 			r.BatchLink = relLink(outDir, filepath.Join(m.RunDir(m.Batch), reports.BatchMarkdownFileName))
 		}
 		for _, pl := range m.Placements {
-			r.Grids = append(r.Grids, MutationGrid{MutationPlacement: pl, Rows: reports.MutationGridRows(m, pl.Name, r.link)})
+			r.Grids = append(r.Grids, mutationGrid{MutationPlacement: pl, Rows: reports.MutationGridRows(m, pl.Name, r.link)})
 		}
 		p.Mutations = append(p.Mutations, r)
 	}
@@ -185,13 +185,13 @@ func (p *Page) AddMutations(muts []*reports.Mutation, outDir string) {
 // standing: a newer decided outcome replaces an older one, an undecided
 // one (a run that could not be judged) replaces only another undecided
 // one. Equivalent mutants are not scored. Nil without measurements.
-func mutantScore(results []MutationResult) *MutantScore {
+func mutantScore(results []mutationResult) *mutationScore {
 	if len(results) == 0 {
 		return nil
 	}
 	type key struct{ provider, base, name string }
 	var order []key
-	standing := map[key]MutantThrough{}
+	standing := map[key]mutantThrough{}
 	for _, r := range results {
 		for _, mt := range r.M.Mutants {
 			k := key{r.M.Provider, r.M.Base, mt.Name}
@@ -201,10 +201,10 @@ func mutantScore(results []MutationResult) *MutantScore {
 			} else if mt.Outcome == reports.MutantUndecided && old.Mutant.Outcome != reports.MutantUndecided {
 				continue
 			}
-			standing[k] = MutantThrough{Mutant: mt, Measurement: r.M.ID, Anchor: r.Anchor(mt.Name)}
+			standing[k] = mutantThrough{Mutant: mt, Measurement: r.M.ID, Anchor: r.Anchor(mt.Name)}
 		}
 	}
-	s := &MutantScore{}
+	s := &mutationScore{}
 	for _, k := range order {
 		st := standing[k]
 		switch st.Mutant.Outcome {
@@ -228,7 +228,7 @@ func writeMutationMarkdown(b *strings.Builder, p *Page) {
 		return
 	}
 	text, code := reports.MarkdownText, reports.MarkdownCode
-	b.WriteString("## " + MutationHeading + "\n\n")
+	b.WriteString("## " + mutationHeading + "\n\n")
 	b.WriteString("Mutation testing (`make test-mutants`): the catalogue run on kubelets broken on purpose, each beside an unmutated control built the same way. " +
 		"A mutant is killed in a placement when one of its runs fails on a check the control's same run passed, and counts as killed when every placement killed it; " +
 		"masked when it passed with deviations other than the control's; survived when its runs looked like the control's. " +
@@ -273,12 +273,12 @@ func writeMutantsThroughMarkdown(b *strings.Builder, p *Page) {
 	code, text := reports.MarkdownCode, reports.MarkdownText
 	b.WriteString("> [!WARNING]\n")
 	fmt.Fprintf(b, "> The checks did not kill %s: %s. The sign-off rests on checks that let these regressions through (an undecided one could not be judged: measure again); the runs' verdict is unchanged ([%s](#%s)).\n",
-		plural(len(s.Through), "mutant"), text(s.Text()), MutationHeading, slug(MutationHeading))
+		plural(len(s.Through), "mutant"), text(s.Text()), mutationHeading, slug(mutationHeading))
 	for _, th := range s.Through {
 		fmt.Fprintf(b, "> - %s %s (measurement %s): %s\n", code(th.Mutant.Name), reports.MutantOutcomeLabel(th.Mutant.Outcome), code(th.Measurement), text(th.Mutant.Breaks))
 	}
 	b.WriteString("\n")
 }
 
-// MutationHeading is the title of the page's mutation section.
-const MutationHeading = "How strong the verdicts are"
+// mutationHeading is the title of the page's mutation section.
+const mutationHeading = "How strong the verdicts are"

@@ -43,10 +43,10 @@ func TestMutationSection(t *testing.T) {
 			len(p.Runs), p.Verdict, p.Cells(), len(night.Runs), night.Verdict, night.Cells())
 	}
 	var md, html bytes.Buffer
-	if err := WriteMarkdown(&md, p); err != nil {
+	if err := writeMarkdown(&md, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(&html, p); err != nil {
+	if err := writeHTML(&html, p); err != nil {
 		t.Fatal(err)
 	}
 	killedRun := cellReport(t, m, "revert-130335-pvc-protection", "upgrade-target", "pvc-terminating")
@@ -112,10 +112,10 @@ func TestMutationSection(t *testing.T) {
 func TestNoMutationSection(t *testing.T) {
 	p, _ := nightPage(t)
 	var md, html bytes.Buffer
-	if err := WriteMarkdown(&md, p); err != nil {
+	if err := writeMarkdown(&md, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(&html, p); err != nil {
+	if err := writeHTML(&html, p); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{md.String(), p.VerdictLine()} {
@@ -154,7 +154,7 @@ func TestMutationOnlyDir(t *testing.T) {
 		t.Errorf("verdict %s, want the control's runs' %s", p.Verdict, reports.PassWithExpectedDeviations)
 	}
 	// Without leaving the mutants' runs out, their kills would fail it.
-	all, err := Load(dir)
+	all, err := load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestMutationHTMLEscapes(t *testing.T) {
 	p := Build(nil, ".")
 	p.AddMutations([]*reports.Mutation{m}, ".")
 	var b bytes.Buffer
-	if err := WriteHTML(&b, p); err != nil {
+	if err := writeHTML(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	checkEscaped(t, b.String())

@@ -14,31 +14,31 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 )
 
-// Status is what a matrix cell shows.
-type Status string
+// status is what a matrix cell shows.
+type status string
 
 // Cell statuses, from best to worst news; NotRun is a cell no run planned.
 const (
-	NotRun    Status = "not-run"
-	Unreached Status = "unreached"
-	Pass      Status = Status(reports.Pass)
-	Deviated  Status = Status(reports.PassWithExpectedDeviations)
-	Fail      Status = Status(reports.Fail)
+	notRun    status = "not-run"
+	unreached status = "unreached"
+	pass      status = status(reports.Pass)
+	deviated  status = status(reports.PassWithExpectedDeviations)
+	fail      status = status(reports.Fail)
 )
 
 // severity orders statuses so that a cell shows its worst one.
-var severity = map[Status]int{NotRun: 0, Unreached: 1, Pass: 2, Deviated: 3, Fail: 4}
+var severity = map[status]int{notRun: 0, unreached: 1, pass: 2, deviated: 3, fail: 4}
 
 // Label is the status in words, for people.
-func (s Status) Label() string {
+func (s status) Label() string {
 	switch s {
-	case Pass:
+	case pass:
 		return "pass"
-	case Deviated:
+	case deviated:
 		return "pass with expected deviations"
-	case Fail:
+	case fail:
 		return "fail"
-	case Unreached:
+	case unreached:
 		return "unreached"
 	}
 	return "not run"
@@ -46,16 +46,16 @@ func (s Status) Label() string {
 
 // hopStatus is what a hop that ran counts as in its cell. A hop without a
 // verdict proved nothing and counts as failed; a skipped hop did not run.
-func hopStatus(v reports.Verdict) Status {
+func hopStatus(v reports.Verdict) status {
 	switch v {
 	case reports.Pass:
-		return Pass
+		return pass
 	case reports.PassWithExpectedDeviations:
-		return Deviated
+		return deviated
 	case reports.Skipped:
-		return Unreached
+		return unreached
 	}
-	return Fail
+	return fail
 }
 
 // Page is everything the sign-off page shows.
@@ -63,29 +63,29 @@ type Page struct {
 	Verdict reports.Verdict
 	// First and Last bound the runs' start and end.
 	First, Last time.Time
-	Runs        []RunRow
-	Matrices    []*Matrix
+	Runs        []runRow
+	Matrices    []*matrix
 	// Counts of covered cells (ran or unreached) by status, over all
 	// matrices.
-	Counts     map[Status]int
-	Deviations []DeviationRow
+	Counts     map[status]int
+	Deviations []deviationRow
 	// History is the kubelet × catalogue entry grid; nil without hops.
-	History *History
+	History *history
 	// Scale are the bench-scale results found beside the runs (AddScale).
-	Scale []ScaleResult
+	Scale []scaleRun
 	// Mutations are the mutation measurements found beside the runs
 	// (AddMutations), and MutantScore where their mutants stand; nil
 	// without any.
-	Mutations   []MutationResult
-	MutantScore *MutantScore
-	Binaries    []BinaryRow
-	Envs        []EnvTable
+	Mutations   []mutationResult
+	MutantScore *mutationScore
+	Binaries    []binaryRow
+	Envs        []envTable
 	// Baseline is set when the page compares against an earlier night.
-	Baseline *Baseline
+	Baseline *baseline
 }
 
-// RunRow is one run in the list of runs.
-type RunRow struct {
+// runRow is one run in the list of runs.
+type runRow struct {
 	Src Source
 	// Provider and VolumeKind are the run's, "unknown" when it has none.
 	Provider   string
@@ -95,26 +95,26 @@ type RunRow struct {
 	Link string
 }
 
-// Matrix is the from × to grid of one provider and volume kind.
-type Matrix struct {
+// matrix is the from × to grid of one provider and volume kind.
+type matrix struct {
 	Provider, VolumeKind string
 	// Versions label both axes, oldest first.
 	Versions []string
 	// Cells[i][j] is the hop from Versions[i] to Versions[j].
-	Cells [][]*Cell
+	Cells [][]*cell
 	// Hops are every hop that ran in this matrix, in run order, for the
 	// timelines.
-	Hops []*HopRef
+	Hops []*hopRef
 }
 
 // ID is a stable fragment id for the matrix ("local-csi").
-func (m *Matrix) ID() string { return slug(m.Provider + "-" + m.VolumeKind) }
+func (m *matrix) ID() string { return slug(m.Provider + "-" + m.VolumeKind) }
 
 // Title is "provider · volume kind".
-func (m *Matrix) Title() string { return m.Provider + " · " + m.VolumeKind }
+func (m *matrix) Title() string { return m.Provider + " · " + m.VolumeKind }
 
 // HasUnreached reports whether any cell has an unreached hop.
-func (m *Matrix) HasUnreached() bool {
+func (m *matrix) HasUnreached() bool {
 	for _, row := range m.Cells {
 		for _, c := range row {
 			if len(c.Unreached) > 0 {
@@ -125,29 +125,29 @@ func (m *Matrix) HasUnreached() bool {
 	return false
 }
 
-// Cell is one (from, to) pair of a matrix and every hop that covered it.
-type Cell struct {
+// cell is one (from, to) pair of a matrix and every hop that covered it.
+type cell struct {
 	From, To string
-	Status   Status
+	Status   status
 	// Hops that ran for this pair (skipped ones are in Unreached).
-	Hops      []*HopRef
-	Unreached []UnreachedRef
+	Hops      []*hopRef
+	Unreached []unreachedRef
 	// Medians per phase over Hops that recorded it.
 	Medians map[string]time.Duration
 	// Worst is the hop whose verdict the cell shows (the first of the
 	// worst); nil when none ran.
-	Worst *HopRef
+	Worst *hopRef
 }
 
 // Cleanup is the cell's median time to cleanup ("old pod dirs gone").
-func (c *Cell) Cleanup() (time.Duration, bool) {
+func (c *cell) Cleanup() (time.Duration, bool) {
 	d, ok := c.Medians[reports.PhasePodDirsGone]
 	return d, ok
 }
 
 // CleanupText is the median time to cleanup in seconds ("4.20"), or ""
 // when no hop measured it.
-func (c *Cell) CleanupText() string {
+func (c *cell) CleanupText() string {
 	if d, ok := c.Cleanup(); ok {
 		return reports.FormatSeconds(d)
 	}
@@ -155,22 +155,22 @@ func (c *Cell) CleanupText() string {
 }
 
 // Key identifies the cell across nights.
-func (c *Cell) key(m *Matrix) cellKey {
+func (c *cell) key(m *matrix) cellKey {
 	return cellKey{m.Provider, m.VolumeKind, c.From, c.To}
 }
 
-// HopRef is one hop of one run.
-type HopRef struct {
-	Run    *RunRow
+// hopRef is one hop of one run.
+type hopRef struct {
+	Run    *runRow
 	Hop    reports.Hop
-	Status Status
+	Status status
 	// Link is the hop's row in the run's report.md, relative to the
 	// output dir; "" when the run has no report.
 	Link string
 }
 
 // Title names the hop for people: "run 20261130-… hop 2 (node-a)".
-func (h *HopRef) Title() string {
+func (h *hopRef) Title() string {
 	s := fmt.Sprintf("run %s hop %d", h.Run.Src.Run.ID, h.Hop.Number)
 	if h.Hop.Node != "" {
 		s += " on " + h.Hop.Node
@@ -178,9 +178,9 @@ func (h *HopRef) Title() string {
 	return s
 }
 
-// UnreachedRef is a planned hop that did not run.
-type UnreachedRef struct {
-	Run    *RunRow
+// unreachedRef is a planned hop that did not run.
+type unreachedRef struct {
+	Run    *runRow
 	Node   string
 	Reason string
 }
@@ -190,26 +190,26 @@ type cellKey struct{ provider, volumeKind, from, to string }
 // Build aggregates the runs into a page whose links are relative to
 // outDir, where the page will be written.
 func Build(srcs []Source, outDir string) *Page {
-	p := &Page{Counts: map[Status]int{}}
+	p := &Page{Counts: map[status]int{}}
 	for _, s := range srcs {
-		p.Runs = append(p.Runs, RunRow{Src: s, Provider: orUnknown(reports.OneLine(s.Run.Provider)), VolumeKind: volumeGroup(s.Run), Link: relLink(outDir, s.Report)})
+		p.Runs = append(p.Runs, runRow{Src: s, Provider: orUnknown(reports.OneLine(s.Run.Provider)), VolumeKind: volumeGroup(s.Run), Link: relLink(outDir, s.Report)})
 	}
-	matrices := map[[2]string]*Matrix{}
-	cells := map[cellKey]*Cell{}
-	matrixOf := func(r *RunRow) *Matrix {
+	matrices := map[[2]string]*matrix{}
+	cells := map[cellKey]*cell{}
+	matrixOf := func(r *runRow) *matrix {
 		k := [2]string{r.Provider, r.VolumeKind}
 		m := matrices[k]
 		if m == nil {
-			m = &Matrix{Provider: k[0], VolumeKind: k[1]}
+			m = &matrix{Provider: k[0], VolumeKind: k[1]}
 			matrices[k] = m
 		}
 		return m
 	}
-	cellOf := func(m *Matrix, from, to string) *Cell {
+	cellOf := func(m *matrix, from, to string) *cell {
 		k := cellKey{m.Provider, m.VolumeKind, from, to}
 		c := cells[k]
 		if c == nil {
-			c = &Cell{From: from, To: to, Status: NotRun}
+			c = &cell{From: from, To: to, Status: notRun}
 			cells[k] = c
 		}
 		return c
@@ -228,11 +228,11 @@ func Build(srcs []Source, outDir string) *Page {
 			from, to := reports.OneLine(h.From), reports.OneLine(h.To)
 			c := cellOf(m, from, to)
 			st := hopStatus(h.Verdict)
-			if st == Unreached {
-				c.Unreached = append(c.Unreached, UnreachedRef{Run: rr, Node: h.Node, Reason: fmt.Sprintf("hop %d skipped: an earlier step of the run failed", h.Number)})
+			if st == unreached {
+				c.Unreached = append(c.Unreached, unreachedRef{Run: rr, Node: h.Node, Reason: fmt.Sprintf("hop %d skipped: an earlier step of the run failed", h.Number)})
 				continue
 			}
-			ref := &HopRef{Run: rr, Hop: h, Status: st}
+			ref := &hopRef{Run: rr, Hop: h, Status: st}
 			if rr.Link != "" {
 				ref.Link = rr.Link + "#" + reports.HopAnchor(h)
 			}
@@ -241,7 +241,7 @@ func Build(srcs []Source, outDir string) *Page {
 		}
 		for _, u := range run.Unreached {
 			c := cellOf(m, reports.OneLine(u.From), reports.OneLine(u.To))
-			c.Unreached = append(c.Unreached, UnreachedRef{Run: rr, Node: u.Node, Reason: reports.OneLine(u.Reason)})
+			c.Unreached = append(c.Unreached, unreachedRef{Run: rr, Node: u.Node, Reason: reports.OneLine(u.Reason)})
 		}
 	}
 	for k, c := range cells {
@@ -252,9 +252,9 @@ func Build(srcs []Source, outDir string) *Page {
 	}
 	for _, m := range matrices {
 		sortVersions(m.Versions)
-		m.Cells = make([][]*Cell, len(m.Versions))
+		m.Cells = make([][]*cell, len(m.Versions))
 		for i, from := range m.Versions {
-			m.Cells[i] = make([]*Cell, len(m.Versions))
+			m.Cells[i] = make([]*cell, len(m.Versions))
 			for j, to := range m.Versions {
 				m.Cells[i][j] = cellOf(m, from, to)
 			}
@@ -308,9 +308,9 @@ func (p *Page) verdict() reports.Verdict {
 		for _, h := range m.Hops {
 			ran = true
 			switch h.Status {
-			case Fail:
+			case fail:
 				return reports.Fail
-			case Deviated:
+			case deviated:
 				worst = reports.PassWithExpectedDeviations
 			}
 		}
@@ -322,10 +322,10 @@ func (p *Page) verdict() reports.Verdict {
 }
 
 // FailedRuns are the runs that failed or never got a verdict.
-func (p *Page) FailedRuns() []RunRow {
-	var out []RunRow
+func (p *Page) FailedRuns() []runRow {
+	var out []runRow
 	for _, r := range p.Runs {
-		if hopStatus(r.Src.Run.Verdict) == Fail {
+		if hopStatus(r.Src.Run.Verdict) == fail {
 			out = append(out, r)
 		}
 	}
@@ -336,7 +336,7 @@ func (p *Page) FailedRuns() []RunRow {
 func (p *Page) Cells() int {
 	n := 0
 	for s, c := range p.Counts {
-		if s != NotRun {
+		if s != notRun {
 			n += c
 		}
 	}
@@ -346,7 +346,7 @@ func (p *Page) Cells() int {
 // CountsText is "4 pass, 1 fail, 2 unreached", worst first, zeros left out.
 func (p *Page) CountsText() string {
 	var parts []string
-	for _, s := range []Status{Fail, Deviated, Pass, Unreached} {
+	for _, s := range []status{fail, deviated, pass, unreached} {
 		if n := p.Counts[s]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, s.Label()))
 		}
@@ -355,10 +355,10 @@ func (p *Page) CountsText() string {
 }
 
 // settle sets the cell's status, worst hop and medians.
-func (c *Cell) settle() {
-	c.Status = NotRun
+func (c *cell) settle() {
+	c.Status = notRun
 	if len(c.Unreached) > 0 {
-		c.Status = Unreached
+		c.Status = unreached
 	}
 	for _, h := range c.Hops {
 		if severity[h.Status] > severity[c.Status] {

@@ -31,7 +31,7 @@ func TestRealRunsGroupedByScenario(t *testing.T) {
 	dir := t.TempDir()
 	local, reboot := realRun(t, "local-volume.run.json"), realRun(t, "catalogue-reboot.run.json")
 	writeRuns(t, dir, []*reports.Run{local, reboot})
-	srcs, err := Load(dir)
+	srcs, err := load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

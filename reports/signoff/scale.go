@@ -9,18 +9,18 @@ import (
 	"sigs.k8s.io/skewtest/reports/scale"
 )
 
-// ScaleResult is one bench-scale result the page shows: what
+// scaleRun is one bench-scale result the page shows: what
 // reconstruction cost on a busy node, against the number of volumes.
-type ScaleResult struct {
+type scaleRun struct {
 	Result *scale.Result
 	// Link is the result's own page (bench-scale.md) relative to the
 	// output dir.
 	Link   string
-	Panels []ScalePanel
+	Panels []scalePanel
 }
 
-// ScalePanel is one chart of a result and its tables.
-type ScalePanel struct {
+// scalePanel is one chart of a result and its tables.
+type scalePanel struct {
 	scale.Panel
 	// Chart is the chart's SVG file relative to the output dir, for the
 	// Markdown page; SVG is the chart itself, for the HTML page to
@@ -31,12 +31,12 @@ type ScalePanel struct {
 }
 
 // ID is a stable fragment id for the result.
-func (s ScaleResult) ID() string {
+func (s scaleRun) ID() string {
 	return "scale-" + slug(s.Result.Started.UTC().Format("20060102-150405")+"-"+s.Result.Provider)
 }
 
 // Title names the result: its plan and provider.
-func (s ScaleResult) Title() string {
+func (s scaleRun) Title() string {
 	return fmt.Sprintf("%s on %s", strings.Join(s.Result.Plan, " → "), s.Result.Provider)
 }
 
@@ -45,9 +45,9 @@ func (s ScaleResult) Title() string {
 func (p *Page) AddScale(found []scale.Found, outDir string) {
 	for _, f := range found {
 		dir := filepath.Dir(f.Path)
-		s := ScaleResult{Result: f.Result, Link: relLink(outDir, filepath.Join(dir, scale.MarkdownFileName))}
+		s := scaleRun{Result: f.Result, Link: relLink(outDir, filepath.Join(dir, scale.MarkdownFileName))}
 		for _, pn := range f.Result.Panels() {
-			s.Panels = append(s.Panels, ScalePanel{Panel: pn, Chart: relLink(outDir, filepath.Join(dir, pn.ChartFile())), SVG: f.Result.SVG(pn),
+			s.Panels = append(s.Panels, scalePanel{Panel: pn, Chart: relLink(outDir, filepath.Join(dir, pn.ChartFile())), SVG: f.Result.SVG(pn),
 				Points: f.Result.PointsTable(pn), Fits: f.Result.FitsTable(pn)})
 		}
 		p.Scale = append(p.Scale, s)

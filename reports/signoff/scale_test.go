@@ -53,10 +53,10 @@ func withScale(t *testing.T, p *Page, dir string) string {
 func TestScaleSection(t *testing.T) {
 	p, dir := nightPage(t)
 	var md, html bytes.Buffer
-	if err := WriteMarkdown(&md, p); err != nil {
+	if err := writeMarkdown(&md, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(&html, p); err != nil {
+	if err := writeHTML(&html, p); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(md.String(), "at scale") || strings.Contains(html.String(), `id="scale"`) {
@@ -65,10 +65,10 @@ func TestScaleSection(t *testing.T) {
 	withScale(t, p, dir)
 	md.Reset()
 	html.Reset()
-	if err := WriteMarkdown(&md, p); err != nil {
+	if err := writeMarkdown(&md, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(&html, p); err != nil {
+	if err := writeHTML(&html, p); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{

@@ -11,9 +11,9 @@ import (
 // The sections below the matrices: expected deviations, binaries and
 // environments, each deduplicated over all runs.
 
-// DeviationRow is one documented deviation, deduplicated by check and
+// deviationRow is one documented deviation, deduplicated by check and
 // reason over all runs.
-type DeviationRow struct {
+type deviationRow struct {
 	Check, Expected, Reason string
 	// Observed values, distinct, in first-seen order.
 	Observed []string
@@ -22,36 +22,36 @@ type DeviationRow struct {
 	Where []string
 }
 
-// BinaryRow is one binary, deduplicated by component, version and digest.
-type BinaryRow struct {
+// binaryRow is one binary, deduplicated by component, version and digest.
+type binaryRow struct {
 	Component, Version, SHA256 string
 	Sources                    []string
 	RunIDs                     []string
 }
 
-// EnvTable is the environment of one provider's runs: each key with its
+// envTable is the environment of one provider's runs: each key with its
 // distinct values.
-type EnvTable struct {
+type envTable struct {
 	Provider string
-	Rows     []EnvRow
+	Rows     []envRow
 }
 
-// EnvRow is one environment key and the values runs recorded for it.
-type EnvRow struct {
+// envRow is one environment key and the values runs recorded for it.
+type envRow struct {
 	Key    string
-	Values []EnvValue
+	Values []envValue
 }
 
-// EnvValue is one value and how many runs recorded it.
-type EnvValue struct {
+// envValue is one value and how many runs recorded it.
+type envValue struct {
 	Value string
 	Runs  int
 }
 
 // deviationRows deduplicates the runs' expected deviations by check and
 // reason, in first-seen order.
-func deviationRows(runs []RunRow) []DeviationRow {
-	var rows []DeviationRow
+func deviationRows(runs []runRow) []deviationRow {
+	var rows []deviationRow
 	index := map[[2]string]int{}
 	for i := range runs {
 		rr := &runs[i]
@@ -61,7 +61,7 @@ func deviationRows(runs []RunRow) []DeviationRow {
 			if !ok {
 				at = len(rows)
 				index[k] = at
-				rows = append(rows, DeviationRow{Check: k[0], Expected: reports.OneLine(d.Expected), Reason: k[1]})
+				rows = append(rows, deviationRow{Check: k[0], Expected: reports.OneLine(d.Expected), Reason: k[1]})
 			}
 			row := &rows[at]
 			row.Observed = appendNew(row.Observed, reports.OneLine(d.Observed))
@@ -72,7 +72,7 @@ func deviationRows(runs []RunRow) []DeviationRow {
 }
 
 // where names a hop of a run by its matrix and cell.
-func where(rr *RunRow, hop int) string {
+func where(rr *runRow, hop int) string {
 	for _, h := range rr.Src.Run.Hops {
 		if h.Number == hop && hop > 0 {
 			return fmt.Sprintf("%s · %s %s → %s", rr.Provider, rr.VolumeKind, reports.OneLine(h.From), reports.OneLine(h.To))
@@ -83,8 +83,8 @@ func where(rr *RunRow, hop int) string {
 
 // binaryRows deduplicates the runs' binaries by component, version and
 // digest, sorted by component and version.
-func binaryRows(runs []RunRow) []BinaryRow {
-	var rows []BinaryRow
+func binaryRows(runs []runRow) []binaryRow {
+	var rows []binaryRow
 	index := map[[3]string]int{}
 	for _, rr := range runs {
 		for _, b := range rr.Src.Run.Binaries {
@@ -93,7 +93,7 @@ func binaryRows(runs []RunRow) []BinaryRow {
 			if !ok {
 				at = len(rows)
 				index[k] = at
-				rows = append(rows, BinaryRow{Component: k[0], Version: k[1], SHA256: k[2]})
+				rows = append(rows, binaryRow{Component: k[0], Version: k[1], SHA256: k[2]})
 			}
 			rows[at].Sources = appendNew(rows[at].Sources, reports.OneLine(b.Source))
 			rows[at].RunIDs = appendNew(rows[at].RunIDs, rr.Src.Run.ID)
@@ -110,8 +110,8 @@ func binaryRows(runs []RunRow) []BinaryRow {
 
 // envTables are the runs' environments per provider, each key with its
 // distinct values in first-seen order.
-func envTables(runs []RunRow) []EnvTable {
-	var tables []EnvTable
+func envTables(runs []runRow) []envTable {
+	var tables []envTable
 	index := map[string]int{}
 	for _, rr := range runs {
 		prov := rr.Provider
@@ -119,20 +119,20 @@ func envTables(runs []RunRow) []EnvTable {
 		if !ok {
 			at = len(tables)
 			index[prov] = at
-			tables = append(tables, EnvTable{Provider: prov})
+			tables = append(tables, envTable{Provider: prov})
 		}
 		t := &tables[at]
 		for _, kv := range rr.Src.Run.Environment {
 			key, val := reports.OneLine(kv.Key), reports.OneLine(kv.Value)
-			ri := slices.IndexFunc(t.Rows, func(r EnvRow) bool { return r.Key == key })
+			ri := slices.IndexFunc(t.Rows, func(r envRow) bool { return r.Key == key })
 			if ri < 0 {
-				t.Rows = append(t.Rows, EnvRow{Key: key})
+				t.Rows = append(t.Rows, envRow{Key: key})
 				ri = len(t.Rows) - 1
 			}
 			row := &t.Rows[ri]
-			vi := slices.IndexFunc(row.Values, func(v EnvValue) bool { return v.Value == val })
+			vi := slices.IndexFunc(row.Values, func(v envValue) bool { return v.Value == val })
 			if vi < 0 {
-				row.Values = append(row.Values, EnvValue{Value: val})
+				row.Values = append(row.Values, envValue{Value: val})
 				vi = len(row.Values) - 1
 			}
 			row.Values[vi].Runs++

@@ -22,14 +22,14 @@ func nightPage(t *testing.T) (*Page, string) {
 	t.Helper()
 	dir := t.TempDir()
 	writeRuns(t, dir, nightRuns(t))
-	srcs, err := Load(dir)
+	srcs, err := load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return Build(srcs, dir), dir
 }
 
-func cellAt(t *testing.T, p *Page, provider, kind, from, to string) *Cell {
+func cellAt(t *testing.T, p *Page, provider, kind, from, to string) *cell {
 	t.Helper()
 	for _, m := range p.Matrices {
 		if m.Provider != provider || m.VolumeKind != kind {
@@ -61,7 +61,7 @@ func TestLoadOneFilePerRun(t *testing.T) {
 	if _, err := reports.WriteAll(filepath.Join(dir, "kind", "nested", deep.ID), deep); err != nil {
 		t.Fatal(err)
 	}
-	srcs, err := Load(dir)
+	srcs, err := load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestLoadNoRuns(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(dir)
+	_, err := load(dir)
 	if !errors.Is(err, ErrNoRuns) {
 		t.Fatalf("Load(empty dir) = %v, want ErrNoRuns", err)
 	}
@@ -98,7 +98,7 @@ func TestLoadNoRuns(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(dir, "nope")
-	if _, err := Load(missing); err == nil || !strings.Contains(err.Error(), missing) {
+	if _, err := load(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("Load(missing dir) = %v, want an error naming %s", err, missing)
 	}
 }
@@ -112,7 +112,7 @@ func TestLoadBadRunJSON(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"id": "x", "hops": [`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), bad) {
+	if _, err := load(dir); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("Load = %v, want an error naming %s", err, bad)
 	}
 }
@@ -128,7 +128,7 @@ func TestMatrixAggregation(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		provider, kind, from, to string
-		status                   Status
+		status                   status
 		hops, unreached          int
 		cleanup                  string // median old pod dirs gone, "" for none
 		link                     string
@@ -136,15 +136,15 @@ func TestMatrixAggregation(t *testing.T) {
 		// Two passing hops (3.90 s, 4.50 s) and one that failed before
 		// cleanup: the worst verdict, three hops, the median of the two
 		// measured, linked to the failed hop.
-		{"local", "csi", "v1.37.2", "v1.36.3", Fail, 3, 0, "4.20", "20261201-011000-cccc/report.md#hop-1"},
+		{"local", "csi", "v1.37.2", "v1.36.3", fail, 3, 0, "4.20", "20261201-011000-cccc/report.md#hop-1"},
 		// 12.34 s and 11.0 s; the failed run's second hop was skipped.
-		{"local", "csi", "v1.36.3", "v1.37.2", Pass, 2, 1, "11.7", "20261201-010000-aaaa/report.md#hop-2"},
-		{"local", "csi", "v1.37.2", "v1.34.4", Pass, 1, 0, "4.90", "20261201-013000-ffff/report.md#hop-1"},
-		{"local", "csi", "v1.36.3", "v1.34.4", Fail, 1, 0, "5.20", "20261201-013000-ffff/report.md#hop-3"},
-		{"local", "csi", "v1.34.4", "v1.36.3", Unreached, 0, 1, "", ""},
-		{"local", "csi", "v1.36.3", "v1.36.3", NotRun, 0, 0, "", ""},
-		{"local", "local", "v1.36.3", "v1.37.2", Deviated, 1, 0, "14.6", "20261201-011500-dddd/report.md#hop-1"},
-		{"kind", "csi", "v1.37.2", "v1.36.3", Pass, 1, 0, "3.90", "20261201-012000-eeee/report.md#hop-1"},
+		{"local", "csi", "v1.36.3", "v1.37.2", pass, 2, 1, "11.7", "20261201-010000-aaaa/report.md#hop-2"},
+		{"local", "csi", "v1.37.2", "v1.34.4", pass, 1, 0, "4.90", "20261201-013000-ffff/report.md#hop-1"},
+		{"local", "csi", "v1.36.3", "v1.34.4", fail, 1, 0, "5.20", "20261201-013000-ffff/report.md#hop-3"},
+		{"local", "csi", "v1.34.4", "v1.36.3", unreached, 0, 1, "", ""},
+		{"local", "csi", "v1.36.3", "v1.36.3", notRun, 0, 0, "", ""},
+		{"local", "local", "v1.36.3", "v1.37.2", deviated, 1, 0, "14.6", "20261201-011500-dddd/report.md#hop-1"},
+		{"kind", "csi", "v1.37.2", "v1.36.3", pass, 1, 0, "3.90", "20261201-012000-eeee/report.md#hop-1"},
 	} {
 		c := cellAt(t, p, tc.provider, tc.kind, tc.from, tc.to)
 		name := tc.provider + " · " + tc.kind + " " + tc.from + " → " + tc.to
@@ -188,7 +188,7 @@ func TestUnreachedReasons(t *testing.T) {
 		t.Errorf("unreached = %+v, want the failed run's skipped hop", c.Unreached)
 	}
 	var md bytes.Buffer
-	if err := WriteMarkdown(&md, p); err != nil {
+	if err := writeMarkdown(&md, p); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -284,10 +284,10 @@ func TestTrendsOnPages(t *testing.T) {
 		t.Errorf("warning = %+v", w)
 	}
 	var md, html bytes.Buffer
-	if err := WriteMarkdown(&md, p); err != nil {
+	if err := writeMarkdown(&md, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteHTML(&html, p); err != nil {
+	if err := writeHTML(&html, p); err != nil {
 		t.Fatal(err)
 	}
 	for name, page := range map[string]string{"signoff.md": md.String(), "signoff.html": stdhtml.UnescapeString(html.String())} {
@@ -302,7 +302,7 @@ func TestMarkdownGolden(t *testing.T) {
 	// The page names the baseline as the user gave it; keep it stable.
 	compareWithBaseline(t, p, dir, "_artifacts/yesterday")
 	var b bytes.Buffer
-	if err := WriteMarkdown(&b, p); err != nil {
+	if err := writeMarkdown(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	golden := filepath.Join("testdata", "night.md.golden")
@@ -327,7 +327,7 @@ var attrURL = regexp.MustCompile(`(?i)(?:\s(?:src|href|xlink:href|action|poster|
 func TestHTMLSelfContained(t *testing.T) {
 	p, _, _ := nightWithMutation(t)
 	var b bytes.Buffer
-	if err := WriteHTML(&b, p); err != nil {
+	if err := writeHTML(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	html := b.String()
@@ -366,7 +366,7 @@ func TestHTMLEscapes(t *testing.T) {
 	r.Hops[0].To = `v1.36.3"><img src=x>`
 	p := Build([]Source{{Run: r}}, ".")
 	var b bytes.Buffer
-	if err := WriteHTML(&b, p); err != nil {
+	if err := writeHTML(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	checkEscaped(t, b.String())

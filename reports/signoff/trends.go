@@ -13,23 +13,23 @@ import (
 // noise on a 2-core VM is tens of percent on sub-second phases, so either
 // bound alone flags noise.
 const (
-	SlowdownRatio = 1.5
-	SlowdownMin   = time.Second
+	slowdownRatio = 1.5
+	slowdownMin   = time.Second
 )
 
-// Baseline is an earlier night the page compares against.
-type Baseline struct {
+// baseline is an earlier night the page compares against.
+type baseline struct {
 	Dir  string
 	Runs int
 	// Compared is how many (cell, phase) medians both nights have.
 	Compared int
 	// Warnings are the phases that slowed down beyond noise. They never
 	// fail the sign-off.
-	Warnings []Warning
+	Warnings []warning
 }
 
-// Warning is one cell's phase that slowed down against the baseline.
-type Warning struct {
+// warning is one cell's phase that slowed down against the baseline.
+type warning struct {
 	Provider, VolumeKind, From, To, Phase string
 	Before, Now                           time.Duration
 	BeforeHops, NowHops                   int
@@ -38,7 +38,7 @@ type Warning struct {
 }
 
 // Text is the warning on one line with both figures.
-func (w Warning) Text() string {
+func (w warning) Text() string {
 	return fmt.Sprintf("%s · %s %s → %s: %s %s s → %s s (+%.0f%%, +%s s; median of %s then, %d now)",
 		w.Provider, w.VolumeKind, w.From, w.To, w.Phase,
 		reports.FormatSeconds(w.Before), reports.FormatSeconds(w.Now),
@@ -48,14 +48,14 @@ func (w Warning) Text() string {
 
 // slower reports whether now is a slowdown from before beyond noise.
 func slower(before, now time.Duration) bool {
-	return now-before > SlowdownMin && float64(now) > SlowdownRatio*float64(before)
+	return now-before > slowdownMin && float64(now) > slowdownRatio*float64(before)
 }
 
 // Compare sets p.Baseline from an earlier night's page built the same way,
 // comparing every phase median of every cell both nights ran.
 func (p *Page) Compare(base *Page, dir string) {
-	b := &Baseline{Dir: dir, Runs: len(base.Runs)}
-	before := map[cellKey]*Cell{}
+	b := &baseline{Dir: dir, Runs: len(base.Runs)}
+	before := map[cellKey]*cell{}
 	for _, m := range base.Matrices {
 		for _, row := range m.Cells {
 			for _, c := range row {
@@ -82,7 +82,7 @@ func (p *Page) Compare(base *Page, dir string) {
 					if !slower(then, now) {
 						continue
 					}
-					w := Warning{Provider: m.Provider, VolumeKind: m.VolumeKind, From: c.From, To: c.To, Phase: phase,
+					w := warning{Provider: m.Provider, VolumeKind: m.VolumeKind, From: c.From, To: c.To, Phase: phase,
 						Before: then, Now: now, BeforeHops: countPhase(old, phase), NowHops: countPhase(c, phase)}
 					if c.Worst != nil {
 						w.Link = c.Worst.Link
@@ -113,7 +113,7 @@ func phases(medians map[string]time.Duration) []string {
 	return append(out, other...)
 }
 
-func countPhase(c *Cell, phase string) int {
+func countPhase(c *cell, phase string) int {
 	n := 0
 	for _, h := range c.Hops {
 		if _, ok := h.Hop.Timing(phase); ok {

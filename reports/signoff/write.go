@@ -26,8 +26,8 @@ func Write(dir string, p *Page) ([]string, error) {
 		name  string
 		write func(io.Writer, *Page) error
 	}{
-		{MarkdownFileName, WriteMarkdown},
-		{HTMLFileName, WriteHTML},
+		{MarkdownFileName, writeMarkdown},
+		{HTMLFileName, writeHTML},
 	} {
 		path := filepath.Join(dir, f.name)
 		if err := reports.WriteFileAtomic(path, func(w io.Writer) error { return f.write(w, p) }); err != nil {

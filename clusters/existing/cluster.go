@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// ClusterIdentity names one cluster as a kubeconfig reaches it. No secret:
+// apiIdentity names one cluster as a kubeconfig reaches it. No secret:
 // the CA bundle is public, and only its digest is kept.
-type ClusterIdentity struct {
+type apiIdentity struct {
 	// Context is the kubeconfig context's name.
 	Context string `json:"context"`
 	// Server is the context's API server URL.
@@ -29,11 +29,11 @@ type ClusterIdentity struct {
 // Same tells whether c and o are one cluster: one API server behind one
 // CA. The context's name does not count: two contexts may reach one
 // cluster.
-func (c ClusterIdentity) Same(o ClusterIdentity) bool {
+func (c apiIdentity) Same(o apiIdentity) bool {
 	return c.Server == o.Server && c.CASHA256 == o.CASHA256
 }
 
-func (c ClusterIdentity) String() string {
+func (c apiIdentity) String() string {
 	ca := "no CA bundle"
 	if c.CASHA256 != "" {
 		ca = "CA sha256 " + c.CASHA256
@@ -43,27 +43,27 @@ func (c ClusterIdentity) String() string {
 
 // clusterIdentity is the cluster kubeconfig reaches through context, or
 // through its current context when context is empty.
-func clusterIdentity(kubeconfig, context string) (ClusterIdentity, error) {
+func clusterIdentity(kubeconfig, context string) (apiIdentity, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
 		&clientcmd.ConfigOverrides{CurrentContext: context},
 	)
 	raw, err := cc.RawConfig()
 	if err != nil {
-		return ClusterIdentity{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return apiIdentity{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	rc, err := cc.ClientConfig()
 	if err != nil {
-		return ClusterIdentity{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return apiIdentity{}, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
-	id := ClusterIdentity{Context: raw.CurrentContext, Server: rc.Host}
+	id := apiIdentity{Context: raw.CurrentContext, Server: rc.Host}
 	if context != "" {
 		id.Context = context
 	}
 	ca := rc.CAData
 	if len(ca) == 0 && rc.CAFile != "" {
 		if ca, err = os.ReadFile(rc.CAFile); err != nil {
-			return ClusterIdentity{}, fmt.Errorf("kubeconfig %s: the CA bundle of context %q: %w", kubeconfig, id.Context, err)
+			return apiIdentity{}, fmt.Errorf("kubeconfig %s: the CA bundle of context %q: %w", kubeconfig, id.Context, err)
 		}
 	}
 	if len(ca) > 0 {

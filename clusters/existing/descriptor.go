@@ -22,7 +22,7 @@ const RunDirPrefix = "existing-"
 // settings are a Config (FromEnv), which New completes from the shared
 // options: the run ID, the logger and the state directory.
 var Descriptor = registry.Descriptor{
-	Name:         Name,
+	Name:         providerName,
 	Help:         "KUBECONFIG plus SSH",
 	RunDirPrefix: RunDirPrefix,
 	// It needs no root here: it reaches the nodes over SSH.
@@ -38,17 +38,17 @@ var Descriptor = registry.Descriptor{
 		{Name: "NODES", Help: "comma-separated test nodes (default: every worker)"},
 		{Name: "SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", Default: "$USER / agent / ~/.ssh/known_hosts", Help: "how to reach nodes (host keys are always checked)"},
 		{Name: "SSH_ADDRESSES", Help: "NODE=HOST:PORT,... for nodes reached other than at their InternalIP on port 22 (a port forward, a VM's)"},
-		{Name: "KUBELET_BINARY / KUBELET_UNIT", Default: DefaultKubeletBinary + " / " + DefaultKubeletUnit, Help: "the kubelet's path and systemd unit"},
+		{Name: "KUBELET_BINARY / KUBELET_UNIT", Default: defaultKubeletBinary + " / " + defaultKubeletUnit, Help: "the kubelet's path and systemd unit"},
 		{Name: "KUBELET_ROOT_DIR", Default: DefaultKubeletRootDir, Help: "the kubelet's --root-dir"},
 		{Name: "STORAGE_CLASS", Help: "required: a StorageClass of the cluster's that provisions volumes on the test nodes (kubectl get storageclass)"},
 		{Name: "IMAGE", Default: storage.StockImage, Help: "the workload image, pulled by the nodes (needs sh, sleep, date, mv)"},
 		{Name: "KUBELET_HEALTHZ_URL", Default: systemdkubelet.DefaultHealthzURL, Help: "the kubelet's health endpoint as the node reaches it (its healthzBindAddress and healthzPort)"},
 	},
-	FromEnv: func(getenv func(string) string) (any, error) { return ConfigFromEnv(getenv) },
+	FromEnv: func(getenv func(string) string) (any, error) { return configFromEnv(getenv) },
 	// What needs no cluster is refused before anything is built: the
 	// workload's StorageClass is the owner's, and skewtest cannot guess it.
 	Check: func(_ context.Context, _ registry.Options, s any) error {
-		cfg, err := registry.SettingsAs[Config](Name, s)
+		cfg, err := registry.SettingsAs[Config](providerName, s)
 		if err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ var Descriptor = registry.Descriptor{
 		return nil
 	},
 	New: func(o registry.Options, s any) (registry.Provider, error) {
-		cfg, err := registry.SettingsAs[Config](Name, s)
+		cfg, err := registry.SettingsAs[Config](providerName, s)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +80,7 @@ var Descriptor = registry.Descriptor{
 	// the process its state names.
 	Inspect: func(dir string) registry.RunDir {
 		r := registry.RunDir{Path: dir}
-		if o, err := CheckRunDir(dir, strings.TrimPrefix(filepath.Base(dir), RunDirPrefix)); err != nil {
+		if o, err := checkRunDir(dir, strings.TrimPrefix(filepath.Base(dir), RunDirPrefix)); err != nil {
 			r.NotARun = err
 		} else {
 			r.OwnedBy(o)
@@ -90,10 +90,10 @@ var Descriptor = registry.Descriptor{
 	Clean: Clean,
 }
 
-// ConfigFromEnv reads the provider's settings (Descriptor.Settings) from
+// configFromEnv reads the provider's settings (Descriptor.Settings) from
 // the environment; the run ID, logger and state directory are left to
 // New's options.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
+func configFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Kubeconfig:        getenv("KUBECONFIG"),
 		Nodes:             registry.List(getenv("NODES")),

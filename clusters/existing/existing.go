@@ -35,8 +35,8 @@ import (
 	"sigs.k8s.io/skewtest/reports"
 )
 
-// Name is the provider's name.
-const Name = "existing"
+// providerName is the provider's name.
+const providerName = "existing"
 
 var (
 	_ capabilities.WithRunDir         = &Provider{}
@@ -49,10 +49,10 @@ var (
 // Defaults.
 const (
 	DefaultKubeletRootDir = "/var/lib/kubelet"
-	DefaultKubeletUnit    = "kubelet"
-	DefaultKubeletBinary  = "/usr/bin/kubelet"
-	DefaultSSHPort        = sshnode.DefaultPort
-	DefaultSSHTimeout     = sshnode.DefaultTimeout
+	defaultKubeletUnit    = "kubelet"
+	defaultKubeletBinary  = "/usr/bin/kubelet"
+	defaultSSHPort        = sshnode.DefaultPort
+	defaultSSHTimeout     = sshnode.DefaultTimeout
 )
 
 // apiTimeout bounds one request to the API server when ctx has no sooner
@@ -193,10 +193,10 @@ func New(cfg Config) (*Provider, error) {
 		cfg.KubeletRootDir = DefaultKubeletRootDir
 	}
 	if cfg.KubeletUnit == "" {
-		cfg.KubeletUnit = DefaultKubeletUnit
+		cfg.KubeletUnit = defaultKubeletUnit
 	}
 	if cfg.KubeletBinary == "" {
-		cfg.KubeletBinary = DefaultKubeletBinary
+		cfg.KubeletBinary = defaultKubeletBinary
 	}
 	if err := cfg.layout().Validate(); err != nil {
 		return nil, fmt.Errorf("existing: %w", err)
@@ -217,7 +217,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("existing: %w", err)
 	}
-	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, Cluster: id, SSH: StateSSH{
+	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, Cluster: id, SSH: stateSSH{
 		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
 	}}
 	return &Provider{cfg: cfg, context: id.Context, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
@@ -246,7 +246,7 @@ func newDialer(s *SSHConfig, log *slog.Logger) (*sshnode.Dialer, error) {
 }
 
 // Name implements clusters.Provider.
-func (p *Provider) Name() string { return Name }
+func (p *Provider) Name() string { return providerName }
 
 // KubeconfigPath is Config.Kubeconfig (absolute). With Config.Context set,
 // kubectl needs --context too.

@@ -61,7 +61,7 @@ func (p *Provider) restoreAll(ctx context.Context) error {
 
 // restoreNode puts rec's node's own kubelet back and waits until the node
 // is Ready, at its own kubelet's version, through the API server.
-func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
+func (p *Provider) restoreNode(ctx context.Context, rec nodeState) error {
 	n := p.Node(rec.Name, rec.Address)
 	d := *n.driver
 	d.Layout = rec.layout()
@@ -89,7 +89,7 @@ func (p *Provider) restoreNode(ctx context.Context, rec NodeState) error {
 // checkKept refuses a state that recorded its originals elsewhere than
 // where this skewtest's driver keeps them for l: putting back, or
 // removing, from the wrong place would not give the node what it had.
-func (s NodeState) checkKept(l systemdkubelet.Layout) error {
+func (s nodeState) checkKept(l systemdkubelet.Layout) error {
 	if s.KeptAs != "" && s.KeptAs != l.Binary+OrigSuffix {
 		return fmt.Errorf("the state says the node's own kubelet was kept as %s, but this skewtest keeps it as %s: rename it back over %s by hand", s.KeptAs, l.Binary+OrigSuffix, l.Binary)
 	}
@@ -202,7 +202,7 @@ func Clean(ctx context.Context, dir string) error {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
 	p.state.Nodes, p.state.Workloads = st.Nodes, st.Workloads
-	if st.Cluster != (ClusterIdentity{}) {
+	if st.Cluster != (apiIdentity{}) {
 		p.state.Cluster = st.Cluster
 	}
 	// This process acts on the run now: another clean leaves it alone
@@ -226,7 +226,7 @@ func Clean(ctx context.Context, dir string) error {
 // the one the run recorded. A state of an older skewtest, which recorded
 // none, is not checked.
 func (st *State) checkCluster() error {
-	if st.Cluster == (ClusterIdentity{}) {
+	if st.Cluster == (apiIdentity{}) {
 		slog.Default().Warn("the state does not name the run's cluster (an older skewtest's); cleaning in the cluster the kubeconfig points at now", "kubeconfig", st.Kubeconfig)
 		return nil
 	}
@@ -282,11 +282,11 @@ const (
 
 func self() Owner { return procfs.Self() }
 
-// CheckRunDir tells whether dir holds the state of the existing-provider
+// checkRunDir tells whether dir holds the state of the existing-provider
 // run runID: nil when its state file parses and names that run. When it
 // does, the process it records is returned, which tells whether the run
 // is live.
-func CheckRunDir(dir, runID string) (Owner, error) {
+func checkRunDir(dir, runID string) (Owner, error) {
 	st, err := ReadState(dir)
 	if err != nil {
 		return Owner{}, fmt.Errorf("no existing-provider run state: %w", err)

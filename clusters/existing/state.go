@@ -30,9 +30,9 @@ type State struct {
 	Context string `json:"context,omitempty"`
 	// Cluster is the cluster the run acted on; clean refuses to act while
 	// the kubeconfig points at another. Zero in older state files.
-	Cluster ClusterIdentity `json:"cluster,omitzero"`
-	SSH     StateSSH        `json:"ssh"`
-	Nodes   []NodeState     `json:"nodes"`
+	Cluster apiIdentity `json:"cluster,omitzero"`
+	SSH     stateSSH    `json:"ssh"`
+	Nodes   []nodeState `json:"nodes"`
 	// Owner is the process acting on the run: its harness, or the
 	// `skewtest clean` putting its nodes back. Such a run takes no host
 	// lock, so clean, looking through the run roots, leaves it alone while
@@ -50,17 +50,17 @@ type State struct {
 	OlderWorkload json.RawMessage `json:"workload,omitempty"`
 }
 
-// StateSSH is the SSH settings of the run.
-type StateSSH struct {
+// stateSSH is the SSH settings of the run.
+type stateSSH struct {
 	User           string `json:"user"`
 	Port           int    `json:"port"`
 	KeyFile        string `json:"keyFile,omitempty"` // empty: the ssh-agent
 	KnownHostsFile string `json:"knownHostsFile"`
 }
 
-// NodeState is one node the run touched, recorded before its kubelet was
+// nodeState is one node the run touched, recorded before its kubelet was
 // first stopped.
-type NodeState struct {
+type nodeState struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
 	Unit    string `json:"unit"`
@@ -84,7 +84,7 @@ type NodeState struct {
 	StateKeptIn string `json:"stateKeptIn,omitempty"`
 }
 
-func (s NodeState) layout() systemdkubelet.Layout {
+func (s nodeState) layout() systemdkubelet.Layout {
 	return systemdkubelet.Layout{Unit: s.Unit, Binary: s.Binary, RootDir: s.RootDir, HealthzURL: s.HealthzURL}
 }
 
@@ -124,7 +124,7 @@ func (p *Provider) initState() error {
 func (p *Provider) record(ctx context.Context, n *Node) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
-	if slices.ContainsFunc(p.state.Nodes, func(s NodeState) bool { return s.Name == n.String() }) {
+	if slices.ContainsFunc(p.state.Nodes, func(s nodeState) bool { return s.Name == n.String() }) {
 		return nil
 	}
 	orig, err := n.driver.Original(ctx)
@@ -135,7 +135,7 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 		p.log.Warn("an earlier run kept this node's kubelet and did not put it back; the kept copy is taken as the original",
 			"node", n.String(), "kept", orig.Binary+OrigSuffix, "sha256", orig.SHA256)
 	}
-	st := NodeState{
+	st := nodeState{
 		Name: n.String(), Address: n.Address(),
 		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir, HealthzURL: n.driver.Layout.HealthzURL,
 		OriginalSHA256: orig.SHA256, OriginalVersion: n.kubeletVersion, Recorded: time.Now().UTC(),
@@ -177,7 +177,7 @@ func (p *Provider) forget(name string) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
 	next := *p.state
-	next.Nodes = slices.DeleteFunc(slices.Clone(p.state.Nodes), func(s NodeState) bool { return s.Name == name })
+	next.Nodes = slices.DeleteFunc(slices.Clone(p.state.Nodes), func(s nodeState) bool { return s.Name == name })
 	if err := p.saveLocked(&next); err != nil {
 		return err
 	}

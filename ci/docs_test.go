@@ -90,21 +90,7 @@ func TestDocsSettings(t *testing.T) {
 		settings = append(settings, docsSetting{s.Name, s.Default, s.Help})
 	}
 	want := docsSettingsPage(settings)
-	path := filepath.Join(repoRoot, "docs", "settings.md")
-	if os.Getenv(docsUpdateEnv) == "1" {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s from skewrun.AllSettings", path)
-		return
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v; generate it with %s", err, docsRegenerate)
-	}
-	if diff := docsFirstDiff(string(got), want); diff != "" {
-		t.Errorf("docs/settings.md is not what skewrun.AllSettings generates: %s; regenerate it with %s", diff, docsRegenerate)
-	}
+	checkGeneratedPage(t, "settings.md", want, "skewrun.AllSettings", docsRegenerate)
 }
 
 // docs/catalogue-entries.md is the catalogue's entry list as the
@@ -112,20 +98,27 @@ func TestDocsSettings(t *testing.T) {
 // providers whose nodes have what it needs.
 func TestDocsCatalogueEntries(t *testing.T) {
 	want := catalogue.Markdown(catalogue.All(), func(e catalogue.Entry) []string { return clusters.RunningOn(e.Needs) }, docsRegenerateEntries)
-	path := filepath.Join(repoRoot, "docs", "catalogue-entries.md")
+	checkGeneratedPage(t, "catalogue-entries.md", want, "the catalogue", docsRegenerateEntries)
+}
+
+// checkGeneratedPage holds docs/<page> to want, generated from source;
+// with UPDATE_DOCS=1 it writes want there instead.
+func checkGeneratedPage(t *testing.T, page, want, source, regenerate string) {
+	t.Helper()
+	path := filepath.Join(repoRoot, "docs", page)
 	if os.Getenv(docsUpdateEnv) == "1" {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s from the catalogue", path)
+		t.Logf("wrote %s from %s", path, source)
 		return
 	}
 	got, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v; generate it with %s", err, docsRegenerateEntries)
+		t.Fatalf("%v; generate it with %s", err, regenerate)
 	}
 	if diff := docsFirstDiff(string(got), want); diff != "" {
-		t.Errorf("docs/catalogue-entries.md is not what the catalogue generates: %s; regenerate it with %s", diff, docsRegenerateEntries)
+		t.Errorf("docs/%s is not what %s generates: %s; regenerate it with %s", page, source, diff, regenerate)
 	}
 }
 

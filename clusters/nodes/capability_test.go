@@ -1,43 +1,34 @@
-package nodes
+package nodes_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 )
 
-// plainNode implements Node and nothing else; gatedNode adds the feature
-// gates interface.
-type plainNode struct{ exec.Cmder }
-
-func (plainNode) String() string                                     { return "plain" }
-func (plainNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
-func (plainNode) StopKubelet(context.Context) error                  { return nil }
-func (plainNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
-func (plainNode) StartKubelet(context.Context) error                 { return nil }
-
-type gatedNode struct{ plainNode }
+// gatedNode implements the feature gates interface; nodestest.Idle none.
+type gatedNode struct{ nodestest.Idle }
 
 func (gatedNode) SetKubeletFeatureGates(context.Context, map[string]bool) error { return nil }
 
 func TestCheckCapabilities(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		declared []Capability
-		node     Node
+		declared []nodes.Capability
+		node     nodes.Node
 		wantErr  string
 	}{
-		{"a node with no interface and plain capabilities", []Capability{Disposable, HostNode}, plainNode{}, ""},
-		{"an interface implemented and declared", []Capability{KubeletFeatureGates}, gatedNode{}, ""},
-		{"declared without the interface", []Capability{KubeletFeatureGates}, plainNode{}, "kubelet-feature-gates is declared, but nodes.plainNode does not implement its interface"},
-		{"the interface without the declaration", nil, gatedNode{}, "nodes.gatedNode implements kubelet-feature-gates's interface, but the capability is not declared"},
-		{"an unknown capability", []Capability{"teleport"}, plainNode{}, `"teleport" is not a capability`},
-		{"declared twice", []Capability{Disposable, Disposable}, plainNode{}, `"disposable" is declared twice`},
+		{"a node with no interface and plain capabilities", []nodes.Capability{nodes.Disposable, nodes.HostNode}, nodestest.Idle{}, ""},
+		{"an interface implemented and declared", []nodes.Capability{nodes.KubeletFeatureGates}, gatedNode{}, ""},
+		{"declared without the interface", []nodes.Capability{nodes.KubeletFeatureGates}, nodestest.Idle{}, "kubelet-feature-gates is declared, but nodestest.Idle does not implement its interface"},
+		{"the interface without the declaration", nil, gatedNode{}, "nodes_test.gatedNode implements kubelet-feature-gates's interface, but the capability is not declared"},
+		{"an unknown capability", []nodes.Capability{"teleport"}, nodestest.Idle{}, `"teleport" is not a capability`},
+		{"declared twice", []nodes.Capability{nodes.Disposable, nodes.Disposable}, nodestest.Idle{}, `"disposable" is declared twice`},
 	} {
-		err := CheckCapabilities(c.declared, c.node)
+		err := nodes.CheckCapabilities(c.declared, c.node)
 		switch {
 		case c.wantErr == "" && err != nil:
 			t.Errorf("%s: %v", c.name, err)
@@ -48,11 +39,11 @@ func TestCheckCapabilities(t *testing.T) {
 }
 
 func TestHasAll(t *testing.T) {
-	have := []Capability{Disposable, SkewtestVolumes}
-	if !HasAll(have, nil) || !HasAll(have, []Capability{SkewtestVolumes}) {
-		t.Errorf("HasAll(%v) refuses needs it has", have)
+	have := []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes}
+	if !nodes.HasAll(have, nil) || !nodes.HasAll(have, []nodes.Capability{nodes.SkewtestVolumes}) {
+		t.Errorf("nodes.HasAll(%v) refuses needs it has", have)
 	}
-	if HasAll(have, []Capability{SkewtestVolumes, HostNode}) {
-		t.Errorf("HasAll(%v) accepts host-node, which it lacks", have)
+	if nodes.HasAll(have, []nodes.Capability{nodes.SkewtestVolumes, nodes.HostNode}) {
+		t.Errorf("nodes.HasAll(%v) accepts host-node, which it lacks", have)
 	}
 }

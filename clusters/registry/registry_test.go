@@ -1,23 +1,12 @@
 package registry
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 )
-
-// plainNode implements nodes.Node and no optional interface.
-type plainNode struct{ exec.Cmder }
-
-func (plainNode) String() string                                     { return "plain" }
-func (plainNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
-func (plainNode) StopKubelet(context.Context) error                  { return nil }
-func (plainNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
-func (plainNode) StartKubelet(context.Context) error                 { return nil }
 
 // CheckNodes holds the declared capabilities to the descriptor's other
 // properties, each disagreement named.
@@ -25,7 +14,7 @@ func TestCheckNodes(t *testing.T) {
 	const refused = "its kubelets keep their own configuration"
 	good := Descriptor{Name: "p", CreatesCluster: true, KubeletsOnHost: true, CSIModes: []string{"tmpfs", "ebs"},
 		NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.HostNode, nodes.BlockVolumes}, GatesRefused: refused}
-	if err := good.CheckNodes(plainNode{}); err != nil {
+	if err := good.CheckNodes(nodestest.Idle{}); err != nil {
 		t.Fatalf("a descriptor whose capabilities agree: %v", err)
 	}
 	for _, c := range []struct {
@@ -41,12 +30,12 @@ func TestCheckNodes(t *testing.T) {
 		{"an interface capability the node lacks", func(d *Descriptor) {
 			d.NodeCapabilities = append(d.NodeCapabilities, nodes.KubeletFeatureGates)
 			d.GatesRefused = ""
-		}, "kubelet-feature-gates is declared, but registry.plainNode does not implement its interface"},
+		}, "kubelet-feature-gates is declared, but nodestest.Idle does not implement its interface"},
 	} {
 		d := good
 		d.NodeCapabilities = append([]nodes.Capability(nil), good.NodeCapabilities...)
 		c.change(&d)
-		if err := d.CheckNodes(plainNode{}); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+		if err := d.CheckNodes(nodestest.Idle{}); err == nil || !strings.Contains(err.Error(), c.wantErr) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.wantErr)
 		}
 	}

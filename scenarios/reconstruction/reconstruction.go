@@ -37,12 +37,11 @@ import (
 
 // Cluster is what the scenario needs of a provider beyond its node: its
 // API server, and volumes and a workload image, which a provider gives of
-// its own (capabilities.WithVolumes and WithWorkload) or the run makes
-// from a StorageClass and a stock image.
+// its own (capabilities.WithOwnWorkload) or the run makes from a
+// StorageClass and a stock image.
 type Cluster interface {
 	RESTConfig() (*rest.Config, error)
-	capabilities.WithVolumes
-	capabilities.WithWorkload
+	capabilities.WithOwnWorkload
 }
 
 // Config is one scenario run.

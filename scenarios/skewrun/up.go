@@ -142,13 +142,16 @@ func (c *runCluster) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 	return ns, nil
 }
 
-// workloads adapts the provider to what the scenario needs: providers
-// with volumes of their own (capabilities.WithOwnWorkload) give them as
-// they are; others name a StorageClass of the cluster's and a stock image
-// (their own settings, checked before anything was built).
+// workloads adapts the provider to what the scenario needs: a provider
+// with volumes of its own (capabilities.WithOwnWorkload) is the
+// scenario's cluster itself, unwrapped, so that the scenario finds its
+// other capabilities there too (the CSI driver's call record the
+// *-fails-final faults judge); others name a StorageClass of the
+// cluster's and a stock image (their own settings, checked before
+// anything was built).
 func (c *runCluster) workloads() (reconstruction.Cluster, error) {
-	if ow, ok := c.Provider.(capabilities.WithOwnWorkload); ok {
-		return ownWorkload{Provider: c.Provider, WithOwnWorkload: ow}, nil
+	if rc, ok := c.Provider.(reconstruction.Cluster); ok {
+		return rc, nil
 	}
 	sp, ok := c.Provider.(capabilities.WithStorageClass)
 	if !ok || sp.StorageClass() == "" {
@@ -159,13 +162,6 @@ func (c *runCluster) workloads() (reconstruction.Cluster, error) {
 		image = ip.WorkloadImage()
 	}
 	return &dynamicCluster{Provider: c.Provider, storageClass: sp.StorageClass(), image: image}, nil
-}
-
-// ownWorkload is a provider with volumes and a workload of its own, as the
-// scenario takes it.
-type ownWorkload struct {
-	clusters.Provider
-	capabilities.WithOwnWorkload
 }
 
 // dynamicCluster uses a StorageClass of the cluster's own and a stock image.

@@ -6,7 +6,6 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,20 +59,9 @@ func (o outside) run(t *testing.T, bin string, env []string, args ...string) (in
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir, cmd.Env = o.dir, append(append([]string{}, o.env...), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exitErr):
-		code = exitErr.ExitCode()
-	default:
-		t.Fatalf("run %s %s: %v", bin, strings.Join(args, " "), err)
-	}
-	t.Logf("%s %s: exit %d\nstdout:\n%s\nstderr:\n%s", filepath.Base(bin), strings.Join(args, " "), code, stdout.String(), stderr.String())
-	return code, stdout.String(), stderr.String()
+	stdout, stderr, code := runCaptured(t, cmd)
+	t.Logf("%s %s: exit %d\nstdout:\n%s\nstderr:\n%s", filepath.Base(bin), strings.Join(args, " "), code, stdout, stderr)
+	return code, stdout, stderr
 }
 
 // copyTo copies the executable src into dir and returns the copy's path.

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/skewtest/internal/testgate"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/mutation"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -97,7 +98,7 @@ func TestDocsSettings(t *testing.T) {
 // catalogue's data makes it (catalogue.Markdown), each entry with the
 // providers whose nodes have what it needs.
 func TestDocsCatalogueEntries(t *testing.T) {
-	want := catalogue.Markdown(catalogue.All(), func(e catalogue.Entry) []string { return clusters.RunningOn(e.Needs) }, docsRegenerateEntries)
+	want := catalogue.Markdown(reconstruction.Catalogue(), func(e catalogue.Entry) []string { return clusters.RunningOn(e.Needs) }, docsRegenerateEntries)
 	checkGeneratedPage(t, "catalogue-entries.md", want, "the catalogue", docsRegenerateEntries)
 }
 

@@ -1,9 +1,10 @@
-// Package catalogue is skewtest's list of reconstruction scenarios as
-// data: every volume shape and every fault the kubelet has shipped bugs
-// for, each with what
-// it plants on the node, its expected outcome per kubelet version range
-// with the upstream issue or PR, the versions affected and the fix, its
-// Ginkgo label, and whether skewtest runs it yet.
+// Package catalogue is what an entry of skewtest's catalogue of
+// reconstruction scenarios is: a volume shape or a fault the kubelet has
+// shipped bugs for, with what it plants on the node, its expected outcome
+// per kubelet version range with the upstream issue or PR, the versions
+// affected and the fix, its Ginkgo label, and whether skewtest runs it
+// yet. The entries themselves are declared beside the code that runs them
+// (package reconstruction, whose Catalogue lists them all).
 //
 // A run of an entry is judged against the expectation for the kubelet that
 // started on the planted state (Judge): a known bug whose symptom shows
@@ -65,11 +66,13 @@ type Ref struct {
 	URL string
 }
 
-func issue(n int) Ref {
+// Issue is kubernetes/kubernetes issue n.
+func Issue(n int) Ref {
 	return Ref{ID: fmt.Sprintf("#%d", n), URL: fmt.Sprintf("https://github.com/kubernetes/kubernetes/issues/%d", n)}
 }
 
-func pr(n int) Ref {
+// PR is kubernetes/kubernetes pull request n.
+func PR(n int) Ref {
 	return Ref{ID: fmt.Sprintf("PR #%d", n), URL: fmt.Sprintf("https://github.com/kubernetes/kubernetes/pull/%d", n)}
 }
 
@@ -217,8 +220,9 @@ type Entry struct {
 	// Name is the entry's ID, as `skewtest scenarios` and reports print it.
 	Name string
 	Kind Kind
-	// Item is the entry's number in issue 9's list of faults (0 for
-	// shapes).
+	// Item is the fault's number in the catalogue's list of faults
+	// (docs/catalogue.md; 0 for shapes and faults added beyond it), which
+	// orders the catalogue.
 	Item int
 	// Plants is what the scenario does to the node or the workload.
 	Plants string
@@ -267,24 +271,4 @@ func (e Entry) ExpectationForKubelet(v *version.Version, gates map[string]bool) 
 // the capabilities have.
 func (e Entry) RunsOn(have []nodes.Capability) bool {
 	return e.Status == Runs && nodes.HasAll(have, e.Needs)
-}
-
-// Lookup finds an entry by name.
-func Lookup(name string) (Entry, bool) {
-	for _, e := range All() {
-		if e.Name == name {
-			return e, true
-		}
-	}
-	return Entry{}, false
-}
-
-// Names lists every entry's name, sorted, for error messages.
-func Names() []string {
-	var out []string
-	for _, e := range All() {
-		out = append(out, e.Name)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -8,83 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 )
 
-func TestCatalogueIsWellFormed(t *testing.T) {
-	all := All()
-	if len(all) < 12 {
-		t.Errorf("%d entries, want at least 12", len(all))
-	}
-	names, labels := map[string]bool{}, map[string]bool{}
-	items := map[int]bool{}
-	for _, e := range all {
-		if names[e.Name] || labels[e.Label()] {
-			t.Errorf("duplicate entry %s", e.Name)
-		}
-		names[e.Name], labels[e.Label()] = true, true
-		if e.Kind != Shape && e.Kind != Fault {
-			t.Errorf("%s: kind %q", e.Name, e.Kind)
-		}
-		if e.Kind == Fault {
-			items[e.Item] = true
-		}
-		if e.Plants == "" || e.Checks == "" || len(e.Expect) == 0 {
-			t.Errorf("%s: says nothing of what it plants, checks or expects", e.Name)
-		}
-		switch e.Status {
-		case Runs:
-		case NeedsDriver, NotYet:
-			if len(e.Needs) > 0 {
-				t.Errorf("%s does not run yet but says what it needs of a node", e.Name)
-			}
-		default:
-			t.Errorf("%s: status %q", e.Name, e.Status)
-		}
-		for _, x := range e.Expect {
-			for _, b := range []string{x.From, x.Before} {
-				if b != "" {
-					if _, err := version.ParseGeneric(b); err != nil {
-						t.Errorf("%s: bound %q: %v", e.Name, b, err)
-					}
-				}
-			}
-			if x.Outcome == KnownBug && (x.Bug == "" || len(x.Refs) == 0) {
-				t.Errorf("%s: a known bug needs its symptom and a reference", e.Name)
-			}
-			if x.Outcome == KnownBug && len(x.Symptom.Traces) == 0 && len(x.Symptom.Counters) == 0 {
-				t.Errorf("%s %s: a known bug's symptom names neither what it leaves nor a counter", e.Name, x.Versions())
-			}
-			if x.Outcome != KnownBug && !x.Symptom.IsZero() {
-				t.Errorf("%s %s: a clean expectation has no symptom", e.Name, x.Versions())
-			}
-			checkSymptom(t, e.Name, x.Symptom)
-			for _, r := range x.Refs {
-				if r.ID == "" || r.URL == "" {
-					t.Errorf("%s: reference %+v", e.Name, r)
-				}
-			}
-		}
-		// Ranges do not overlap: each version has at most one expectation.
-		for _, v := range []string{"1.26.0", "1.30.0", "1.34.4", "1.35.4", "1.36.3", "1.37.2", "1.38.0"} {
-			n := 0
-			for _, x := range e.Expect {
-				if x.Covers(version.MustParseSemantic(v)) {
-					n++
-				}
-			}
-			if n > 1 {
-				t.Errorf("%s: %d expectations cover %s", e.Name, n, v)
-			}
-		}
-	}
-	for i := 1; i <= 12; i++ {
-		if !items[i] {
-			t.Errorf("issue 9's fault %d has no entry", i)
-		}
-	}
-	if _, ok := Lookup("reboot"); !ok {
-		t.Error("Lookup(reboot) found nothing")
-	}
-}
-
 func TestCovers(t *testing.T) {
 	x := Expectation{From: "1.28", Before: "1.37"}
 	for v, want := range map[string]bool{"1.27.9": false, "1.28.0": true, "1.36.3": true, "1.37.0": false, "1.37.2": false} {
@@ -107,8 +30,8 @@ func leaked(detail string) Observation {
 }
 
 func TestJudge(t *testing.T) {
-	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "global-mount leak", Says: "leaks", Symptom: leakSymptom, Refs: []Ref{issue(85476)}}}}
-	clean := Entry{Name: "fine", Kind: Fault, Expect: []Expectation{{From: "1.30", Outcome: Clean, Refs: []Ref{issue(124057)}, FixedIn: "1.30"}}}
+	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "global-mount leak", Says: "leaks", Symptom: leakSymptom, Refs: []Ref{Issue(85476)}}}}
+	clean := Entry{Name: "fine", Kind: Fault, Expect: []Expectation{{From: "1.30", Outcome: Clean, Refs: []Ref{Issue(124057)}, FixedIn: "1.30"}}}
 	v := version.MustParseSemantic("1.37.2")
 
 	d, err := Judge(bug, v, nil, leaked("globalmount of pv-1 still mounted"))
@@ -131,48 +54,6 @@ func TestJudge(t *testing.T) {
 	var nce *NotCoveredError
 	if !errors.As(err, &nce) {
 		t.Errorf("uncovered version: %v", err)
-	}
-}
-
-func TestWrite(t *testing.T) {
-	var b strings.Builder
-	if err := Write(&b, All(), func(Entry) []string { return []string{"here", "there"} }); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, e := range All() {
-		if !strings.Contains(out, "\n"+e.Name+" (") || !strings.Contains(out, "label "+e.Label()) {
-			t.Errorf("entry %s or its label missing", e.Name)
-		}
-		if e.Status == Runs && !strings.Contains(out, "runs on here, there · label "+e.Label()) {
-			t.Errorf("entry %s: where it runs missing", e.Name)
-		}
-		for _, x := range e.Expect {
-			for _, r := range x.Refs {
-				if !strings.Contains(out, r.ID+" "+r.URL) {
-					t.Errorf("%s: reference %s missing", e.Name, r.ID)
-				}
-			}
-		}
-	}
-	for _, want := range []string{"(fault 5)", "known bug", "not fixed yet", "label-filter=catalogue",
-		"symptom (reconstruction failure), exactly: shows pods/<old-uid> dir, pods/<old-uid>/volumes/kubernetes.io~csi/<pv>/mount mounted; logs",
-		"reconstruct_volume_operations_errors_total == " + string(Unreconstructable)} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
-
-	// Every entry runs today; an entry added before its code must still
-	// print what it waits for.
-	waiting := All()[0]
-	waiting.Name, waiting.Status, waiting.Waits = "waiting-entry", NeedsDriver, "a stall knob"
-	b.Reset()
-	if err := Write(&b, []Entry{waiting}, func(Entry) []string { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "needs driver: a stall knob") {
-		t.Errorf("an entry waiting for the driver prints %q", b.String())
 	}
 }
 
@@ -231,7 +112,7 @@ func ranges(exps []Expectation) []string {
 func TestExpectationGates(t *testing.T) {
 	off := map[string]bool{"NewVolumeManagerReconstruction": false}
 	e := Entry{Name: "reboot", Kind: Fault, Expect: []Expectation{
-		{From: "1.28", Before: "1.30", Gates: off, Outcome: KnownBug, Bug: "NodeStage skipped", Refs: []Ref{issue(117513)}},
+		{From: "1.28", Before: "1.30", Gates: off, Outcome: KnownBug, Bug: "NodeStage skipped", Refs: []Ref{Issue(117513)}},
 		{From: "1.28", Outcome: Clean},
 	}}
 	v := version.MustParseSemantic("1.28.15")
@@ -255,7 +136,7 @@ func TestExpectationGates(t *testing.T) {
 }
 
 func TestReproduced(t *testing.T) {
-	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{Outcome: KnownBug, Bug: "leak", Symptom: leakSymptom, Refs: []Ref{issue(85476)}}}}
+	bug := Entry{Name: "leak", Kind: Fault, Expect: []Expectation{{Outcome: KnownBug, Bug: "leak", Symptom: leakSymptom, Refs: []Ref{Issue(85476)}}}}
 	v := version.MustParseSemantic("1.37.2")
 	seen, _ := Judge(bug, v, nil, leaked("leaked"))
 	missed, _ := Judge(bug, v, nil, Observation{Detail: "unmounted"})

@@ -20,9 +20,10 @@ func Markdown(entries []Entry, runsOn func(Entry) []string, regenerate string) s
 		kinds[e.Kind]++
 	}
 	b.WriteString("# The catalogue's entries\n\n")
-	b.WriteString("<!-- Generated from the catalogue (scenarios/catalogue/entries.go) by `" + regenerate + "`. Do not edit. -->\n\n")
+	b.WriteString("<!-- Generated from the catalogue (scenarios/reconstruction, each entry beside its code) by `" + regenerate + "`. Do not edit. -->\n\n")
 	b.WriteString("This page is generated from the catalogue's data\n")
-	b.WriteString("(`scenarios/catalogue/entries.go`), as `go run ./cmd/skewtest scenarios`\n")
+	b.WriteString("(each entry declared beside its code in `scenarios/reconstruction`), as\n")
+	b.WriteString("`go run ./cmd/skewtest scenarios`\n")
 	b.WriteString("prints it; how an entry is judged, and what the runs saw, is\n")
 	b.WriteString("[the catalogue](catalogue.md). Do not edit it by hand: change the\n")
 	b.WriteString("entries and regenerate it with\n\n")

@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/plan"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
 // Label is the Ginkgo label of the history specs: make test-history
@@ -140,7 +141,7 @@ func (r Run) Checks() ([]Check, error) {
 	var e catalogue.Entry
 	if r.Scenario != "" {
 		var ok bool
-		if e, ok = catalogue.Lookup(r.Scenario); !ok {
+		if e, ok = reconstruction.CatalogueEntry(r.Scenario); !ok {
 			return nil, fmt.Errorf("history run %s: no catalogue entry %q", r.Name, r.Scenario)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/skewtest/internal/testgate"
-	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 )
 
 // The project's set: at least 15 mutants that count, each with what it
@@ -41,7 +41,7 @@ func TestSet(t *testing.T) {
 			t.Errorf("mutant %s: its patch is not a git diff of the kubelet's source", m.Name)
 		}
 		for _, k := range m.Killers {
-			if _, ok := catalogue.Lookup(k); !ok {
+			if _, ok := reconstruction.CatalogueEntry(k); !ok {
 				t.Errorf("mutant %s: killer %q is no catalogue entry", m.Name, k)
 			}
 		}

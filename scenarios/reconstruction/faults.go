@@ -8,13 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 
-	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -105,32 +101,13 @@ const mayStickBound = 45 * time.Second
 // 2 s, so a cleanup not done by then is not coming.
 const mayLeaveBound = 30 * time.Second
 
-// Faults are the catalogue faults the scenario implements, by entry name.
+// Faults are the catalogue faults the scenario implements, by entry name
+// (each declared with addFault beside its code).
 func Faults() map[string]Fault {
 	out := map[string]Fault{}
-	add := func(f Fault, name string) {
-		e, ok := catalogue.Lookup(name)
-		if !ok {
-			panic("reconstruction: no catalogue entry " + name)
-		}
-		f.Entry = e
+	for name, f := range registry.faults {
 		out[name] = f
 	}
-	add(Fault{KeepPods: true, Observe: observeUntouched}, "restart-no-delete")
-	add(Fault{KeepPods: true, Shapes: allShapes(), Observe: observeUntouched}, "shapes-restart")
-	add(Fault{Plant: plantReboot, DataLost: true, MayStick: true, Observe: observeStuckOrLeftovers}, "reboot")
-	add(Fault{Plant: plantVolData(false), MayLeave: true, Observe: observeLeftovers}, "vol-data-deleted")
-	add(Fault{Plant: plantVolData(true), MayLeave: true, Observe: observeLeftovers}, "vol-data-empty")
-	add(Fault{KeepPods: true, BugLasts: true, Plant: plantDeleteClaims, Observe: observeUntouched}, "pvc-terminating")
-	add(Fault{Plant: plantFileForDir, MayLeave: true, Observe: observeLeftovers}, "file-for-dir")
-	add(Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey}, "configmap-key-missing")
-	add(Fault{KeepPods: true, BugLasts: true, Observe: observeContainerRestart}, "restart-kill-container")
-	add(Fault{Shapes: []string{ShapeSubpath}, Plant: plantRebootFileSubpath, DataLost: true, MayLeave: true, Observe: observeLeftovers}, "reboot-file-subpath")
-	add(Fault{Shapes: []string{ShapeBlock}, NoDelete: true, Plant: plantRebootBlock, AfterStart: deleteOnFailedRestage, MayLeave: true, AfterCleanup: checkStuckUnmap, Observe: observeFault}, "reboot-block")
-	add(Fault{Stop: stopWithSharer, Plant: plantSharedReboot, AfterStart: startDriverLate, AfterCleanup: watchSharer, Observe: observeFault}, "reboot-shared-volume")
-	addDisruptions(add)
-	addPodFaults(add)
-	addErrorFaults(add)
 	return out
 }
 
@@ -143,7 +120,7 @@ func LookupFault(name string) (Fault, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		if _, known := catalogue.Lookup(name); known {
+		if _, known := CatalogueEntry(name); known {
 			return Fault{}, fmt.Errorf("catalogue entry %q is not implemented as a fault yet (go run ./cmd/skewtest scenarios); implemented: %s", name, strings.Join(names, ", "))
 		}
 		return Fault{}, fmt.Errorf("no catalogue fault %q; implemented: %s", name, strings.Join(names, ", "))
@@ -379,109 +356,6 @@ func changesDetail(changes []catalogue.Trace) string {
 	return strings.Join(out, "; ")
 }
 
-// plantReboot unmounts what a reboot takes: every mount of the old pods
-// (deepest first) and every CSI global mount of the workload's volumes.
-// Directories and vol_data.json files stay.
-func plantReboot(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
-	var points []string
-	for _, u := range s.oldUIDs {
-		for _, m := range s.down.Pod(u).Mounts {
-			points = append(points, m.MountPoint)
-		}
-	}
-	sort.Slice(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
-	if s.cfg.Kind == storage.CSI && !s.volumes.NoStagingMount {
-		for _, pv := range s.volumes.PVs {
-			if p, n := s.down.CSIGlobalMount(pv.Driver, pv.VolumeHandle); n > 0 {
-				for range n {
-					points = append(points, s.down.Abs(p))
-				}
-			}
-		}
-	}
-	if len(points) == 0 {
-		return fmt.Errorf("nothing mounted to take away: the reboot would prove nothing")
-	}
-	for _, p := range points {
-		if _, err := exec.Output(ctx, sc.Node, "umount", p); err != nil {
-			return fmt.Errorf("reboot: %w", err)
-		}
-	}
-	sc.Note("unmounted %d mounts as a reboot would; directories and vol_data.json kept", len(points))
-	return nil
-}
-
-// plantRebootFileSubpath is the reboot, and then each old pod's configMap
-// volume dir removed while its file subPath's mount point, a file, stays
-// under volume-subpaths: the state the kubelet's orphan sweep meets when a
-// node went down in the middle of a pod's cleanup (the kubelet logs "Path
-// does not exist .../volumes", then "failed to rmdir() subpath ... not a
-// directory"). Left in place, the volume manager would tear the configMap
-// volume down and clean its subPaths, files too, before the orphan sweep
-// looks: a reboot alone does not reach the sweep's bug.
-func plantRebootFileSubpath(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
-	if err := plantReboot(ctx, s, sc); err != nil {
-		return err
-	}
-	var removed []string
-	for _, u := range s.oldUIDs {
-		rel := fmt.Sprintf("pods/%s/volumes/kubernetes.io~configmap/%s", u, cfgVolume)
-		if _, ok := s.down.Lookup(rel); !ok {
-			return fmt.Errorf("old pod %s has no configMap volume dir %s: not the subpath shape's workload", u, s.down.Abs(rel))
-		}
-		sub := fmt.Sprintf("pods/%s/volume-subpaths/%s", u, cfgVolume)
-		if _, ok := s.down.Lookup(sub); !ok {
-			return fmt.Errorf("old pod %s has no subPath entry %s for its configMap key", u, s.down.Abs(sub))
-		}
-		// Nothing may be mounted under it: the reboot unmounted the
-		// pod's mounts, and a configMap volume is a plain directory.
-		if _, err := exec.Output(ctx, sc.Node, "findmnt", "--mountpoint", s.down.Abs(rel)); err == nil {
-			return fmt.Errorf("something is mounted at %s; not removing it", s.down.Abs(rel))
-		}
-		if _, err := exec.Output(ctx, sc.Node, "rm", "-r", "--one-file-system", s.down.Abs(rel)); err != nil {
-			return err
-		}
-		removed = append(removed, s.down.Abs(rel))
-	}
-	// The kubelet finds one volume dir fewer per old pod to reconstruct.
-	s.volsAtStart -= len(removed)
-	s.pathVolumes = s.volsAtStart
-	sc.Note("removed the old pods' configMap volume dirs (%s); their file subPath mount points stay under volume-subpaths; %d volume dirs left for reconstruction", strings.Join(removed, ", "), s.volsAtStart)
-	return nil
-}
-
-// plantVolData deletes (or truncates) each old pod's CSI vol_data.json.
-func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.StepContext) error {
-	return func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
-		if s.cfg.Kind != storage.CSI {
-			return fmt.Errorf("vol_data.json faults need CSI volumes, not %s", s.cfg.Kind)
-		}
-		var files, dirs []string
-		for _, u := range s.oldUIDs {
-			for _, pv := range s.volumes.PVs {
-				dir := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi/%s", u, pv.Name)
-				if _, ok := s.down.Lookup(dir + "/vol_data.json"); ok {
-					files = append(files, s.down.Abs(dir+"/vol_data.json"))
-					dirs = append(dirs, dir)
-				}
-			}
-		}
-		if len(files) == 0 {
-			return fmt.Errorf("no vol_data.json of the old pods %v on the node", s.oldUIDs)
-		}
-		argv := append([]string{"rm", "--"}, files...)
-		if truncate {
-			argv = append([]string{"truncate", "-s", "0", "--"}, files...)
-		}
-		if _, err := exec.Output(ctx, sc.Node, argv...); err != nil {
-			return err
-		}
-		sc.Note("%s %d vol_data.json files", map[bool]string{false: "deleted", true: "truncated to 0 bytes"}[truncate], len(files))
-		s.notePlanted(sc, dirs)
-		return nil
-	}
-}
-
 // notePlanted records the volume dirs (or files where one belongs) the
 // fault made unreconstructable on this hop, and counts those the hop's
 // kubelet will find: this hop's, and those of earlier hops still on the
@@ -498,78 +372,8 @@ func (s *Scenario) notePlanted(sc *scenarios.StepContext, planted []string) {
 	sc.Note("%d volume dirs on the node the kubelet cannot reconstruct (%d planted on this hop)", n, len(planted))
 }
 
-// plantDeleteClaims deletes the running pods' PVCs while the kubelet is
-// down; pvc-protection keeps them Terminating while the pods use them.
-func plantDeleteClaims(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
-	// A kubelet with the bug at an earlier hop unmounted the volumes and
-	// never mounts them again (their claims stay Terminating); the hop
-	// re-created the pods before it stopped the kubelet (restore.go).
-	// Without a CSI volume mounted this hop would have nothing to keep
-	// mounted, and its "untouched" would prove nothing.
-	for _, r := range s.running {
-		if !hasCSIMount(r.mounts) {
-			return fmt.Errorf("pod %s (uid %s) has no CSI volume mounted while the kubelet is down, so this hop cannot show whether its kubelet keeps it; an earlier hop's kubelet unmounted it, and the catalogue expects the entry's bug of none that could have (else the hop would have re-created the pods first)", r.name, r.uid)
-		}
-	}
-	var claims []string
-	for claim := range s.pvOf {
-		claims = append(claims, claim)
-	}
-	sort.Strings(claims)
-	for _, claim := range claims {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: s.cfg.Namespace}}
-		if err := s.res.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete PVC %s/%s: %w", s.cfg.Namespace, claim, err)
-		}
-		var got corev1.PersistentVolumeClaim
-		if err := s.res.Get(ctx, claim, s.cfg.Namespace, &got); err != nil {
-			return fmt.Errorf("PVC %s/%s of a running pod is gone after its delete (want it Terminating, held by pvc-protection): %w", s.cfg.Namespace, claim, err)
-		}
-		if got.DeletionTimestamp == nil {
-			return fmt.Errorf("PVC %s/%s has no deletion timestamp after its delete", s.cfg.Namespace, claim)
-		}
-	}
-	sc.Note("deleted %d PVCs in use (%s); each stays Terminating", len(claims), strings.Join(claims, ", "))
-	return nil
-}
-
-// hasCSIMount tells whether a pod's mounts include a CSI volume's.
-func hasCSIMount(mounts map[string]int) bool {
-	for mp := range mounts {
-		if strings.Contains(mp, "/volumes/kubernetes.io~csi/") {
-			return true
-		}
-	}
-	return false
-}
-
 // strayName is the file plantFileForDir puts among a pod's CSI volume dirs.
 const strayName = "skewtest-stray-file"
-
-// plantFileForDir puts a regular file where the kubelet expects a CSI
-// volume directory, in each old pod's dir.
-func plantFileForDir(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
-	var files []string
-	for _, u := range s.oldUIDs {
-		dir := fmt.Sprintf("pods/%s/volumes/kubernetes.io~csi", u)
-		if _, ok := s.down.Lookup(dir); ok {
-			files = append(files, s.down.Abs(dir+"/"+strayName))
-		}
-	}
-	if len(files) == 0 {
-		return fmt.Errorf("no CSI volume dir of the old pods %v on the node", s.oldUIDs)
-	}
-	var rels []string
-	for _, f := range files {
-		if _, err := exec.OutputStdin(ctx, sc.Node, strings.NewReader("planted by skewtest\n"), "sh", "-c", `cat > "$1"`, "sh", f); err != nil {
-			return err
-		}
-		rels = append(rels, strings.TrimPrefix(f, strings.TrimSuffix(s.down.ResolvedRoot, "/")+"/"))
-	}
-	sc.Note("planted %d regular files where the kubelet expects volume directories: %s", len(files), strings.Join(files, ", "))
-	s.notePlanted(sc, rels)
-	return nil
-}
 
 // mayStick tells whether the hop's re-created pods may not run: its fault
 // says its bug can do that, and the catalogue expects the bug of the

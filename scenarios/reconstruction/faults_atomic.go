@@ -17,6 +17,23 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
 
+var _ = addFault(catalogue.Entry{
+	Name: "configmap-key-missing", Item: 13,
+	Plants: "the projected-secret-configmap shape's workload; with the kubelet down and nothing deleted, the key's link in each running pod's configMap volume (pods/<uid>/volumes/kubernetes.io~configmap/cfg/file.txt) removed, ..data and its timestamped dir kept, as a kubelet killed between writing ..data and the key links leaves them",
+	Checks: "the same pods Running, containers and mounts untouched; within a bounded watch from the kubelet's start the key's link is back and reads the ConfigMap's value",
+	// Fixed by PR #122807 in 1.30.0 only: its 1.28 cherry-pick
+	// #123104 was closed unmerged, and 1.27 and 1.29 got none.
+	Expect: catalogue.ByFix("1.26",
+		catalogue.Expectation{Outcome: catalogue.KnownBug, Bug: "configMap key missing after the restart",
+			Says:    "the volume's AtomicWriter finds the payload unchanged (\"no update required\") and returns before it makes the user-visible links: the key stays missing in the container",
+			Symptom: catalogue.Symptom{Traces: []catalogue.Trace{{Kind: catalogue.Missing, Path: "pods/" + catalogue.UID + "/volumes/kubernetes.io~configmap/" + cfgVolume + "/" + cfgKey}}},
+			Refs:    []catalogue.Ref{catalogue.Issue(121472), catalogue.PR(122807)}},
+		catalogue.Expectation{Outcome: catalogue.Clean, Says: "the AtomicWriter makes the user-visible links at every write, so the key is back once the volume is set up again after the start",
+			Refs: []catalogue.Ref{catalogue.Issue(121472), catalogue.PR(122807)}},
+		"1.30.0"),
+	Needs: hostFaultNeeds,
+}, Fault{KeepPods: true, Shapes: []string{ShapeProjected}, Plant: plantMissingKey, Observe: observeMissingKey})
+
 // keyLinkWatch is how long after the kubelet's start the key's link is
 // given to come back. A fixed kubelet makes the links whenever it sets the
 // volume up again: at its start, for the running pods' reconstructed (new

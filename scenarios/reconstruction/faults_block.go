@@ -26,6 +26,62 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
+var _ = addFault(catalogue.Entry{
+	Name:   "reboot-block",
+	Plants: "the block shape's workload (skewtest's driver in CSI_MODE=ebs); with the kubelet down and nothing deleted, what a reboot takes of the raw block volume: the pod's map link bind (plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid>), the driver's publish bind and the kubelet's loop device, dirs, links and vol_data.json kept; and its first re-stage made to fail, as a disk not back yet after a reboot fails it (a file where the kubelet makes the staging dir plugins/kubernetes.io/csi/volumeDevices/staging/<pv>); once the kubelet logs MapVolume.SetUpDevice failed, the pods are deleted (gracefully) and, once it unmaps them, the staging path is freed",
+	Checks: "the deleted pods gone from the API and the node within a bounded wait (their map link, publish target and pod dir removed) and the re-created pods running; where the bug shows, the stuck pods are force-deleted, as an admin would, so that the re-created pod maps the volume again and the kubelet finishes the old one",
+	// Two fixes close it. #122211 keeps a reconstructed device
+	// uncertain when its re-stage fails; without it
+	// markDeviceErrorState marks the device unmounted, which
+	// clears its map path in the actual state. #123032 (1.30.0
+	// only) has GenerateUnmapVolumeFunc take the global map path
+	// from the volume's mapper instead of that state. A kubelet
+	// with either unmaps the deleted pod; every release with
+	// #123032 has #122211, so this fault cannot tell #123032 apart
+	// (its own trigger, cleanupMounts of a block volume, passes
+	// no volume spec and so takes the filesystem unmount path).
+	Expect: rebootBlockExpect(),
+	Needs:  blockNeeds,
+}, Fault{Shapes: []string{ShapeBlock}, NoDelete: true, Plant: plantRebootBlock, AfterStart: deleteOnFailedRestage, MayLeave: true, AfterCleanup: checkStuckUnmap, Observe: observeFault})
+
+// rebootBlockBug names #119608 in the report.
+const rebootBlockBug = "deleted pod stuck Terminating: UnmapVolume \"mapPath is empty\""
+
+// rebootBlockSymptom: each deleted pod stays in the API, Terminating; its
+// dir stays, with its map link (plugins/kubernetes.io/csi/volumeDevices/
+// <pv>/dev/<uid>) and its publish target (.../publish/<pv>/<uid>): the
+// unmap removes the pod's own link, then fails on the empty global map
+// path (util.UnmapBlockVolume, 1.26 to 1.29). #122211's own line, the
+// device left uncertain, rules the bug out.
+var rebootBlockSymptom = catalogue.Symptom{
+	Traces: []catalogue.Trace{
+		{Kind: catalogue.Terminating, Path: "pods/" + catalogue.OldUID},
+		oldPodDir,
+		{Kind: catalogue.File, Path: "plugins/kubernetes.io/csi/volumeDevices/" + catalogue.PV + "/dev/" + catalogue.OldUID},
+		{Kind: catalogue.File, Path: "plugins/kubernetes.io/csi/volumeDevices/publish/" + catalogue.PV + "/" + catalogue.OldUID},
+	},
+	Logs:   []string{"UnmapVolume.UnmapBlockVolume failed for volume*" + catalogue.OldUID + "*mapPath is empty"},
+	Absent: []string{"markDeviceErrorState leaving volume uncertain"},
+}
+
+// rebootBlockExpect: #119608 on every release without #122211; clean
+// from each minor's first release with it (the unmap finds its path in
+// the actual state), and from 1.30.0 with #123032 too (the unmap takes
+// the path from the volume's mapper).
+func rebootBlockExpect() []catalogue.Expectation {
+	refs := []catalogue.Ref{catalogue.Issue(119608), catalogue.Issue(122960), catalogue.PR(122211), catalogue.PR(123032)}
+	out := catalogue.ByFix("1.26",
+		catalogue.Expectation{Outcome: catalogue.KnownBug, Bug: rebootBlockBug,
+			Says:    "the failed re-stage marks the reconstructed device unmounted and clears its map path, and the unmap takes its global map path from there, so every UnmapVolume of the deleted pod fails (\"UnmapVolume.UnmapBlockVolume failed ... mapPath is empty\"): the pod stays Terminating with pods/<uid>, its map link volumeDevices/<pv>/dev/<uid> and its publish target publish/<pv>/<uid>, until a pod maps the volume again",
+			Symptom: rebootBlockSymptom, Refs: refs},
+		catalogue.Expectation{Outcome: catalogue.Clean, Says: "the reconstructed device stays uncertain with its map path (#122211: \"markDeviceErrorState leaving volume uncertain\"), so the deleted pod is unmapped and the device unstaged; #123032 is not in this release",
+			Refs: refs},
+		"1.26.13", "1.27.10", "1.28.6", "1.29.1", "1.30.0")
+	last := &out[len(out)-1]
+	last.Says = "the reconstructed device stays uncertain with its map path (#122211), and the unmap takes the global map path from the volume's mapper (#123032), so the deleted pod is unmapped and the device unstaged"
+	return out
+}
+
 const (
 	// restageWait bounds the wait, from the kubelet's start, for its
 	// first failed re-stage of the block volume: the running pod's

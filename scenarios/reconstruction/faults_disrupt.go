@@ -20,6 +20,53 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
 
+var _ = addFault(catalogue.Entry{
+	Name: "kill-during-publish", Item: 4,
+	Plants: "with the kubelet up, the driver holds NodePublishVolume and the pods are force-deleted; the StatefulSet's new pod gets its vol_data.json and a held publish, and the kubelet is SIGKILLed then; that pod force-deleted while the kubelet is down",
+	Checks: "the half-published pod's dir and anything it mounted gone; the re-created pods on the same volumes with their data; each global mount once",
+	Expect: []catalogue.Expectation{{From: "1.30", Outcome: catalogue.Clean, Says: "the half-published volume is reconstructed as uncertain, unpublished (idempotently) and its pod dir removed"}},
+	Needs:  []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.CSIDriverControl, nodes.KubeletKill},
+}, Fault{Stop: killDuringPublish, Observe: observeLeftovers})
+
+var _ = addFault(catalogue.Entry{
+	Name: "kill-between-unpublish-unstage", Item: 5,
+	Plants: "with the kubelet up, the driver holds NodeUnstageVolume and the StatefulSet is scaled to 0; once the pod dir is gone and the unstage held, the kubelet is SIGKILLed; nothing is deleted while it is down",
+	Checks: "the global mount no pod uses is unstaged within a bounded wait; then the StatefulSet is scaled back and its pods run on the same volumes",
+	Expect: []catalogue.Expectation{{Outcome: catalogue.KnownBug, Bug: "global-mount leak", Says: "nothing is left to reconstruct from, so the staged global mount leaks until a pod uses the volume again",
+		Symptom: catalogue.Symptom{Traces: []catalogue.Trace{globalMount}},
+		Refs:    []catalogue.Ref{catalogue.Issue(85476), catalogue.Issue(121937), catalogue.PR(136771)}}},
+	Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.CSIDriverControl, nodes.KubeletKill},
+}, Fault{Stop: killBetweenUnpublishUnstage, NoDelete: true, AfterCleanup: unstagedOrLeaked, DataLost: true, Observe: observeFault, Holds: mayLeaveBound})
+
+var _ = addFault(catalogue.Entry{
+	Name: "driver-registers-late", Item: 6,
+	Plants: "the pods force-deleted and the CSI driver's node service stopped while the kubelet is down; the driver started again once the kubelet logs that it looked for it (bounded wait), and registers",
+	Checks: "transient errors, then the old pods cleaned; the re-created pods on the same volumes with their data",
+	Expect: []catalogue.Expectation{{From: "1.30", Outcome: catalogue.Clean, Says: "reconstruction does not need the driver; unpublish retries until it registers, then the old pods are cleaned"}},
+	Needs:  driverNeeds,
+}, Fault{Plant: stopDriver, AfterStart: startDriverLate, Observe: observeLeftovers})
+
+var _ = addFault(catalogue.Entry{
+	Name: "apiserver-unreachable", Item: 7,
+	Plants: "nothing deleted; the API server unreachable from this kubelet alone (its connections refused) for the first 30 s after its start, then restored; the pods keep running",
+	Checks: "the kubelet's connections refused and no node heartbeat during the outage (the cut is real); then the same pods Running with the same containers, and every mount of theirs with its mount ID unchanged",
+	// Measured on v1.36.3 and v1.37.2 (2026-12): nothing unmounted.
+	// #120150 (open) needs the pods listed and then the PVC GET
+	// failing (a flaky network); a whole outage keeps the pod
+	// sources unready, so the reconciler unmounts nothing.
+	Expect: []catalogue.Expectation{{From: "1.28", Outcome: catalogue.Clean, Says: "with the API server wholly unreachable the pod sources are not ready, so nothing is unmounted; #120150's partial outage (pods listed, the PVC GET failing) is not planted here",
+		Refs: []catalogue.Ref{catalogue.Issue(120150), catalogue.Issue(117745)}}},
+	Needs: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.APIServerOutage},
+}, Fault{KeepPods: true, Plant: cutAPIServer, AfterStart: holdOutage, Observe: observeUntouched, Holds: apiserverOutage})
+
+var _ = addFault(catalogue.Entry{
+	Name: "rejected-feature-gate", Item: 12,
+	Plants: "the swapped kubelet's configuration sets featureGates {NewVolumeManagerReconstruction: false}, a gate removed in 1.32 (as a config kept from an older kubelet would); the pods force-deleted",
+	Checks: "the kubelet refuses to start and the harness's error names the gate and the kubelet version (a plain run exits 1: a kubelet that refuses to start after a swap); then the gate is taken out, the kubelet starts and the old pods are cleaned",
+	Expect: []catalogue.Expectation{{Outcome: catalogue.Clean, Says: "the kubelet exits; skewtest names the gate and the version"}},
+	Needs:  []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.KubeletFeatureGates},
+}, Fault{Plant: plantRejectedGate, Start: startRejected, Observe: observeFault})
+
 // The catalogue faults that disrupt the kubelet, its CSI driver or its
 // way to the API server rather than plant files: each needs a node
 // capability (nodes.WithKubeletKill, WithCSIDriver, WithAPIServerOutage,
@@ -47,14 +94,6 @@ const rejectedGate = "NewVolumeManagerReconstruction"
 
 // The kubelet's words when a CSI call finds no registered driver.
 const driverMissingLog = "not found in the list of registered CSI drivers"
-
-func addDisruptions(add func(Fault, string)) {
-	add(Fault{Stop: killDuringPublish, Observe: observeLeftovers}, "kill-during-publish")
-	add(Fault{Stop: killBetweenUnpublishUnstage, NoDelete: true, AfterCleanup: unstagedOrLeaked, DataLost: true, Observe: observeFault, Holds: mayLeaveBound}, "kill-between-unpublish-unstage")
-	add(Fault{Plant: stopDriver, AfterStart: startDriverLate, Observe: observeLeftovers}, "driver-registers-late")
-	add(Fault{KeepPods: true, Plant: cutAPIServer, AfterStart: holdOutage, Observe: observeUntouched, Holds: apiserverOutage}, "apiserver-unreachable")
-	add(Fault{Plant: plantRejectedGate, Start: startRejected, Observe: observeFault}, "rejected-feature-gate")
-}
 
 // nodeAs is the node's capability T, or an error naming what the fault
 // needs of it.

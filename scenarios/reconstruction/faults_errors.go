@@ -29,6 +29,35 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
+// Holds: the kubelet's backoff after each failed operation (0.5 s,
+// doubling), and for the volume given up the pod's deletion and the
+// unstage.
+// DataLost: the volume given up is unstaged, and the test driver's
+// tmpfs goes with it.
+var _ = addFault(catalogue.Entry{
+	Name: "restage-fails-final-until-deleted", Item: 16,
+	Plants: "with the kubelet down and the pods force-deleted, skewtest's CSI driver told (its fail knob) to fail every NodeStageVolume of the workload's volume with FAILED_PRECONDITION, a final error; once the kubelet retried three times, the StatefulSet is scaled to 0, so the kubelet gives the volume up; then the knob is removed and the StatefulSet scaled back",
+	Checks: "the driver's call record since the kubelet's start: while the stage fails, the waiting pod gets no NodePublishVolume and nothing is unstaged, and the global mount stays mounted once; after the scale-down, within 30 s: exactly one NodeUnstageVolume, the global mount gone (else a trace), the waiting pod's dir removed; then the new pod stages, publishes and runs; the kubelet keeps the reconstructed device uncertain (\"leaving volume uncertain\") and logs the failed MountDevice once per failed NodeStageVolume",
+	Expect: []catalogue.Expectation{{From: "1.34", Outcome: catalogue.Clean, Says: errorsKeptUncertain + "; once no pod wants the volume the kubelet unstages that device (NodeUnstageVolume) and removes its global mount",
+		Refs: []catalogue.Ref{catalogue.PR(122211), catalogue.Issue(119608)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+	Needs: driverNeeds,
+}, Fault{Plant: stageGivenUp.plant, AfterCleanup: giveUpFailingStage, DataLost: true, Observe: stageGivenUp.observe, Holds: 10 * time.Second})
+
+// Not MayLeave: the entry is clean, so an unpublish the kubelet
+// wrongly takes as done, which leaves the old pod's mount, fails the
+// cleanup wait as on the baseline, naming the mount.
+var _ = addFault(catalogue.Entry{
+	Name: "unpublish-fails-final", Item: 17,
+	Plants: "with the kubelet down and the pods force-deleted, NodeUnpublishVolume of the workload's volume fails twice with FAILED_PRECONDITION, then goes through",
+	Checks: "the call record: for the old pod, two failed NodeUnpublishVolume then one that succeeds and nothing after; the re-created pod stages the uncertain device again and publishes; no NodeUnstageVolume; the kubelet logs each failed TearDown once; the old pod's mount and dir gone within the cleanup bound, as on the baseline, the global mount mounted once, the re-created pod Running with its data",
+	Expect: []catalogue.Expectation{{From: "1.34", Outcome: catalogue.Clean, Says: "a failed TearDown leaves the reconstructed volume uncertain, so the unmount is retried until the driver unpublishes, and only then is the old pod's dir removed"}},
+	Needs:  driverNeeds,
+}, Fault{Plant: unpublishFails.plant, AfterCleanup: readFailuresLog, Observe: unpublishFails.observe, Holds: 2 * time.Second})
+
+// errorsKeptUncertain is what the kubelet does with a reconstructed
+// device whose re-stage fails finally.
+const errorsKeptUncertain = "a final error from the re-stage of a reconstructed device leaves it uncertain (markDeviceErrorState), so the kubelet neither forgets the staged device nor sets a pod up on it unstaged"
+
 const (
 	// failCode is the code the knobs fail calls with. The kubelet takes
 	// it as final (csidriver.FinalForKubelet: the operation did not
@@ -105,36 +134,27 @@ type logCount struct {
 	wantDescrib string
 }
 
-func addErrorFaults(add func(Fault, string)) {
-	givenUp := &csiErrorFault{
-		knobs: func(id string) []nodes.CSIFail {
-			return []nodes.CSIFail{{Method: "NodeStageVolume", VolumeID: id, Code: failCode}}
-		},
-		judge: judgeGivenUp,
-		logs: []logCount{
-			{msg: logLeftUncertain, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-			{msg: logMountDeviceFailed, opFailure: true, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
-		},
-	}
-	unpublish := &csiErrorFault{
-		knobs: func(id string) []nodes.CSIFail {
-			return []nodes.CSIFail{{Method: "NodeUnpublishVolume", VolumeID: id, Code: failCode, Times: failTimes}}
-		},
-		judge: judgeUnpublish,
-		logs: []logCount{
-			{msg: logTearDownFailed, opFailure: true, want: injectedOf("NodeUnpublishVolume"), wantDescrib: "one per failed NodeUnpublishVolume"},
-		},
-	}
-	// Holds: the kubelet's backoff after each failed operation (0.5 s,
-	// doubling), and for the volume given up the pod's deletion and the
-	// unstage.
-	// DataLost: the volume given up is unstaged, and the test driver's
-	// tmpfs goes with it.
-	add(Fault{Plant: givenUp.plant, AfterCleanup: giveUpFailingStage, DataLost: true, Observe: givenUp.observe, Holds: 10 * time.Second}, "restage-fails-final-until-deleted")
-	// Not MayLeave: the entry is clean, so an unpublish the kubelet
-	// wrongly takes as done, which leaves the old pod's mount, fails the
-	// cleanup wait as on the baseline, naming the mount.
-	add(Fault{Plant: unpublish.plant, AfterCleanup: readFailuresLog, Observe: unpublish.observe, Holds: 2 * time.Second}, "unpublish-fails-final")
+// stageGivenUp fails every NodeStageVolume of the volume, finally.
+var stageGivenUp = &csiErrorFault{
+	knobs: func(id string) []nodes.CSIFail {
+		return []nodes.CSIFail{{Method: "NodeStageVolume", VolumeID: id, Code: failCode}}
+	},
+	judge: judgeGivenUp,
+	logs: []logCount{
+		{msg: logLeftUncertain, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
+		{msg: logMountDeviceFailed, opFailure: true, want: injectedOf("NodeStageVolume"), wantDescrib: "one per failed NodeStageVolume"},
+	},
+}
+
+// unpublishFails fails NodeUnpublishVolume of the volume failTimes times.
+var unpublishFails = &csiErrorFault{
+	knobs: func(id string) []nodes.CSIFail {
+		return []nodes.CSIFail{{Method: "NodeUnpublishVolume", VolumeID: id, Code: failCode, Times: failTimes}}
+	},
+	judge: judgeUnpublish,
+	logs: []logCount{
+		{msg: logTearDownFailed, opFailure: true, want: injectedOf("NodeUnpublishVolume"), wantDescrib: "one per failed NodeUnpublishVolume"},
+	},
 }
 
 // injectedOf counts the volume's calls of method the knob failed.

@@ -18,6 +18,29 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
 
+// DataLost: once the replacement is removed no pod uses the volume, so
+// the kubelet unstages it and the test driver's tmpfs goes with it;
+// the replacement itself is checked against the old pod's marker.
+// ReadWriteOncePod as upstream's multi-pod test has it: the scheduler
+// would refuse a second pod on the claim, so only a replacement with
+// nodeName set while the kubelet is down reaches the node.
+var _ = addFault(catalogue.Entry{
+	Name: "replacement-pod", Item: 9,
+	Plants: "while the kubelet is down: the StatefulSet scaled to 0, a replacement pod on the same claim with nodeName set (no scheduler) created, then the old pod force-deleted; the claims are ReadWriteOncePod, as in upstream's multi-pod test",
+	Checks: "the old pod cleaned; the replacement Running with the old pod's data; then it is removed and the StatefulSet scaled back",
+	Expect: []catalogue.Expectation{{From: "1.26", Outcome: catalogue.Clean, Says: "the replacement starts once the old pod is cleaned",
+		Refs: []catalogue.Ref{catalogue.Issue(113596)}, FixedIn: "1.26 (SELinux label reconstruction)"}},
+	Needs: faultNeeds,
+}, Fault{AccessMode: corev1.ReadWriteOncePod, NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFault})
+
+var _ = addFault(catalogue.Entry{
+	Name: "prestop-emptydir", Item: 11,
+	Plants: "a pod of its own with an emptyDir (a marker written there) and a preStop hook that outlasts the hop (grace 40 s) deleted gracefully; the kubelet stopped, swapped and started while it is Terminating; the StatefulSet's pods kept",
+	Checks: "for 20 s from the kubelet's start the pod stays and its emptyDir keeps the marker; the StatefulSet's pods keep their containers and mount IDs; then the pod is force-deleted and cleaned",
+	Expect: []catalogue.Expectation{{Outcome: catalogue.Clean, Says: "the volume is not unmounted or emptied under the running container", Refs: []catalogue.Ref{catalogue.Issue(113979)}}},
+	Needs:  faultNeeds,
+}, Fault{KeepPods: true, Stop: deleteInPreStop, AfterStart: watchPreStop, Observe: observeFaultAndUntouched, Holds: preStopGrace})
+
 // The catalogue faults that bring pods of their own beside the
 // StatefulSet: a replacement pod on the same claim (fault 9) and a pod in
 // a long preStop with an emptyDir (fault 11).
@@ -36,17 +59,6 @@ const (
 	// faultPodLabel marks pods a fault made (not the StatefulSet's).
 	faultPodLabel = "skewtest.k8s.io/fault-pod"
 )
-
-func addPodFaults(add func(Fault, string)) {
-	// DataLost: once the replacement is removed no pod uses the volume, so
-	// the kubelet unstages it and the test driver's tmpfs goes with it;
-	// the replacement itself is checked against the old pod's marker.
-	// ReadWriteOncePod as upstream's multi-pod test has it: the scheduler
-	// would refuse a second pod on the claim, so only a replacement with
-	// nodeName set while the kubelet is down reaches the node.
-	add(Fault{AccessMode: corev1.ReadWriteOncePod, NoDelete: true, Plant: plantReplacement, AfterCleanup: checkReplacement, DataLost: true, Observe: observeFault}, "replacement-pod")
-	add(Fault{KeepPods: true, Stop: deleteInPreStop, AfterStart: watchPreStop, Observe: observeFaultAndUntouched, Holds: preStopGrace}, "prestop-emptydir")
-}
 
 // observeFaultAndUntouched: what the fault's steps saw, and each change
 // to the pods it keeps running.

@@ -13,9 +13,62 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
+
+var _ = addFault(catalogue.Entry{
+	Name: "restart-no-delete", Item: 10,
+	Plants: "a kubelet stop, swap and start with nothing deleted",
+	Checks: "the same pod UIDs Running with the same container IDs and restart counts; every volume mount of the pods untouched (same mount IDs); reconstruction metrics",
+	Expect: []catalogue.Expectation{{From: "1.30", Outcome: catalogue.Clean, Says: "the running pods' volumes are reconstructed and left mounted; no container restarts"}},
+	Needs:  faultNeeds,
+}, Fault{KeepPods: true, Observe: observeUntouched})
+
+var _ = addFault(catalogue.Entry{
+	Name:   "shapes-restart",
+	Plants: "the six shapes' workload (block, subpath, emptydir-memory, projected-secret-configmap, generic-ephemeral and csi-inline-ephemeral in one pod, skewtest's driver in CSI_MODE=ebs); a kubelet stop, swap and start with nothing deleted",
+	Checks: "the same pod Running with the same container IDs and restart counts; every mount of the pod on the node (its volumes, the subPath binds, the block volume's map link and publish bind) with its mount ID unchanged; every marker the pod wrote (each writable volume, the block device's first sector), the configMap, secret and projected files and their ..data links unchanged; no line in the kubelet's log since its start unmounting, unmapping, unstaging or detaching one of the pod's volumes",
+	// Read in v1.37.2's reconstruct.go: every volume dir is
+	// reconstructed at start, the running pod's too, marked
+	// uncertain and set up again in place (SetUp and MapPodDevice
+	// find their mounts and links there and keep them; the
+	// AtomicWriter writes nothing for an unchanged payload).
+	Expect: []catalogue.Expectation{{From: "1.34", Outcome: catalogue.Clean, Says: "the running pod's volumes are reconstructed as uncertain and set up again in place: no unmount, remount or rewrite, no container restart"}},
+	Needs:  []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.BlockVolumes, nodes.HostNode},
+}, Fault{KeepPods: true, Shapes: everyShape, Observe: observeUntouched})
+
+// everyShape is every shape the scenario adds (TestShapesRestartHasEveryShape
+// holds it to Shapes): package variables are set before Shapes is whole, so
+// shapes-restart cannot ask it.
+var everyShape = []string{ShapeBlock, ShapeCSIInline, ShapeEmptyDirMemory, ShapeGenericEphemeral, ShapeProjected, ShapeSubpath}
+
+var _ = addFault(catalogue.Entry{
+	Name: "restart-kill-container", Item: 15,
+	Plants: "a kubelet stop, swap and start with nothing deleted; once the pods were watched untouched, each one's workload container killed on the node",
+	Checks: "the same pods Running with the same containers until the kill; then each killed container runs again within a bounded watch, its restart count up",
+	// #124057: with NewVolumeManagerReconstruction on and
+	// SELinuxMountReadWriteOncePod off, a reconstructed volume
+	// keeps its provisional outer name, so the pod's volumes
+	// read as unmounted and its sync fails: running containers
+	// run on, a dead one is never started again. Fixed by
+	// #124048 and its backports; 1.28's default gates (the
+	// SELinux gate on) never had it.
+	Expect: append(catalogue.ByFix("1.28",
+		catalogue.Expectation{Gates: map[string]bool{"SELinuxMountReadWriteOncePod": false}, Outcome: catalogue.KnownBug, Bug: "killed container not started again",
+			Says: "the reconstructed volume keeps its provisional outer name, so the pod's sync reports its volumes unmounted (\"unmounted volumes=[...]\") and the kubelet never starts the dead container again",
+			// The sync's "unmounted volumes=[...]" error comes only
+			// after WaitForAttachAndMount's 2 min bound, past the
+			// watch: no log line is required.
+			Symptom: catalogue.Symptom{Traces: []catalogue.Trace{{Kind: catalogue.NotRestarted, Path: "pods/" + catalogue.UID}}},
+			Refs:    []catalogue.Ref{catalogue.Issue(124057), catalogue.PR(124048)}},
+		catalogue.Expectation{Gates: map[string]bool{"SELinuxMountReadWriteOncePod": false}, Outcome: catalogue.Clean, Says: "the reconstructed volume gets the pod's outer name, and the dead container is started again",
+			Refs: []catalogue.Ref{catalogue.Issue(124057), catalogue.PR(124048)}},
+		"1.28.9", "1.29.4", "1.30.0"),
+		catalogue.Expectation{From: "1.28", Outcome: catalogue.Clean, Says: "the dead container is started again on the reconstructed volumes", Refs: []catalogue.Ref{catalogue.Issue(124057)}}),
+	Needs: hostFaultNeeds,
+}, Fault{KeepPods: true, BugLasts: true, Observe: observeContainerRestart})
 
 // containerRestartWatch is how long a killed container gets to run again:
 // the kubelet's first restart of a container that exited waits out no

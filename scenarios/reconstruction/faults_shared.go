@@ -25,6 +25,54 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
+var _ = addFault(catalogue.Entry{
+	Name:   "reboot-shared-volume",
+	Plants: "a second pod (nodeName set) on the StatefulSet pod's claim, made until its UID sorts after the StatefulSet pod's (the old reconstruction walks pods/ in that order); with the kubelet down the StatefulSet's pod force-deleted and every mount of both pods unmounted as a reboot takes them, the volume's CSI global mount kept (with it gone, #117513, never fixed on the old reconstruction, keeps the surviving pod's volume from being published on every old-path kubelet and would hide this bug); the CSI driver stopped, and started once the kubelet logs that it is not registered, as after a reboot (a driver already there lets the reconciler's first pass publish the surviving pod's volume before the old reconstruction runs, which hides the bug too)",
+	Checks: "the surviving pod's volume published again (pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount mounted, the StatefulSet pod's marker read through it) within a bounded watch from the kubelet's start; the deleted pod cleaned; the re-created pod mounts the volume",
+	// In 1.28.5's syncStates the deleted pod's and the surviving
+	// pod's reconstructed volumes share one globalVolumeInfo, so
+	// updateStates marks the surviving pod's volume Mounted too
+	// ("Volume is marked as mounted and added into the actual
+	// state" with its podName) and it is never set up again.
+	// #119923 keeps them apart; the new reconstruction marks every
+	// reconstructed volume uncertain, per pod.
+	Expect: append(catalogue.ByFix("1.28",
+		catalogue.Expectation{Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: catalogue.KnownBug, Bug: sharedBug,
+			Says: oldPathSharedSays, Symptom: oldPathSharedSymptom, Refs: []catalogue.Ref{catalogue.Issue(119921), catalogue.PR(119923)}, FixedIn: fixed119923},
+		catalogue.Expectation{Gates: map[string]bool{"NewVolumeManagerReconstruction": false}, Outcome: catalogue.Clean, Says: "the surviving pod's volume is reconstructed on its own, marked uncertain and published again",
+			Refs: []catalogue.Ref{catalogue.Issue(119921), catalogue.PR(119923)}, FixedIn: fixed119923},
+		"1.28.6", "1.29.1", "1.30.0"),
+		catalogue.ByFix("1.26",
+			catalogue.Expectation{Outcome: catalogue.KnownBug, Bug: sharedBug, Says: oldPathSharedSays, Symptom: oldPathSharedSymptom, Refs: []catalogue.Ref{catalogue.Issue(119921), catalogue.PR(119923)}, FixedIn: fixed119923},
+			catalogue.Expectation{Outcome: catalogue.Clean, Says: "the surviving pod's volume is marked uncertain on its own (the new reconstruction, or the old one with #119923) and published again",
+				Refs: []catalogue.Ref{catalogue.Issue(119921), catalogue.PR(119923)}, FixedIn: fixed119923},
+			"1.26.13", "1.27.10")...),
+	Needs: driverNeeds,
+}, Fault{Stop: stopWithSharer, Plant: plantSharedReboot, AfterStart: startDriverLate, AfterCleanup: watchSharer, Observe: observeFault})
+
+// fixed119923 are the releases with #119923, the fix of #119921: every
+// minor's first, whichever range of it an expectation covers.
+const fixed119923 = "1.26.13, 1.27.10, 1.28.6, 1.29.1, 1.30.0"
+
+// oldPathSharedSays is what the old reconstruction before #119923 does
+// with a volume a deleted pod and a surviving one share.
+const oldPathSharedSays = "the old reconstruction adds the surviving pod's volume to the deleted pod's, and marks both Mounted (\"Volume is marked as mounted and added into the actual state\" with the surviving pod's UID): the kubelet never publishes the surviving pod's volume again, and pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount stays an empty dir"
+
+// sharedBug names #119921 in the report.
+const sharedBug = "surviving pod's volume never published again"
+
+// oldPathSharedSymptom: the surviving pod (<uid>) has its volume's mount
+// taken by the reboot and never back, and the old reconstruction logs
+// that it marked that pod's volume Mounted (reconstruct.go updateStates,
+// 1.26 to 1.29). The same line without the pod in the desired state
+// ("could not find pod information") is the populator's race, which
+// marks it Mounted by another way than #119921.
+var oldPathSharedSymptom = catalogue.Symptom{
+	Traces: []catalogue.Trace{{Kind: catalogue.Unmounted, Path: "pods/" + catalogue.UID + "/volumes/kubernetes.io~csi/" + catalogue.PV + "/mount"}},
+	Logs:   []string{"Volume is marked as mounted and added into the actual state*" + catalogue.UID},
+	Absent: []string{"could not find pod information in desired state*" + catalogue.UID},
+}
+
 const (
 	// sharerTries bounds how many pods stopWithSharer draws, the sharer
 	// or the StatefulSet's pod, until the sharer's UID sorts after the

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -20,7 +21,7 @@ import (
 // (the baseline shapes run as the sign-off plans).
 func TestFaultsMatchTheCatalogue(t *testing.T) {
 	faults := Faults()
-	for _, e := range catalogue.All() {
+	for _, e := range Catalogue() {
 		_, implemented := faults[e.Name]
 		if _, shape := Shapes()[e.Name]; shape {
 			implemented = true
@@ -56,13 +57,14 @@ func (fakeCluster) ProvisionVolumes(context.Context, storage.Request) (storage.V
 }
 func (fakeCluster) Workload() storage.Workload { return storage.Workload{} }
 
-type fakeNode struct{ exec.Local }
+// fakeNode runs commands on this host (exec.Local, which outranks Idle's
+// nil Cmder); its kubelet lifecycle is nodestest.Idle's.
+type fakeNode struct {
+	exec.Local
+	nodestest.Idle
+}
 
-func (fakeNode) String() string                                     { return "node-1" }
-func (fakeNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
-func (fakeNode) StopKubelet(context.Context) error                  { return nil }
-func (fakeNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
-func (fakeNode) StartKubelet(context.Context) error                 { return nil }
+func (fakeNode) String() string { return "node-1" }
 
 // A fault changes each hop's steps: a fault that keeps the pods records
 // and compares them instead of deleting and waiting for cleanup; a

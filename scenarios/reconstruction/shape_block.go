@@ -19,6 +19,15 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
+var _ = addShape(catalogue.Entry{
+	Name:   "block",
+	Plants: "a volumeMode: Block CSI PVC (skewtest's driver in CSI_MODE=ebs: a loop device over a sparse file, attached through a VolumeAttachment) mapped into the pod at /dev/skewtest-block, which writes a marker in its first sector; the pod force-deleted while the kubelet is down",
+	Checks: "the old UID's pods/<uid>/volumeDevices link, plugins/kubernetes.io/csi/volumeDevices/<pv>/dev/<uid> map link and publish/<pv>/<uid> target gone; the new pod's mapped; as many loop devices as at deploy, the kubelet's backed by the new pod's map link, none by an old UID's path or a deleted file; the marker reads back after every hop",
+	Expect: []catalogue.Expectation{{From: "1.30", Outcome: catalogue.Clean, Says: "unmapped and cleaned; one driver loop device and one kubelet loop device per block volume",
+		Refs: []catalogue.Ref{catalogue.Issue(119608), catalogue.Issue(122960), catalogue.Issue(102408)}, FixedIn: "1.30 (#122211, backported to 1.26-1.29)"}},
+	Needs: blockNeeds,
+}, Shape{Block: true, owns: []string{"volumeDevices/"}, check: checkBlock})
+
 // Node paths of a block volume (kubelet root relative): the pod's
 // volumeDevices symlink, the kubelet's global map link for the pod (a
 // bind mount of the device, which the kubelet's own loop device holds

@@ -14,6 +14,14 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
 
+var _ = addShape(catalogue.Entry{
+	Name:   "emptydir-memory",
+	Plants: "an emptyDir with medium: Memory (a tmpfs per pod) the pod writes a marker into",
+	Checks: "the old UID's tmpfs unmounted and its dir removed; the new pod has a tmpfs of its own with its own marker (the volume's lifecycle is the pod's, so no data is carried over)",
+	Expect: []catalogue.Expectation{{Outcome: catalogue.Clean, Says: "reconstructed and unmounted like any tmpfs volume"}},
+	Needs:  shapeNeeds,
+}, Shape{owns: []string{"kubernetes.io~empty-dir/" + memVolume}, check: checkEmptyDirMemory})
+
 // checkEmptyDirMemory: the re-created pod has its own tmpfs with its own
 // marker.
 func checkEmptyDirMemory(ctx context.Context, s *Scenario, sc *scenarios.StepContext, _ *version.Version) (catalogue.Observation, error) {

@@ -20,6 +20,22 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
 )
 
+var _ = addShape(catalogue.Entry{
+	Name:   "generic-ephemeral",
+	Plants: "a generic ephemeral volume (a PVC the ephemeral controller makes for the pod and the garbage collector deletes with it), each new claim bound to a fresh pre-created PV, as from a provisioner",
+	Checks: "the old pod's volume unpublished, unstaged and (EBS mode) detached: its global mount and VolumeAttachment gone; the new pod's claim is a new PVC owned by it, on a fresh PV staged once, with its own marker",
+	Expect: []catalogue.Expectation{{From: "1.23", Outcome: catalogue.Clean, Says: "reconstructed from vol_data.json like any CSI PVC; the old claim's volume is released"}},
+	Needs:  shapeNeeds,
+}, Shape{owns: []string{"-" + genVolume + "-"}, check: checkGenericEphemeral})
+
+var _ = addShape(catalogue.Entry{
+	Name:   "csi-inline-ephemeral",
+	Plants: "a CSI inline ephemeral volume of skewtest's driver (volumeLifecycleMode Ephemeral: no staging, no attach; the driver publishes a tmpfs)",
+	Checks: "the old UID's published tmpfs gone (the driver's NodeUnpublishVolume) and its dir removed; the new pod's published, its vol_data.json saying Ephemeral, with its own marker",
+	Expect: []catalogue.Expectation{{Outcome: catalogue.Clean, Says: "reconstructed with volumeLifecycleMode Ephemeral from vol_data.json and unpublished"}},
+	Needs:  shapeNeeds,
+}, Shape{owns: []string{"kubernetes.io~csi/" + inlineVolume}, check: checkCSIInline})
+
 // handle is the volume handle of one of the generic ephemeral PVs.
 func (sh *shapeRun) handle(pv string) string {
 	for _, v := range sh.gen.PVs {

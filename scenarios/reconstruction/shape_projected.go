@@ -17,6 +17,14 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
 
+var _ = addShape(catalogue.Entry{
+	Name:   "projected-secret-configmap",
+	Plants: "a configMap, a secret and a projected (configMap + secret + downward API metadata.uid) volume",
+	Checks: "the old UID's secret and projected tmpfs mounts and configMap dir gone; the new pod's secret and projected volumes are tmpfs mounts, its configMap volume a dir, every file holds the API objects' contents and the projected uid file the new UID",
+	Expect: []catalogue.Expectation{{Outcome: catalogue.Clean, Says: "reconstructed and cleaned (every pod's kube-api-access projected volume already is)"}},
+	Needs:  shapeNeeds,
+}, Shape{owns: []string{"kubernetes.io~secret/" + secVolume, "kubernetes.io~configmap/" + cfgVolume, "kubernetes.io~projected/" + projVolume}, check: checkProjected})
+
 // checkProjected: the re-created pod's secret and projected volumes are
 // tmpfs mounts, its configMap volume a plain dir, each with the objects'
 // contents, and the projected downward API file names the new UID.

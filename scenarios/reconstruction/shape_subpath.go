@@ -13,7 +13,30 @@ import (
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 )
+
+var _ = addShape(catalogue.Entry{
+	Name:   "subpath",
+	Plants: "directory subPaths of the pod's CSI PVC and of a hostPath directory (as #135698 was reported), and a file subPath of a configMap, the pod writing a marker through each directory; the pod force-deleted while the kubelet is down",
+	Checks: "the old UID's volume-subpaths bind mounts gone and pods/<uid> removed; the new pod's three subPath binds there, the markers read back through the directory binds, the configMap key through the file bind",
+	// A hostPath volume has no dir under pods/<uid>/volumes, so it
+	// is not reconstructed and no unmount cleans its subPath bind;
+	// the orphan sweep's remove of the bind fails (EBUSY; the
+	// message says rmdir() before v1.36, remove after).
+	Expect: []catalogue.Expectation{{From: "1.31", Outcome: catalogue.KnownBug, Bug: "subpath rmdir busy leak",
+		Symptom: catalogue.Symptom{
+			Traces: []catalogue.Trace{oldPodDir, {Kind: catalogue.Mounted, Path: "pods/" + catalogue.OldUID + "/volume-subpaths/" + hostVolume + "/" + containerName + "/<n>"}},
+			Logs:   []string{"orphaned pod * found, but failed to * subpath at path */volume-subpaths/" + hostVolume + "/" + containerName + "/*device or resource busy"},
+			Counters: []catalogue.Counter{
+				{Metric: kubeletmetrics.OrphanPodCleanedVolumesErrors, Of: catalogue.OldPodDirs},
+			},
+		},
+		Says:    "orphaned pod cleanup fails to remove the hostPath subPath bind (device or resource busy) every 2 s and the pod dir stays; reported with hostPath on 1.31.1, seen here on 1.36.3 and 1.37.2 (the PVC's and configMap's subPath binds are cleaned)",
+		Refs:    []catalogue.Ref{catalogue.Issue(135698), catalogue.PR(135696)},
+		FixedIn: ""}},
+	Needs: shapeNeeds,
+}, Shape{owns: []string{"volume-subpaths/"}, check: checkSubpath})
 
 // checkSubpath: the re-created pod's subPath bind mounts are there (the
 // PVC's directory with the marker written before the first hop, the

@@ -24,12 +24,41 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/loopdev"
+	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
+	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
+
+var _ = addEntry(catalogue.Entry{
+	Name:   "local-volume",
+	Plants: "csi-filesystem's workload on kubernetes.io/local-volume PVs (bind mounts of host dirs)",
+	Checks: "as csi-filesystem; the kubelet's reconstruction errors and force cleanups, exactly one each per local volume, are the known symptom",
+	Expect: []catalogue.Expectation{{From: "1.34", Outcome: catalogue.KnownBug, Bug: "local-volume reconstruction errors", Says: localVolumeSays, Symptom: localVolumeSymptom,
+		Refs: []catalogue.Ref{{ID: "kubernetes#121675", URL: "https://github.com/kubernetes/kubernetes/issues/121675"}}}},
+	Needs: []nodes.Capability{nodes.HostNode},
+})
+
+// Local-volume PVs: the kubelets skewtest runs cannot reconstruct them;
+// see kubeletmetrics.LocalVolumeReconstructionReason.
+const localVolumeSays = "reconstructVolume.NewMounter fails (local volume source is nil); the kubelet falls back to force cleanup, which still removes the mounts and dirs; reconstruct_volume_operations_errors_total equals the number of local volumes"
+
+// localVolumeSymptom: reconstruction fails for each deleted pod's local
+// volume (reconstructVolume, v1.34-v1.37: the plugin's NewMounter needs
+// the PV's source, which a reconstructed spec lacks), each is force-cleaned
+// once the desired state is populated (cleanOrphanVolumes), and the local
+// plugin's unmounter needs no spec, so the cleanup succeeds and nothing is
+// left.
+var localVolumeSymptom = catalogue.Symptom{
+	Logs: []string{"Could not construct volume information*" + catalogue.OldUID + "*reconstructVolume.NewMounter failed*local volume source is nil or local path is not set"},
+	Counters: []catalogue.Counter{
+		{Metric: kubeletmetrics.ReconstructVolumeOperationsErrors, Of: catalogue.LocalVolumeDirs},
+		{Metric: kubeletmetrics.ForceCleanedFailedVolumeOps, Of: catalogue.LocalVolumeDirs},
+	},
+}
 
 // Shape is a catalogue shape the scenario adds to its StatefulSet's pod
 // beside the filesystem PVC (the csi-filesystem shape). Several shapes go
@@ -90,31 +119,21 @@ const (
 	releaseWait = 90 * time.Second
 )
 
-// Shapes are the catalogue shapes the scenario can add, by entry name.
+// Shapes are the catalogue shapes the scenario can add, by entry name
+// (each declared with addShape beside its code).
 func Shapes() map[string]Shape {
 	out := map[string]Shape{}
-	add := func(sh Shape, name string) {
-		e, ok := catalogue.Lookup(name)
-		if !ok || e.Kind != catalogue.Shape {
-			panic("reconstruction: no catalogue shape " + name)
-		}
-		sh.Entry = e
+	for name, sh := range registry.shapes {
 		out[name] = sh
 	}
-	add(Shape{Block: true, owns: []string{"volumeDevices/"}, check: checkBlock}, ShapeBlock)
-	add(Shape{owns: []string{"volume-subpaths/"}, check: checkSubpath}, ShapeSubpath)
-	add(Shape{owns: []string{"kubernetes.io~empty-dir/" + memVolume}, check: checkEmptyDirMemory}, ShapeEmptyDirMemory)
-	add(Shape{owns: []string{"kubernetes.io~secret/" + secVolume, "kubernetes.io~configmap/" + cfgVolume, "kubernetes.io~projected/" + projVolume}, check: checkProjected}, ShapeProjected)
-	add(Shape{owns: []string{"-" + genVolume + "-"}, check: checkGenericEphemeral}, ShapeGenericEphemeral)
-	add(Shape{owns: []string{"kubernetes.io~csi/" + inlineVolume}, check: checkCSIInline}, ShapeCSIInline)
 	return out
 }
 
 // allShapes names every shape Shapes has, in catalogue order.
 func allShapes() []string {
 	var out []string
-	for _, e := range catalogue.All() {
-		if _, ok := Shapes()[e.Name]; ok {
+	for _, e := range Catalogue() {
+		if _, ok := registry.shapes[e.Name]; ok {
 			out = append(out, e.Name)
 		}
 	}
@@ -141,7 +160,7 @@ func LookupShapes(names []string) ([]Shape, error) {
 		want[n] = true
 	}
 	var out []Shape
-	for _, e := range catalogue.All() {
+	for _, e := range Catalogue() {
 		if want[e.Name] {
 			out = append(out, all[e.Name])
 		}
@@ -704,7 +723,7 @@ func (s *Scenario) judgeShape(sh Shape, to *version.Version) func(context.Contex
 // cleanups are the known symptom, exactly.
 func (s *Scenario) judgeLocalVolume(to *version.Version) func(context.Context, *scenarios.StepContext) error {
 	return func(ctx context.Context, sc *scenarios.StepContext) error {
-		e, ok := catalogue.Lookup(localVolumeEntry)
+		e, ok := CatalogueEntry(localVolumeEntry)
 		if !ok {
 			return fmt.Errorf("no catalogue entry %s", localVolumeEntry)
 		}

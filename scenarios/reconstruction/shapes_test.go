@@ -132,7 +132,7 @@ func TestAddShapes(t *testing.T) {
 	if subs != 3 {
 		t.Errorf("%d subPath mounts, want the PVC's and the hostPath's directory and the configMap's file", subs)
 	}
-	if _, ok := catalogue.Lookup(ShapeSubpath); !ok {
+	if _, ok := CatalogueEntry(ShapeSubpath); !ok {
 		t.Fatal("no subpath entry")
 	}
 }

@@ -43,7 +43,7 @@ func (s *Scenario) hopBugs(to *version.Version) []hopBug {
 			entries = append(entries, sh.Entry)
 		}
 	case s.cfg.Kind == storage.Local:
-		if e, ok := catalogue.Lookup(localVolumeEntry); ok {
+		if e, ok := CatalogueEntry(localVolumeEntry); ok {
 			entries = append(entries, e)
 		}
 	}

@@ -187,7 +187,7 @@ func TestOldPodTraces(t *testing.T) {
 		{Path: "pods/u1/containers", Type: nodestate.TypeDir},
 		{Path: "pods/u1/etc-hosts", Type: nodestate.TypeFile},
 		{Path: "pods/u1/volumes/kubernetes.io~csi", Type: nodestate.TypeDir},
-		{Path: "pods/u1/volumes/kubernetes.io~csi/" + catalogue.StrayFile, Type: nodestate.TypeFile},
+		{Path: "pods/u1/volumes/kubernetes.io~csi/" + strayName, Type: nodestate.TypeFile},
 		{Path: "pods/u1/volume-subpaths/host/workload", Type: nodestate.TypeDir},
 		{Path: "pods/u1/volume-subpaths/host/workload/2", Type: nodestate.TypeDir},
 	}}
@@ -199,18 +199,8 @@ func TestOldPodTraces(t *testing.T) {
 	for _, tr := range oldPodTraces(snap, left) {
 		got = append(got, string(tr.Kind)+" "+tr.Path)
 	}
-	want := []string{"dir pods/u1", "file pods/u1/volumes/kubernetes.io~csi/" + catalogue.StrayFile, "mounted pods/u1/volume-subpaths/host/workload/2"}
+	want := []string{"dir pods/u1", "file pods/u1/volumes/kubernetes.io~csi/" + strayName, "mounted pods/u1/volume-subpaths/host/workload/2"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("traces %q, want %q", got, want)
-	}
-}
-
-// The catalogue's symptoms name the scenario's own volumes, container and
-// planted file.
-func TestSymptomNamesAreTheScenarios(t *testing.T) {
-	for have, want := range map[string]string{catalogue.HostPathVolume: hostVolume, catalogue.ConfigMapVolume: cfgVolume, catalogue.ConfigMapKey: cfgKey, catalogue.Container: containerName, catalogue.StrayFile: strayName} {
-		if have != want {
-			t.Errorf("the catalogue names %q where the scenario has %q", have, want)
-		}
 	}
 }

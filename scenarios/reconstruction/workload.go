@@ -27,8 +27,17 @@ import (
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
+	"sigs.k8s.io/skewtest/scenarios/catalogue"
 	"sigs.k8s.io/skewtest/scenarios/nodestate"
 )
+
+var _ = addEntry(catalogue.Entry{
+	Name:   "csi-filesystem",
+	Plants: "a StatefulSet, one filesystem CSI PVC per pod (tmpfs staged at the global mount, bind-published); pods force-deleted while the kubelet is down",
+	Checks: "old UIDs' mounts, pod dirs and plugin entries gone; re-created pods on the same PVs with their data; each global mount mounted exactly once; reconstruction metrics",
+	Expect: []catalogue.Expectation{{From: "1.30", Outcome: catalogue.Clean, Says: "reconstructed as uncertain, unpublished and cleaned; the global mount is kept once for the re-created pod",
+		Refs: []catalogue.Ref{{ID: "KEP-3756", URL: "https://github.com/kubernetes/enhancements/issues/3756"}}}},
+})
 
 const (
 	volumeName = "data"

@@ -210,7 +210,7 @@ func TestCatalogueJobs(t *testing.T) {
 		}
 		// The block shape needs the driver's ebs mode: a workload, and a
 		// cluster, of its own; the others share the tmpfs runs' cluster.
-		want := []string{"subpath,emptydir-memory,projected-secret-configmap,generic-ephemeral,csi-inline-ephemeral"}
+		want := []string{"csi-inline-ephemeral,emptydir-memory,generic-ephemeral,projected-secret-configmap,subpath"}
 		if provider == "local" {
 			want = append(want, reconstruction.ShapeBlock)
 		}

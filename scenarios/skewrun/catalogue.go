@@ -19,7 +19,7 @@ func (o Options) CatalogueJobs() []Job {
 	provider := defaultStr(o.Provider, clusters.Default().Name)
 	var jobs []Job
 	var shapes []string
-	for _, e := range catalogue.All() {
+	for _, e := range reconstruction.Catalogue() {
 		if !runsOn(e, provider) {
 			continue
 		}

@@ -29,7 +29,7 @@ const catalogueText = "reconstruction catalogue"
 
 var _ = Describe(catalogueText, Label(catalogue.CatalogueLabel), func() {
 	provider := providerName()
-	for _, e := range catalogue.All() {
+	for _, e := range reconstruction.Catalogue() {
 		if e.Name == baselineEntries["csi"] || e.Name == baselineEntries["local"] {
 			continue
 		}

@@ -34,7 +34,7 @@ var _ = Describe("kubelet history", Label(history.Label), func() {
 			return o
 		}
 		runs := d.CreatesCluster
-		if e, ok := catalogue.Lookup(h.Scenario); ok && !e.RunsOn(d.NodeCapabilities) {
+		if e, ok := reconstruction.CatalogueEntry(h.Scenario); ok && !e.RunsOn(d.NodeCapabilities) {
 			runs = false
 		}
 		needsBinaries(Label(history.Label, h.Label()), func() *skewrun.Options {

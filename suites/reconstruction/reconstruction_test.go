@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/skewtest/scenarios/exitcode"
 	"sigs.k8s.io/skewtest/scenarios/kubeletmetrics"
 	"sigs.k8s.io/skewtest/scenarios/plan"
+	"sigs.k8s.io/skewtest/scenarios/reconstruction"
 	"sigs.k8s.io/skewtest/scenarios/skewrun"
 )
 
@@ -98,7 +99,7 @@ func labelsFor(e matrixEntry) Labels {
 		l = append(l, "csi")
 	}
 	// The sign-off plans are the catalogue's baseline shapes.
-	if entry, ok := catalogue.Lookup(baselineEntries[e.kind]); ok {
+	if entry, ok := reconstruction.CatalogueEntry(baselineEntries[e.kind]); ok {
 		l = append(l, catalogue.CatalogueLabel, entry.Label())
 	}
 	if p, err := plan.Parse(e.plan); err == nil {

@@ -20,7 +20,7 @@ import (
 // workload (the sign-off plans run csi-filesystem and local-volume).
 func plantedShapes() []catalogue.Entry {
 	var out []catalogue.Entry
-	for _, e := range catalogue.All() {
+	for _, e := range reconstruction.Catalogue() {
 		if _, ok := reconstruction.Shapes()[e.Name]; ok {
 			out = append(out, e)
 		}

@@ -10,22 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 	"sigs.k8s.io/skewtest/reports"
 )
-
-// fakeNode runs commands on this host; its kubelet methods do nothing.
-type fakeNode struct {
-	exec.Local
-	name string
-}
-
-func (n fakeNode) String() string                                     { return n.name }
-func (n fakeNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
-func (n fakeNode) StopKubelet(context.Context) error                  { return nil }
-func (n fakeNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
-func (n fakeNode) StartKubelet(context.Context) error                 { return nil }
 
 // stepRecord is the part of a reports.Step a case checks.
 type stepRecord struct {
@@ -250,7 +238,7 @@ func TestExecuteAppends(t *testing.T) {
 }
 
 func TestStepRecordsNodeCommands(t *testing.T) {
-	node := fakeNode{name: "node-1"}
+	node := nodestest.Idle{Cmder: exec.Local{}, Name: "node-1"}
 	run := &reports.Run{}
 	r := &Runner{Run: run, Node: node, ArtifactsDir: t.TempDir()}
 	err := r.Execute(t.Context(), []Step{

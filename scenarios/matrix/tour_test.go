@@ -8,26 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 	"sigs.k8s.io/skewtest/reports"
 	"sigs.k8s.io/skewtest/scenarios"
 	"sigs.k8s.io/skewtest/scenarios/plan"
 )
-
-// stubNode is a node whose kubelet methods do nothing; the tour's runner
-// only names it and hands it to the scenario, which here is a stub too.
-type stubNode struct{ name string }
-
-func (n stubNode) Command(ctx context.Context, name string, args ...string) exec.Cmd {
-	return exec.Local{}.Command(ctx, name, args...)
-}
-func (n stubNode) String() string                                     { return n.name }
-func (n stubNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
-func (n stubNode) StopKubelet(context.Context) error                  { return nil }
-func (n stubNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
-func (n stubNode) StartKubelet(context.Context) error                 { return nil }
 
 // stubScenario records hops as the reconstruction scenario does (the hop's
 // first step appends it to the run) and fails where it is told to.
@@ -98,7 +85,7 @@ func stubTour(t *testing.T, w *stubWorld, trails int) *Tour {
 	t.Helper()
 	tour := &Tour{Trails: Split(Circuit(versions(t, Default)), trails), ArtifactsDir: t.TempDir()}
 	for i := range trails {
-		tour.Nodes = append(tour.Nodes, stubNode{name: fmt.Sprintf("worker-%d", i+1)})
+		tour.Nodes = append(tour.Nodes, nodestest.Idle{Cmder: exec.Local{}, Name: fmt.Sprintf("worker-%d", i+1)})
 	}
 	tour.NewScenario = func(_ nodes.Node, p plan.Plan, firstHop int, wl Workload, run *reports.Run) (Scenario, error) {
 		return &stubScenario{p: p, firstHop: firstHop, w: wl, run: run, world: w}, nil

@@ -12,6 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 )
 
 // fakeAPIServer answers the two requests NodeUsable makes: GET the node,
@@ -66,7 +69,7 @@ func TestNodeUsable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = usable(context.Background(), stubNode{name: "worker-1"}, "v1.35.4")
+			err = usable(context.Background(), nodestest.Idle{Cmder: exec.Local{}, Name: "worker-1"}, "v1.35.4")
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("usable: %v, want nil", err)

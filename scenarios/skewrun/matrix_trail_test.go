@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
+	"sigs.k8s.io/skewtest/clusters/nodes/nodestest"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/workloads"
 	"sigs.k8s.io/skewtest/reports"
@@ -44,15 +45,6 @@ func (nowhere) ProvisionVolumes(context.Context, storage.Request) (storage.Volum
 }
 func (nowhere) Workload() storage.Workload { return storage.Workload{} }
 
-// idleNode is a test node the scenario is made for and never drives.
-type idleNode struct{ exec.Local }
-
-func (idleNode) String() string                                     { return "w1" }
-func (idleNode) KubeletRootDir() string                             { return "/var/lib/kubelet" }
-func (idleNode) StopKubelet(context.Context) error                  { return nil }
-func (idleNode) SwapKubelet(context.Context, binaries.Binary) error { return nil }
-func (idleNode) StartKubelet(context.Context) error                 { return nil }
-
 // A matrix tour on a shared cluster: each trail's deployment gets a
 // namespace of its own and of this run, the provider records what each
 // scenario makes, and finishRun hands each the removal of what it left.
@@ -76,7 +68,7 @@ func TestTourScenariosAreRecordedAndRemoved(t *testing.T) {
 			t.Errorf("trail %d deployment %d: namespace %q is not its own and of run %s (so far %q)", td[0], td[1], ns, run.ID, want)
 		}
 		want = append(want, ns)
-		sc, err := newScenario(idleNode{}, pl, 0, matrix.Workload{Namespace: ns, Name: "web"}, &reports.Run{ID: run.ID})
+		sc, err := newScenario(nodestest.Idle{Cmder: exec.Local{}, Name: "w1"}, pl, 0, matrix.Workload{Namespace: ns, Name: "web"}, &reports.Run{ID: run.ID})
 		if err != nil {
 			t.Fatal(err)
 		}

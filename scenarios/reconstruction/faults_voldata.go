@@ -1,8 +1,8 @@
 package reconstruction
 
 // This file is the faults that leave a volume the kubelet cannot
-// reconstruct: a CSI volume's vol_data.json deleted or emptied, and a file
-// where a volume dir belongs.
+// reconstruct: a CSI volume's vol_data.json deleted, emptied or corrupted,
+// and a file where a volume dir belongs.
 
 import (
 	"context"
@@ -24,7 +24,7 @@ var _ = addFault(catalogue.Entry{
 		Symptom: volDataSymptom("no such file or directory"),
 		Refs:    []catalogue.Ref{catalogue.Issue(101791), catalogue.Issue(85280), {ID: "KEP-6058", URL: "https://github.com/kubernetes/enhancements/pull/6059"}}}},
 	Needs: hostFaultNeeds,
-}, Fault{Plant: plantVolData(false), MayLeave: true, Observe: observeLeftovers})
+}, Fault{Plant: plantVolData(volDataDeleted), MayLeave: true, Observe: observeLeftovers})
 
 var _ = addFault(catalogue.Entry{
 	Name: "vol-data-empty", Item: 2,
@@ -34,7 +34,21 @@ var _ = addFault(catalogue.Entry{
 		Symptom: volDataSymptom("EOF", catalogue.Trace{Kind: catalogue.File, Path: "pods/" + catalogue.OldUID + "/volumes/kubernetes.io~csi/" + catalogue.PV + "/vol_data.json"}),
 		Refs:    []catalogue.Ref{catalogue.Issue(108217), catalogue.Issue(101791)}}},
 	Needs: hostFaultNeeds,
-}, Fault{Plant: plantVolData(true), MayLeave: true, Observe: observeLeftovers})
+}, Fault{Plant: plantVolData(volDataTruncated), MayLeave: true, Observe: observeLeftovers})
+
+var _ = addFault(catalogue.Entry{
+	Name: "vol-data-corrupt", Item: 2,
+	Plants: "as vol-data-deleted, but each vol_data.json is overwritten with bytes that are not JSON, as a torn write or a disk error leaves it",
+	Checks: "as vol-data-deleted",
+	// loadVolumeData (pkg/volume/csi/csi_util.go, v1.34 to v1.37) opens
+	// the file and fails to decode it: "failed to parse volume data
+	// file [...]: invalid character 's' looking for beginning of value",
+	// for reconstruction and the unmounter alike.
+	Expect: []catalogue.Expectation{{Outcome: catalogue.KnownBug, Bug: "reconstruction failure", Says: "the file cannot be parsed: reconstruction fails and the pod dir is force-cleaned, as vol-data-deleted",
+		Symptom: volDataSymptom("invalid character 's' looking for beginning of value", catalogue.Trace{Kind: catalogue.File, Path: "pods/" + catalogue.OldUID + "/volumes/kubernetes.io~csi/" + catalogue.PV + "/vol_data.json"}),
+		Refs:    []catalogue.Ref{catalogue.Issue(108217), catalogue.Issue(101791)}}},
+	Needs: hostFaultNeeds,
+}, Fault{Plant: plantVolData(volDataCorrupted), MayLeave: true, Observe: observeLeftovers})
 
 var _ = addFault(catalogue.Entry{
 	Name: "file-for-dir", Item: 3,
@@ -96,8 +110,21 @@ func volDataSymptom(why string, extra ...catalogue.Trace) catalogue.Symptom {
 	}
 }
 
-// plantVolData deletes (or truncates) each old pod's CSI vol_data.json.
-func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.StepContext) error {
+// volDataChange is what a vol_data.json fault does to each old pod's file.
+type volDataChange string
+
+const (
+	volDataDeleted   volDataChange = "deleted"
+	volDataTruncated volDataChange = "truncated to 0 bytes"
+	volDataCorrupted volDataChange = "overwritten with " + volDataGarbage
+)
+
+// volDataGarbage is what vol-data-corrupt writes: not JSON from its first
+// byte.
+const volDataGarbage = "skewtest: not JSON"
+
+// plantVolData changes each old pod's CSI vol_data.json as change says.
+func plantVolData(change volDataChange) func(context.Context, *Scenario, *scenarios.StepContext) error {
 	return func(ctx context.Context, s *Scenario, sc *scenarios.StepContext) error {
 		if s.cfg.Kind != storage.CSI {
 			return fmt.Errorf("vol_data.json faults need CSI volumes, not %s", s.cfg.Kind)
@@ -115,14 +142,21 @@ func plantVolData(truncate bool) func(context.Context, *Scenario, *scenarios.Ste
 		if len(files) == 0 {
 			return fmt.Errorf("no vol_data.json of the old pods %v on the node", s.oldUIDs)
 		}
-		argv := append([]string{"rm", "--"}, files...)
-		if truncate {
+		var argv []string
+		switch change {
+		case volDataDeleted:
+			argv = append([]string{"rm", "--"}, files...)
+		case volDataTruncated:
 			argv = append([]string{"truncate", "-s", "0", "--"}, files...)
+		case volDataCorrupted:
+			argv = append([]string{"sh", "-c", `g=$1; shift; for f; do printf '%s' "$g" > "$f" || exit; done`, "sh", volDataGarbage}, files...)
+		default:
+			return fmt.Errorf("vol_data.json change %q", change)
 		}
 		if _, err := exec.Output(ctx, sc.Node, argv...); err != nil {
 			return err
 		}
-		sc.Note("%s %d vol_data.json files", map[bool]string{false: "deleted", true: "truncated to 0 bytes"}[truncate], len(files))
+		sc.Note("%s %d vol_data.json files", change, len(files))
 		s.notePlanted(sc, dirs)
 		return nil
 	}

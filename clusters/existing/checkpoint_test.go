@@ -1,4 +1,4 @@
-package existing_test
+package existing
 
 import (
 	"os"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 )
@@ -72,11 +71,11 @@ func TestRestoredKubeletAcceptsItsCheckpoints(t *testing.T) {
 	if err := n.SwapKubelet(ctx, newBinaryAt(bin, binSHA(t, bin))); err != nil {
 		t.Fatal(err)
 	}
-	st, err := existing.ReadState(r.cfg.StateDir)
+	st, err := readState(r.cfg.StateDir)
 	if err != nil || len(st.Nodes) != 1 {
 		t.Fatalf("state after the swap = %+v, %v", st, err)
 	}
-	if rec := st.Nodes[0]; rec.KeptAs != r.fn.Binary+existing.OrigSuffix || rec.StateKeptIn != root+systemdkubelet.StateSuffix {
+	if rec := st.Nodes[0]; rec.KeptAs != r.fn.Binary+systemdkubelet.OrigSuffix || rec.StateKeptIn != root+systemdkubelet.StateSuffix {
 		t.Errorf("the state says the originals are at %q and %q", rec.KeptAs, rec.StateKeptIn)
 	}
 	if err := n.StartKubelet(ctx); err != nil {

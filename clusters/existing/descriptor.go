@@ -39,7 +39,7 @@ var Descriptor = registry.Descriptor{
 		{Name: "SSH_USER / SSH_KEY / SSH_KNOWN_HOSTS", Default: "$USER / agent / ~/.ssh/known_hosts", Help: "how to reach nodes (host keys are always checked)"},
 		{Name: "SSH_ADDRESSES", Help: "NODE=HOST:PORT,... for nodes reached other than at their InternalIP on port 22 (a port forward, a VM's)"},
 		{Name: "KUBELET_BINARY / KUBELET_UNIT", Default: defaultKubeletBinary + " / " + defaultKubeletUnit, Help: "the kubelet's path and systemd unit"},
-		{Name: "KUBELET_ROOT_DIR", Default: DefaultKubeletRootDir, Help: "the kubelet's --root-dir"},
+		{Name: "KUBELET_ROOT_DIR", Default: defaultKubeletRootDir, Help: "the kubelet's --root-dir"},
 		{Name: "STORAGE_CLASS", Help: "required: a StorageClass of the cluster's that provisions volumes on the test nodes (kubectl get storageclass)"},
 		{Name: "IMAGE", Default: storage.StockImage, Help: "the workload image, pulled by the nodes (needs sh, sleep, date, mv)"},
 		{Name: "KUBELET_HEALTHZ_URL", Default: systemdkubelet.DefaultHealthzURL, Help: "the kubelet's health endpoint as the node reaches it (its healthzBindAddress and healthzPort)"},
@@ -74,7 +74,7 @@ var Descriptor = registry.Descriptor{
 		if cfg.StateDir == "" && o.RunID != "" {
 			cfg.StateDir = filepath.Join(registry.UserRunRoot(o.RunRoot), RunDirPrefix+o.RunID)
 		}
-		return New(cfg)
+		return newProvider(cfg)
 	},
 	// Its runs take no host lock: whether one is still live is told by
 	// the process its state names.
@@ -87,7 +87,7 @@ var Descriptor = registry.Descriptor{
 		}
 		return r
 	},
-	Clean: Clean,
+	Clean: cleanRunDir,
 }
 
 // configFromEnv reads the provider's settings (Descriptor.Settings) from

@@ -67,7 +67,7 @@ func TestStorageClassAndImage(t *testing.T) {
 	if err := Descriptor.Check(context.Background(), registry.Options{}, Config{StorageClass: "fast"}); err != nil {
 		t.Errorf("STORAGE_CLASS=fast: %v", err)
 	}
-	p := &Provider{cfg: Config{StorageClass: "fast"}}
+	p := &provider{cfg: Config{StorageClass: "fast"}}
 	if p.StorageClass() != "fast" || p.WorkloadImage() != storage.StockImage {
 		t.Errorf("class %q, image %q; want fast and the stock image", p.StorageClass(), p.WorkloadImage())
 	}

@@ -39,16 +39,16 @@ import (
 const providerName = "existing"
 
 var (
-	_ capabilities.WithRunDir         = &Provider{}
-	_ capabilities.WithSharedCluster  = &Provider{}
-	_ capabilities.WithWorkloadRecord = &Provider{}
-	_ capabilities.WithStorageClass   = &Provider{}
-	_ capabilities.WithWorkloadImage  = &Provider{}
+	_ capabilities.WithRunDir         = &provider{}
+	_ capabilities.WithSharedCluster  = &provider{}
+	_ capabilities.WithWorkloadRecord = &provider{}
+	_ capabilities.WithStorageClass   = &provider{}
+	_ capabilities.WithWorkloadImage  = &provider{}
 )
 
 // Defaults.
 const (
-	DefaultKubeletRootDir = "/var/lib/kubelet"
+	defaultKubeletRootDir = "/var/lib/kubelet"
 	defaultKubeletUnit    = "kubelet"
 	defaultKubeletBinary  = "/usr/bin/kubelet"
 	defaultSSHPort        = sshnode.DefaultPort
@@ -125,8 +125,8 @@ type SSHConfig struct {
 	Timeout time.Duration
 }
 
-// Provider attaches to an existing cluster. It implements clusters.Provider.
-type Provider struct {
+// provider attaches to an existing cluster. It implements clusters.Provider.
+type provider struct {
 	cfg Config
 	// context is the kubeconfig context the run's clients use:
 	// Config.Context, or the current one when New ran.
@@ -161,9 +161,9 @@ type Provider struct {
 	byName map[string]*Node // every Node made, so connections are reused
 }
 
-// New validates cfg, fills in defaults and loads the SSH credentials and
-// known_hosts. It does not contact the cluster; Up does.
-func New(cfg Config) (*Provider, error) {
+// newProvider validates cfg, fills in defaults and loads the SSH
+// credentials and known_hosts. It does not contact the cluster; Up does.
+func newProvider(cfg Config) (*provider, error) {
 	if cfg.Kubeconfig == "" {
 		return nil, errors.New("existing: Config.Kubeconfig is required")
 	}
@@ -190,7 +190,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 
 	if cfg.KubeletRootDir == "" {
-		cfg.KubeletRootDir = DefaultKubeletRootDir
+		cfg.KubeletRootDir = defaultKubeletRootDir
 	}
 	if cfg.KubeletUnit == "" {
 		cfg.KubeletUnit = defaultKubeletUnit
@@ -220,7 +220,7 @@ func New(cfg Config) (*Provider, error) {
 	st := &State{RunID: cfg.RunID, Kubeconfig: cfg.Kubeconfig, Context: cfg.Context, Cluster: id, SSH: stateSSH{
 		User: cfg.SSH.User, Port: cfg.SSH.Port, KeyFile: cfg.SSH.KeyFile, KnownHostsFile: cfg.SSH.KnownHostsFile,
 	}}
-	return &Provider{cfg: cfg, context: id.Context, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
+	return &provider{cfg: cfg, context: id.Context, log: cfg.Logger, dialer: d, byName: map[string]*Node{}, state: st, slow: factor, started: time.Now(), maxLog: reports.MaxLogBytes}, nil
 }
 
 // layout is where every test node keeps its kubelet.
@@ -230,7 +230,7 @@ func (c *Config) layout() systemdkubelet.Layout {
 
 // RunDir is Config.StateDir: `skewtest clean` given it puts back the
 // kubelets of a run that was killed or kept after a failure.
-func (p *Provider) RunDir() string { return p.cfg.StateDir }
+func (p *provider) RunDir() string { return p.cfg.StateDir }
 
 // newDialer fills in s's defaults and loads its key and known_hosts
 // (sshnode.NewDialer).
@@ -246,15 +246,15 @@ func newDialer(s *SSHConfig, log *slog.Logger) (*sshnode.Dialer, error) {
 }
 
 // Name implements clusters.Provider.
-func (p *Provider) Name() string { return providerName }
+func (p *provider) Name() string { return providerName }
 
 // KubeconfigPath is Config.Kubeconfig (absolute). With Config.Context set,
 // kubectl needs --context too.
-func (p *Provider) KubeconfigPath() string { return p.cfg.Kubeconfig }
+func (p *provider) KubeconfigPath() string { return p.cfg.Kubeconfig }
 
 // SharedCluster names the cluster the run borrows: the kubeconfig's API
 // server, or the kubeconfig when it cannot be read.
-func (p *Provider) SharedCluster() string {
+func (p *provider) SharedCluster() string {
 	if rc, _, err := p.clients(); err == nil {
 		return rc.Host
 	}
@@ -262,7 +262,7 @@ func (p *Provider) SharedCluster() string {
 }
 
 // RESTConfig is the kubeconfig's client config for Config.Context.
-func (p *Provider) RESTConfig() (*rest.Config, error) {
+func (p *provider) RESTConfig() (*rest.Config, error) {
 	rc, _, err := p.clients()
 	if err != nil {
 		return nil, err
@@ -271,7 +271,7 @@ func (p *Provider) RESTConfig() (*rest.Config, error) {
 }
 
 // clients loads the kubeconfig once.
-func (p *Provider) clients() (*rest.Config, corev1client.CoreV1Interface, error) {
+func (p *provider) clients() (*rest.Config, corev1client.CoreV1Interface, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.rest != nil {
@@ -294,7 +294,7 @@ func (p *Provider) clients() (*rest.Config, corev1client.CoreV1Interface, error)
 }
 
 // apiError says which API server failed and why.
-func (p *Provider) apiError(host string, err error) error {
+func (p *provider) apiError(host string, err error) error {
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return fmt.Errorf("API server %s from kubeconfig %s rejected the credentials: %w", host, p.cfg.Kubeconfig, err)
 	}
@@ -302,7 +302,7 @@ func (p *Provider) apiError(host string, err error) error {
 }
 
 // ServerVersion asks the API server for its version.
-func (p *Provider) ServerVersion(ctx context.Context) (*version.Version, error) {
+func (p *provider) ServerVersion(ctx context.Context) (*version.Version, error) {
 	rc, core, err := p.clients()
 	if err != nil {
 		return nil, err
@@ -328,7 +328,7 @@ func (p *Provider) ServerVersion(ctx context.Context) (*version.Version, error) 
 
 // IsUp reports whether the API server answers /version. An unreachable or
 // refusing server is (false, nil); an unusable kubeconfig is an error.
-func (p *Provider) IsUp(ctx context.Context) (bool, error) {
+func (p *provider) IsUp(ctx context.Context) (bool, error) {
 	if _, _, err := p.clients(); err != nil {
 		return false, err
 	}
@@ -343,7 +343,7 @@ func (p *Provider) IsUp(ctx context.Context) (bool, error) {
 // exist and are Ready, and that each is reachable over SSH (running true,
 // under sudo -n for a non-root user). Errors name what failed and the fix;
 // every node is checked before Up returns.
-func (p *Provider) Up(ctx context.Context) error {
+func (p *provider) Up(ctx context.Context) error {
 	v, err := p.ServerVersion(ctx)
 	if err != nil {
 		return err
@@ -380,7 +380,7 @@ func (p *Provider) Up(ctx context.Context) error {
 // connections. The cluster itself is left as it is (the run removes the
 // workload a failed scenario left: capabilities.WithSharedCluster). A node that cannot be
 // restored is an error naming it and the state directory to clean.
-func (p *Provider) Down(ctx context.Context) error {
+func (p *provider) Down(ctx context.Context) error {
 	errs := []error{p.restoreAll(ctx)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -393,7 +393,7 @@ func (p *Provider) Down(ctx context.Context) error {
 }
 
 // TestNodes returns the nodes to test, resolved once through the API server.
-func (p *Provider) TestNodes(ctx context.Context) ([]nodes.Node, error) {
+func (p *provider) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 	ns, err := p.resolve(ctx, false)
 	if err != nil {
 		return nil, err
@@ -408,13 +408,13 @@ func (p *Provider) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 // Node returns the Node for name reached at address (host or host:port),
 // without asking the API server; TestNodes hands out the same Node for the
 // same name.
-func (p *Provider) Node(name, address string) *Node {
+func (p *provider) Node(name, address string) *Node {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.nodeLocked(name, address)
 }
 
-func (p *Provider) nodeLocked(name, address string) *Node {
+func (p *provider) nodeLocked(name, address string) *Node {
 	addr := p.dialer.HostPort(address)
 	if n, ok := p.byName[name]; ok && n.Address() == addr {
 		return n
@@ -431,7 +431,7 @@ func (p *Provider) nodeLocked(name, address string) *Node {
 
 // resolve finds the test nodes through the API server, once; checkReady
 // also requires them to be Ready (checked on every call).
-func (p *Provider) resolve(ctx context.Context, checkReady bool) ([]*Node, error) {
+func (p *provider) resolve(ctx context.Context, checkReady bool) ([]*Node, error) {
 	rc, core, err := p.clients()
 	if err != nil {
 		return nil, err
@@ -563,11 +563,11 @@ func internalIP(n *corev1.Node) string {
 
 // StorageClass implements capabilities.WithStorageClass: STORAGE_CLASS,
 // the owner's class the workload's claims name.
-func (p *Provider) StorageClass() string { return p.cfg.StorageClass }
+func (p *provider) StorageClass() string { return p.cfg.StorageClass }
 
 // WorkloadImage implements capabilities.WithWorkloadImage: IMAGE, or
 // storage.StockImage.
-func (p *Provider) WorkloadImage() string {
+func (p *provider) WorkloadImage() string {
 	if p.cfg.Image == "" {
 		return storage.StockImage
 	}

@@ -1,4 +1,4 @@
-package existing_test
+package existing
 
 import (
 	"bytes"
@@ -21,18 +21,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
 	"sigs.k8s.io/skewtest/clusters/exec"
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 	"sigs.k8s.io/skewtest/clusters/nodes"
+	"sigs.k8s.io/skewtest/clusters/registry"
 )
 
 var (
-	_ clusters.Provider = (*existing.Provider)(nil)
-	_ nodes.Node        = (*existing.Node)(nil)
+	_ registry.Provider = (*provider)(nil)
+	_ nodes.Node        = (*Node)(nil)
 )
 
 // closedAPIServer returns a kubeconfig pointing at a port nothing listens on.
@@ -50,13 +50,13 @@ func closedAPIServer(t *testing.T) (path, server string) {
 	return path, server
 }
 
-// newProvider makes a provider logging in to srv with its client key.
-func newProvider(t *testing.T, srv *sshdtest.Server, mutate func(*existing.Config)) *existing.Provider {
+// sshProvider makes a provider logging in to srv with its client key.
+func sshProvider(t *testing.T, srv *sshdtest.Server, mutate func(*Config)) *provider {
 	t.Helper()
 	kc, _ := closedAPIServer(t)
-	cfg := existing.Config{
+	cfg := Config{
 		Kubeconfig: kc,
-		SSH: existing.SSHConfig{
+		SSH: SSHConfig{
 			User:           srv.User,
 			Port:           srv.Port,
 			KeyFile:        srv.ClientKeyFile,
@@ -68,7 +68,7 @@ func newProvider(t *testing.T, srv *sshdtest.Server, mutate func(*existing.Confi
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	p, err := existing.New(cfg)
+	p, err := newProvider(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -100,27 +100,27 @@ func TestNewErrors(t *testing.T) {
 	if err := os.WriteFile(kh, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ok := func() existing.Config {
-		return existing.Config{Kubeconfig: kc, SSH: existing.SSHConfig{KeyFile: key, KnownHostsFile: kh}}
+	ok := func() Config {
+		return Config{Kubeconfig: kc, SSH: SSHConfig{KeyFile: key, KnownHostsFile: kh}}
 	}
 	missing := filepath.Join(dir, "no-such-kubeconfig")
 	for _, tc := range []struct {
 		name   string
-		mutate func(*existing.Config)
+		mutate func(*Config)
 		want   []string
 	}{
-		{"no kubeconfig", func(c *existing.Config) { c.Kubeconfig = "" }, []string{"Kubeconfig is required"}},
-		{"missing kubeconfig", func(c *existing.Config) { c.Kubeconfig = missing }, []string{missing}},
-		{"unknown context", func(c *existing.Config) { c.Context = "nope" }, []string{kc, `no context "nope"`, "test"}},
-		{"missing key", func(c *existing.Config) { c.SSH.KeyFile = filepath.Join(dir, "nokey") }, []string{filepath.Join(dir, "nokey")}},
-		{"missing known_hosts", func(c *existing.Config) { c.SSH.KnownHostsFile = filepath.Join(dir, "nokh") }, []string{filepath.Join(dir, "nokh"), "ssh-keyscan"}},
-		{"no credentials", func(c *existing.Config) { c.SSH.KeyFile = ""; t.Setenv("SSH_AUTH_SOCK", "") }, []string{"SSH.KeyFile", "SSH_AUTH_SOCK"}},
-		{"relative binary", func(c *existing.Config) { c.KubeletBinary = "kubelet" }, []string{"absolute"}},
+		{"no kubeconfig", func(c *Config) { c.Kubeconfig = "" }, []string{"Kubeconfig is required"}},
+		{"missing kubeconfig", func(c *Config) { c.Kubeconfig = missing }, []string{missing}},
+		{"unknown context", func(c *Config) { c.Context = "nope" }, []string{kc, `no context "nope"`, "test"}},
+		{"missing key", func(c *Config) { c.SSH.KeyFile = filepath.Join(dir, "nokey") }, []string{filepath.Join(dir, "nokey")}},
+		{"missing known_hosts", func(c *Config) { c.SSH.KnownHostsFile = filepath.Join(dir, "nokh") }, []string{filepath.Join(dir, "nokh"), "ssh-keyscan"}},
+		{"no credentials", func(c *Config) { c.SSH.KeyFile = ""; t.Setenv("SSH_AUTH_SOCK", "") }, []string{"SSH.KeyFile", "SSH_AUTH_SOCK"}},
+		{"relative binary", func(c *Config) { c.KubeletBinary = "kubelet" }, []string{"absolute"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok()
 			tc.mutate(&cfg)
-			_, err := existing.New(cfg)
+			_, err := newProvider(cfg)
 			if err == nil {
 				t.Fatal("New succeeded")
 			}
@@ -131,7 +131,7 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := existing.New(ok()); err != nil {
+	if _, err := newProvider(ok()); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
 }
@@ -147,7 +147,7 @@ func TestUpUnreachableAPIServer(t *testing.T) {
 	if err := os.WriteFile(kh, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := existing.New(existing.Config{Kubeconfig: kc, SSH: existing.SSHConfig{KeyFile: key, KnownHostsFile: kh}})
+	p, err := newProvider(Config{Kubeconfig: kc, SSH: SSHConfig{KeyFile: key, KnownHostsFile: kh}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestUpUnreachableAPIServer(t *testing.T) {
 
 func TestCommand(t *testing.T) {
 	srv := sshdtest.Start(t)
-	p := newProvider(t, srv, nil)
+	p := sshProvider(t, srv, nil)
 	n := p.Node("node-a", srv.Addr)
 	ctx := testContext(t)
 
@@ -339,7 +339,7 @@ func TestUnknownHostKey(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = empty })
+	p := sshProvider(t, srv, func(c *Config) { c.SSH.KnownHostsFile = empty })
 	err := connectFails(t, p.Node("node-a", srv.Addr), "connected to an unknown host", "node-a", srv.Addr, "not in known_hosts "+empty, fmt.Sprintf("ssh-keyscan -p %d 127.0.0.1 >> %s", srv.Port, empty))
 	if exec.ExitCode(err) != -1 {
 		t.Errorf("exit code %d, want -1", exec.ExitCode(err))
@@ -354,7 +354,7 @@ func TestChangedHostKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	kh := writeKnownHost(t, dir, srv.Port, other)
-	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = kh })
+	p := sshProvider(t, srv, func(c *Config) { c.SSH.KnownHostsFile = kh })
 	connectFails(t, p.Node("node-a", srv.Addr), "connected despite a changed host key", "does NOT match", kh, "ssh-keygen", "ssh-keyscan")
 }
 
@@ -364,7 +364,7 @@ func TestWrongKey(t *testing.T) {
 	if _, _, err := sshdtest.WriteKey(wrong); err != nil {
 		t.Fatal(err)
 	}
-	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KeyFile = wrong })
+	p := sshProvider(t, srv, func(c *Config) { c.SSH.KeyFile = wrong })
 	connectFails(t, p.Node("node-a", srv.Addr), "logged in with a key not in authorized_keys", "node-a", srv.Addr, fmt.Sprintf("user %q", srv.User), "authentication", wrong, "authorized_keys")
 }
 
@@ -390,7 +390,7 @@ func TestAgentAuth(t *testing.T) {
 		}
 	}()
 	t.Setenv("SSH_AUTH_SOCK", sock)
-	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KeyFile = "" })
+	p := sshProvider(t, srv, func(c *Config) { c.SSH.KeyFile = "" })
 	res, err := exec.Output(testContext(t), p.Node("node-a", srv.Addr), "echo", "via agent")
 	if err != nil || res.Stdout != "via agent\n" {
 		t.Fatalf("got %q, %v", res.Stdout, err)
@@ -403,7 +403,7 @@ func TestUnreachablePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.Port = port })
+	p := sshProvider(t, srv, func(c *Config) { c.SSH.Port = port })
 	n := p.Node("node-b", "127.0.0.1")
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	if n.Address() != addr {
@@ -419,7 +419,7 @@ func TestSwapRestoreKubelet(t *testing.T) {
 	r := newRestoreRig(t)
 	ctx := r.context(t)
 	fn, dir := r.fn, r.cache
-	p, err := existing.New(r.cfg)
+	p, err := newProvider(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,8 +442,8 @@ func TestSwapRestoreKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	filetest.AssertContent(t, fn.Binary, "kubelet v1.35.0", 0o755)
-	filetest.AssertContent(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
-	filetest.AssertMissing(t, fn.Binary+existing.NewSuffix)
+	filetest.AssertContent(t, fn.Binary+systemdkubelet.OrigSuffix, "kubelet v1.37.2", 0o755)
+	filetest.AssertMissing(t, fn.Binary+systemdkubelet.NewSuffix)
 	if err := n.StartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func TestSwapRestoreKubelet(t *testing.T) {
 	if err := n.SwapKubelet(ctx, v2); err != nil {
 		t.Fatal(err)
 	}
-	filetest.AssertContent(t, fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	filetest.AssertContent(t, fn.Binary+systemdkubelet.OrigSuffix, "kubelet v1.37.2", 0o755)
 
 	bad := v1
 	bad.SHA256 = strings.Repeat("0", 64)
@@ -465,7 +465,7 @@ func TestSwapRestoreKubelet(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sha256") || !strings.Contains(err.Error(), "w1") {
 		t.Errorf("swap with wrong sha256 = %v", err)
 	}
-	filetest.AssertMissing(t, fn.Binary+existing.NewSuffix)
+	filetest.AssertMissing(t, fn.Binary+systemdkubelet.NewSuffix)
 
 	// A kubelet that exits at once is reported with its journal.
 	crash := newBinary(t, dir, "v1.34.0", "kubelet v1.34.0 crash")
@@ -555,7 +555,7 @@ func TestHostKeyTypeNotOffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	kh := writeKnownHost(t, dir, srv.Port, pub)
-	p := newProvider(t, srv, func(c *existing.Config) { c.SSH.KnownHostsFile = kh })
+	p := sshProvider(t, srv, func(c *Config) { c.SSH.KnownHostsFile = kh })
 	connectFails(t, p.Node("node-a", srv.Addr), "connected although known_hosts has only an RSA key the node lacks", "node-a", kh, "ssh-keygen", "rsa")
 }
 
@@ -586,8 +586,8 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	newFakeNode(t, srv, "kubelet v1.36.3")
-	newP := func(mutate func(*existing.Config)) *existing.Provider {
-		return newProvider(t, srv, func(c *existing.Config) {
+	newP := func(mutate func(*Config)) *provider {
+		return sshProvider(t, srv, func(c *Config) {
 			c.Kubeconfig = kc
 			if mutate != nil {
 				mutate(c)
@@ -614,10 +614,10 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 		if err != nil || len(ns) != 1 || ns[0].String() != "w1" {
 			t.Fatalf("TestNodes = %v, %v; want [w1]", ns, err)
 		}
-		if a := ns[0].(*existing.Node).Address(); a != srv.Addr {
+		if a := ns[0].(*Node).Address(); a != srv.Addr {
 			t.Errorf("w1 address %q, want %q", a, srv.Addr)
 		}
-		if ns[0].KubeletRootDir() != existing.DefaultKubeletRootDir {
+		if ns[0].KubeletRootDir() != defaultKubeletRootDir {
 			t.Errorf("KubeletRootDir = %q", ns[0].KubeletRootDir())
 		}
 		out := t.TempDir()
@@ -640,7 +640,7 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 
 	t.Run("named nodes, Address, one unreachable", func(t *testing.T) {
 		api.setNodes(cp, apiNode("w1", true, "10.255.0.1", nil), apiNode("w2", true, "10.255.0.2", nil))
-		p := newP(func(c *existing.Config) {
+		p := newP(func(c *Config) {
 			c.Nodes = []string{"w2", "cp"}
 			c.SSH.Address = func(name string) string {
 				switch name {
@@ -661,7 +661,7 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 
 	t.Run("unknown named node", func(t *testing.T) {
 		api.setNodes(cp, apiNode("w1", true, "127.0.0.1", nil))
-		err := newP(func(c *existing.Config) { c.Nodes = []string{"ghost"} }).Up(ctx)
+		err := newP(func(c *Config) { c.Nodes = []string{"ghost"} }).Up(ctx)
 		if err == nil || !strings.Contains(err.Error(), "ghost") {
 			t.Errorf("Up = %v", err)
 		}
@@ -678,7 +678,7 @@ func TestUpWithFakeAPIServer(t *testing.T) {
 func TestSessionsQueueAtTheServersLimit(t *testing.T) {
 	srv := sshdtest.Start(t, "MaxSessions 2")
 	ctx := t.Context()
-	p := newProvider(t, srv, nil)
+	p := sshProvider(t, srv, nil)
 	n := p.Node("node-a", srv.Addr)
 	const commands = 24
 	errs := make(chan error, commands)

@@ -1,4 +1,4 @@
-package existing_test
+package existing
 
 import (
 	"encoding/json"

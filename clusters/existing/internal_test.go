@@ -82,7 +82,7 @@ func TestDumpClusterLogs(t *testing.T) {
 	if err := sshdtest.WriteKubeconfig(kc, "https://127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{
+	p, err := newProvider(Config{
 		Kubeconfig:  kc,
 		KubeletUnit: "kubelet-x",
 		SSH:         SSHConfig{User: srv.User, Port: srv.Port, KeyFile: srv.ClientKeyFile, KnownHostsFile: srv.KnownHostsFile},
@@ -146,7 +146,7 @@ func TestTimeoutFactorFromTheRunsOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := rp.(*Provider)
+	p := rp.(*provider)
 	if p.slow != 7 {
 		t.Errorf("the provider's factor = %d, want the run's 7", p.slow)
 	}

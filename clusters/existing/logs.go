@@ -17,7 +17,7 @@ import (
 // reports.MaxLogBytes: the node's journal from before is its owner's, and
 // the artifacts are uploaded. It is best effort: it tries every node,
 // keeps what each wrote, and returns the failures joined.
-func (p *Provider) DumpClusterLogs(ctx context.Context, dir string) error {
+func (p *provider) DumpClusterLogs(ctx context.Context, dir string) error {
 	ns, err := p.resolve(ctx, false)
 	if err != nil {
 		return err

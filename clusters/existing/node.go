@@ -18,15 +18,6 @@ var (
 	_ nodes.WithKubeletLog = (*Node)(nil)
 )
 
-// Suffixes of the files SwapKubelet leaves beside Config.KubeletBinary.
-const (
-	// NewSuffix names the upload in progress.
-	NewSuffix = systemdkubelet.NewSuffix
-	// OrigSuffix names the node's own kubelet, kept by the first swap and
-	// put back by Down or `skewtest clean`.
-	OrigSuffix = systemdkubelet.OrigSuffix
-)
-
 // Node is a node of an existing cluster reached over SSH. It implements
 // nodes.Node. Commands run as the SSH user through its login shell, under
 // sudo -n when that user is not root; they share one SSH connection per
@@ -39,7 +30,7 @@ type Node struct {
 	// after a restore; empty for a Node made without the API server.
 	kubeletVersion string
 	driver         *systemdkubelet.Driver
-	p              *Provider
+	p              *provider
 	log            *slog.Logger
 }
 

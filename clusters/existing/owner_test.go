@@ -1,4 +1,4 @@
-package existing_test
+package existing
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/internal/procfs"
 )
 
@@ -19,7 +18,7 @@ import (
 func TestStateRecordsTheRunsProcess(t *testing.T) {
 	r := newRestoreRig(t)
 	ctx := r.context(t)
-	p, err := existing.New(r.cfg)
+	p, err := newProvider(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +26,7 @@ func TestStateRecordsTheRunsProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Down(ctx) })
-	st, err := existing.ReadState(r.cfg.StateDir)
+	st, err := readState(r.cfg.StateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,15 +37,15 @@ func TestStateRecordsTheRunsProcess(t *testing.T) {
 	if st.Owner.PID != os.Getpid() || st.Owner.Start != self.StartTime || st.Owner.BootID == "" || st.Owner.PIDNamespace == "" {
 		t.Errorf("state owner = %+v, want this process (pid %d, start %d) with its boot and pid namespace", st.Owner, os.Getpid(), self.StartTime)
 	}
-	if l, what := st.Owner.Liveness(); l != existing.Live {
+	if l, what := st.Owner.Liveness(); l != procfs.Live {
 		t.Errorf("Liveness of this process = %v (%s), want Live", l, what)
 	}
 	reused := st.Owner
 	reused.Start++
-	if l, what := reused.Liveness(); l != existing.Gone || !strings.Contains(what, "another process") {
+	if l, what := reused.Liveness(); l != procfs.Gone || !strings.Contains(what, "another process") {
 		t.Errorf("Liveness of a reused pid = %v (%s), want Gone", l, what)
 	}
-	if l, _ := (existing.Owner{}).Liveness(); l != existing.Unknown {
+	if l, _ := (Owner{}).Liveness(); l != procfs.Unknown {
 		t.Errorf("Liveness of an older state's missing owner = %v, want Unknown", l)
 	}
 }
@@ -66,7 +65,7 @@ func TestCleanRefusesALiveRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
-	st, err := existing.ReadState(r.cfg.StateDir)
+	st, err := readState(r.cfg.StateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +76,7 @@ func TestCleanRefusesALiveRun(t *testing.T) {
 	st.Owner.PID, st.Owner.Start = sleeper.Process.Pid, sst.StartTime
 	writeState(t, r.cfg.StateDir, st)
 	r.fn.calls()
-	err = existing.Clean(ctx, r.cfg.StateDir)
+	err = cleanRunDir(ctx, r.cfg.StateDir)
 	if err == nil || !strings.Contains(err.Error(), "live") || !strings.Contains(err.Error(), strconv.Itoa(sleeper.Process.Pid)) {
 		t.Errorf("Clean of a live run = %v, want a refusal naming pid %d", err, sleeper.Process.Pid)
 	}
@@ -89,13 +88,13 @@ func TestCleanRefusesALiveRun(t *testing.T) {
 	}
 }
 
-func writeState(t *testing.T, dir string, st *existing.State) {
+func writeState(t *testing.T, dir string, st *State) {
 	t.Helper()
 	b, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, existing.StateFile), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, StateFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -33,7 +33,7 @@ const readyTimeout = 3 * time.Minute
 // parallel, and drops each node from the state once it runs and its node
 // is Ready through the API server. With every node back, the state
 // directory goes, unless the run's workload is still to be removed.
-func (p *Provider) restoreAll(ctx context.Context) error {
+func (p *provider) restoreAll(ctx context.Context) error {
 	p.stateMu.Lock()
 	recs := slices.Clone(p.state.Nodes)
 	p.stateMu.Unlock()
@@ -61,14 +61,14 @@ func (p *Provider) restoreAll(ctx context.Context) error {
 
 // restoreNode puts rec's node's own kubelet back and waits until the node
 // is Ready, at its own kubelet's version, through the API server.
-func (p *Provider) restoreNode(ctx context.Context, rec nodeState) error {
+func (p *provider) restoreNode(ctx context.Context, rec nodeState) error {
 	n := p.Node(rec.Name, rec.Address)
 	d := *n.driver
 	d.Layout = rec.layout()
 	if err := rec.checkKept(d.Layout); err != nil {
 		return fmt.Errorf("restore kubelet on %s: %w", rec.Name, err)
 	}
-	if err := p.removeUpload(ctx, n, rec.Binary+NewSuffix); err != nil {
+	if err := p.removeUpload(ctx, n, rec.Binary+systemdkubelet.NewSuffix); err != nil {
 		return fmt.Errorf("restore kubelet on %s: %w", rec.Name, err)
 	}
 	r, err := d.RestoreReport(ctx, rec.OriginalSHA256)
@@ -90,8 +90,8 @@ func (p *Provider) restoreNode(ctx context.Context, rec nodeState) error {
 // where this skewtest's driver keeps them for l: putting back, or
 // removing, from the wrong place would not give the node what it had.
 func (s nodeState) checkKept(l systemdkubelet.Layout) error {
-	if s.KeptAs != "" && s.KeptAs != l.Binary+OrigSuffix {
-		return fmt.Errorf("the state says the node's own kubelet was kept as %s, but this skewtest keeps it as %s: rename it back over %s by hand", s.KeptAs, l.Binary+OrigSuffix, l.Binary)
+	if s.KeptAs != "" && s.KeptAs != l.Binary+systemdkubelet.OrigSuffix {
+		return fmt.Errorf("the state says the node's own kubelet was kept as %s, but this skewtest keeps it as %s: rename it back over %s by hand", s.KeptAs, l.Binary+systemdkubelet.OrigSuffix, l.Binary)
 	}
 	if s.StateKeptIn != "" && s.StateKeptIn != l.StateDir() {
 		return fmt.Errorf("the state says the kubelet's checkpoint files were kept in %s, but this skewtest keeps them in %s: move them back under %s by hand", s.StateKeptIn, l.StateDir(), l.RootDir)
@@ -101,7 +101,7 @@ func (s nodeState) checkKept(l systemdkubelet.Layout) error {
 
 // noteRestored keeps what the restore did to node's checkpoint files for
 // the report (RunFacts).
-func (p *Provider) noteRestored(node string, r systemdkubelet.Restored) {
+func (p *provider) noteRestored(node string, r systemdkubelet.Restored) {
 	if len(r.State) == 0 {
 		return
 	}
@@ -115,7 +115,7 @@ func (p *Provider) noteRestored(node string, r systemdkubelet.Restored) {
 
 // RunFacts implements capabilities.WithRunFacts: which checkpoint files
 // each node's restore put back or removed.
-func (p *Provider) RunFacts() []reports.KeyValue {
+func (p *provider) RunFacts() []reports.KeyValue {
 	p.factsMu.Lock()
 	defer p.factsMu.Unlock()
 	return slices.Clone(p.restoreFacts)
@@ -128,7 +128,7 @@ const removeUploadScript = `if [ -e "$1" ] || [ -L "$1" ]; then rm -f -- "$1" &&
 // removeUpload removes path, <kubelet>.skewtest-new on the node: the
 // upload of a swap that a kill interrupted, which nothing else removes.
 // Only that one name is touched.
-func (p *Provider) removeUpload(ctx context.Context, n *Node, path string) error {
+func (p *provider) removeUpload(ctx context.Context, n *Node, path string) error {
 	res, err := exec.Output(ctx, n, "sh", "-c", removeUploadScript, "sh", path)
 	if err != nil {
 		return fmt.Errorf("remove the interrupted upload %s: %w", path, err)
@@ -142,7 +142,7 @@ func (p *Provider) removeUpload(ctx context.Context, n *Node, path string) error
 // waitReady waits until the API server reports node Ready, at
 // kubeletVersion when it is known (a Ready condition left from before the
 // restore carries the swapped kubelet's version, so it does not count).
-func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) error {
+func (p *provider) waitReady(ctx context.Context, node, kubeletVersion string) error {
 	_, core, err := p.clients()
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) e
 	return conditions.WaitNodeReadyWith(ctx, get, node, kubeletVersion, timeouts.Scale(readyTimeout, p.slow))
 }
 
-// Clean puts back the own kubelet of every node a killed run of the
+// cleanRunDir puts back the own kubelet of every node a killed run of the
 // existing provider changed, from the state it left in dir (see
 // StateFile), removes what the run's scenarios made in the cluster, and
 // removes dir once every node is Ready again and every workload gone. It
@@ -161,8 +161,8 @@ func (p *Provider) waitReady(ctx context.Context, node, kubeletVersion string) e
 // agent holding the key, must still be there. It refuses (ErrOtherCluster)
 // before touching anything while the kubeconfig points at another cluster
 // than the run's.
-func Clean(ctx context.Context, dir string) error {
-	st, err := ReadState(dir)
+func cleanRunDir(ctx context.Context, dir string) error {
+	st, err := readState(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		// Killed before Up wrote anything: nothing was touched.
 		return os.RemoveAll(dir)
@@ -171,9 +171,9 @@ func Clean(ctx context.Context, dir string) error {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
 	switch l, what := st.Owner.Liveness(); {
-	case l == Live && !st.Owner.IsSelf():
+	case l == procfs.Live && !st.Owner.IsSelf():
 		return fmt.Errorf("existing: clean %s: the run is live: %s; stop it first (its own teardown puts the nodes back)", dir, what)
-	case l == Unknown:
+	case l == procfs.Unknown:
 		slog.Default().Warn("whether the run is still live cannot be told; cleaning it because it was asked for by name", "dir", dir, "why", what)
 	}
 	if len(st.OlderWorkload) > 0 {
@@ -186,7 +186,7 @@ func Clean(ctx context.Context, dir string) error {
 	if err := st.checkCluster(); err != nil {
 		return fmt.Errorf("existing: clean %s: %w", dir, err)
 	}
-	p, err := New(Config{
+	p, err := newProvider(Config{
 		Kubeconfig: st.Kubeconfig,
 		Context:    st.Context,
 		RunID:      st.RunID,
@@ -249,7 +249,7 @@ const workloadPollInterval = time.Second
 // the cluster, now that the nodes' own kubelets are back to finish its
 // pods, within the teardown bound; its record goes once it is gone, and
 // the state directory with the last.
-func (p *Provider) removeWorkload(ctx context.Context, r workloads.Record) error {
+func (p *provider) removeWorkload(ctx context.Context, r workloads.Record) error {
 	rc, err := p.RESTConfig()
 	if err != nil {
 		return fmt.Errorf("existing: clean %s: the run's workload (%s): %w", p.cfg.StateDir, r, err)
@@ -270,16 +270,6 @@ func (p *Provider) removeWorkload(ctx context.Context, r workloads.Record) error
 // state so that clean leaves a live run alone.
 type Owner = procfs.Owner
 
-// Liveness of a run: whether the process acting on it still runs.
-type Liveness = procfs.Liveness
-
-// The values of Liveness.
-const (
-	Gone    = procfs.Gone
-	Live    = procfs.Live
-	Unknown = procfs.Unknown
-)
-
 func self() Owner { return procfs.Self() }
 
 // checkRunDir tells whether dir holds the state of the existing-provider
@@ -287,7 +277,7 @@ func self() Owner { return procfs.Self() }
 // does, the process it records is returned, which tells whether the run
 // is live.
 func checkRunDir(dir, runID string) (Owner, error) {
-	st, err := ReadState(dir)
+	st, err := readState(dir)
 	if err != nil {
 		return Owner{}, fmt.Errorf("no existing-provider run state: %w", err)
 	}

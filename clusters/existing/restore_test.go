@@ -1,4 +1,4 @@
-package existing_test
+package existing
 
 import (
 	"bufio"
@@ -15,9 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/skewtest/clusters"
 	"sigs.k8s.io/skewtest/clusters/binaries"
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
 	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
@@ -32,7 +30,7 @@ type restoreRig struct {
 	srv   *sshdtest.Server
 	fn    *fakeNode
 	api   *fakeAPIServer
-	cfg   existing.Config
+	cfg   Config
 	cache string
 	// own is the content of the node's own kubelet.
 	own string
@@ -49,14 +47,14 @@ func newRestoreRig(t *testing.T) *restoreRig {
 	if err := sshdtest.WriteKubeconfig(kc, url); err != nil {
 		t.Fatal(err)
 	}
-	r.cfg = existing.Config{
+	r.cfg = Config{
 		Kubeconfig:     kc,
 		KubeletBinary:  r.fn.Binary,
 		KubeletRootDir: r.fn.Root,
 		RunID:          "run-1",
 		StateDir:       filepath.Join(t.TempDir(), "existing-run-1"),
 		Logger:         slog.New(slog.NewTextHandler(t.Output(), nil)),
-		SSH: existing.SSHConfig{
+		SSH: SSHConfig{
 			User: r.srv.User, Port: r.srv.Port, KeyFile: r.srv.ClientKeyFile, KnownHostsFile: r.srv.KnownHostsFile, Timeout: 5 * time.Second,
 		},
 	}
@@ -68,9 +66,9 @@ func newRestoreRig(t *testing.T) *restoreRig {
 // load 25), not a speed check.
 // up makes the provider from the rig's settings, brings it up and returns
 // it with its test nodes.
-func (r *restoreRig) up(ctx context.Context, t *testing.T) (*existing.Provider, []nodes.Node) {
+func (r *restoreRig) up(ctx context.Context, t *testing.T) (*provider, []nodes.Node) {
 	t.Helper()
-	p, err := existing.New(r.cfg)
+	p, err := newProvider(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +93,8 @@ func (r *restoreRig) context(t *testing.T) context.Context {
 func (r *restoreRig) assertRestored(t *testing.T) {
 	t.Helper()
 	filetest.AssertContent(t, r.fn.Binary, r.own, 0o755)
-	filetest.AssertMissing(t, r.fn.Binary+existing.OrigSuffix)
-	filetest.AssertMissing(t, r.fn.Binary+existing.NewSuffix)
+	filetest.AssertMissing(t, r.fn.Binary+systemdkubelet.OrigSuffix)
+	filetest.AssertMissing(t, r.fn.Binary+systemdkubelet.NewSuffix)
 	filetest.AssertMissing(t, r.fn.Root+systemdkubelet.StateSuffix)
 	if v := r.fn.running(); v != "v1.37.2" {
 		t.Errorf("the node runs kubelet %q, want its own v1.37.2", v)
@@ -119,7 +117,7 @@ func TestDownRestoresAfterAFailedHop(t *testing.T) {
 			if err := n.StopKubelet(ctx); err != nil {
 				t.Fatal(err)
 			}
-			st, err := existing.ReadState(r.cfg.StateDir)
+			st, err := readState(r.cfg.StateDir)
 			if err != nil {
 				t.Fatalf("no state after the first stop: %v", err)
 			}
@@ -147,7 +145,7 @@ func TestDownRestoresAfterAFailedHop(t *testing.T) {
 func TestDownReportsAFailedRestore(t *testing.T) {
 	r := newRestoreRig(t)
 	ctx := r.context(t)
-	p, err := existing.New(r.cfg)
+	p, err := newProvider(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +160,12 @@ func TestDownReportsAFailedRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone replaces the kept original.
-	filetest.Write(t, r.fn.Binary+existing.OrigSuffix, "kubelet v9.9.9 tampered", 0o755)
+	filetest.Write(t, r.fn.Binary+systemdkubelet.OrigSuffix, "kubelet v9.9.9 tampered", 0o755)
 	err = p.Down(ctx)
 	if err == nil || !strings.Contains(err.Error(), "w1") || !strings.Contains(err.Error(), "skewtest clean "+r.cfg.StateDir) {
 		t.Fatalf("Down = %v", err)
 	}
-	if _, err := existing.ReadState(r.cfg.StateDir); err != nil {
+	if _, err := readState(r.cfg.StateDir); err != nil {
 		t.Errorf("the state is gone after a failed restore: %v", err)
 	}
 }
@@ -242,11 +240,11 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	// What the killed run left: the swapped binary, the unit stopped, the
 	// original kept, and the state naming it.
 	filetest.AssertContent(t, r.fn.Binary, "kubelet v1.36.3", 0o755)
-	filetest.AssertContent(t, r.fn.Binary+existing.OrigSuffix, "kubelet v1.37.2", 0o755)
+	filetest.AssertContent(t, r.fn.Binary+systemdkubelet.OrigSuffix, "kubelet v1.37.2", 0o755)
 	if r.fn.running() != "" {
 		t.Errorf("the unit runs %q after the kill", r.fn.running())
 	}
-	st, err := existing.ReadState(r.cfg.StateDir)
+	st, err := readState(r.cfg.StateDir)
 	if err != nil || len(st.Nodes) != 1 || st.Nodes[0].OriginalVersion != "v1.37.2" {
 		t.Fatalf("state after the kill = %+v, %v", st, err)
 	}
@@ -255,7 +253,7 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	}
 
 	r.fn.calls()
-	if err := clusters.Clean(ctx, r.cfg.StateDir); err != nil {
+	if err := Descriptor.Clean(ctx, r.cfg.StateDir); err != nil {
 		t.Fatalf("clean: %v", err)
 	}
 	r.assertRestored(t)
@@ -269,7 +267,7 @@ func TestKilledMidHopThenClean(t *testing.T) {
 		t.Errorf("the state directory after clean: %v", err)
 	}
 	// A second clean finds nothing to do.
-	if err := clusters.Clean(ctx, r.cfg.StateDir); err != nil {
+	if err := Descriptor.Clean(ctx, r.cfg.StateDir); err != nil {
 		t.Errorf("second clean: %v", err)
 	}
 }
@@ -296,9 +294,9 @@ func TestKillHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	p, err := existing.New(existing.Config{
+	p, err := newProvider(Config{
 		Kubeconfig: hc.Kubeconfig, KubeletBinary: hc.KubeletBinary, KubeletRootDir: hc.KubeletRootDir, RunID: hc.RunID, StateDir: hc.StateDir,
-		SSH:    existing.SSHConfig{User: hc.User, Port: hc.Port, KeyFile: hc.KeyFile, KnownHostsFile: hc.KnownHostsFile},
+		SSH:    SSHConfig{User: hc.User, Port: hc.Port, KeyFile: hc.KeyFile, KnownHostsFile: hc.KnownHostsFile},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {

@@ -1,10 +1,10 @@
-package existing_test
+package existing
 
 import (
 	"testing"
 
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/internal/filetest"
+	"sigs.k8s.io/skewtest/clusters/internal/systemdkubelet"
 )
 
 // A run killed while it uploaded a kubelet left <kubelet>.skewtest-new,
@@ -17,8 +17,8 @@ func TestRestoreRemovesAnInterruptedUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the kill during the upload left, and names that are not it.
-	filetest.Write(t, r.fn.Binary+existing.NewSuffix, "kubelet v1.36", 0o644)
-	others := []string{r.fn.Binary + existing.NewSuffix + ".bak", r.fn.Binary + ".skewtest-newer", r.fn.Binary + "2" + existing.NewSuffix}
+	filetest.Write(t, r.fn.Binary+systemdkubelet.NewSuffix, "kubelet v1.36", 0o644)
+	others := []string{r.fn.Binary + systemdkubelet.NewSuffix + ".bak", r.fn.Binary + ".skewtest-newer", r.fn.Binary + "2" + systemdkubelet.NewSuffix}
 	for _, o := range others {
 		filetest.Write(t, o, "not the run's", 0o644)
 	}

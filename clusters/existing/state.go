@@ -76,10 +76,10 @@ type nodeState struct {
 	OriginalVersion string    `json:"originalVersion,omitempty"`
 	Recorded        time.Time `json:"recorded"`
 	// KeptAs is where the first swap renames the node's own binary aside
-	// (Binary+OrigSuffix), and StateKeptIn the directory where it keeps
-	// the kubelet's checkpoint files: recorded before the first swap, so
-	// that `skewtest clean` after a kill finds the originals. Empty in
-	// older state files.
+	// (Binary+systemdkubelet.OrigSuffix), and StateKeptIn the directory
+	// where it keeps the kubelet's checkpoint files: recorded before the
+	// first swap, so that `skewtest clean` after a kill finds the
+	// originals. Empty in older state files.
 	KeptAs      string `json:"keptAs,omitempty"`
 	StateKeptIn string `json:"stateKeptIn,omitempty"`
 }
@@ -88,8 +88,8 @@ func (s nodeState) layout() systemdkubelet.Layout {
 	return systemdkubelet.Layout{Unit: s.Unit, Binary: s.Binary, RootDir: s.RootDir, HealthzURL: s.HealthzURL}
 }
 
-// ReadState reads dir's StateFile.
-func ReadState(dir string) (*State, error) {
+// readState reads dir's StateFile.
+func readState(dir string) (*State, error) {
 	var s State
 	if err := statefile.Read(dir, StateFile, &s); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (s *State) write(dir string) error { return statefile.Write(dir, StateFile,
 
 // initState writes the run's state, with no node yet, before any node is
 // touched: a state directory that cannot be written fails Up, not a hop.
-func (p *Provider) initState() error {
+func (p *provider) initState() error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
 	if p.cfg.StateDir == "" {
@@ -121,7 +121,7 @@ func (p *Provider) initState() error {
 
 // record notes n's own kubelet in the state, and writes it to the state
 // directory, before the run first changes n. Later calls for n do nothing.
-func (p *Provider) record(ctx context.Context, n *Node) error {
+func (p *provider) record(ctx context.Context, n *Node) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
 	if slices.ContainsFunc(p.state.Nodes, func(s nodeState) bool { return s.Name == n.String() }) {
@@ -133,13 +133,13 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 	}
 	if orig.Kept {
 		p.log.Warn("an earlier run kept this node's kubelet and did not put it back; the kept copy is taken as the original",
-			"node", n.String(), "kept", orig.Binary+OrigSuffix, "sha256", orig.SHA256)
+			"node", n.String(), "kept", orig.Binary+systemdkubelet.OrigSuffix, "sha256", orig.SHA256)
 	}
 	st := nodeState{
 		Name: n.String(), Address: n.Address(),
 		Unit: n.driver.Layout.Unit, Binary: orig.Binary, RootDir: n.driver.Layout.RootDir, HealthzURL: n.driver.Layout.HealthzURL,
 		OriginalSHA256: orig.SHA256, OriginalVersion: n.kubeletVersion, Recorded: time.Now().UTC(),
-		KeptAs: orig.Binary + OrigSuffix, StateKeptIn: n.driver.Layout.StateDir(),
+		KeptAs: orig.Binary + systemdkubelet.OrigSuffix, StateKeptIn: n.driver.Layout.StateDir(),
 	}
 	next := *p.state
 	next.Nodes = append(slices.Clone(p.state.Nodes), st)
@@ -157,7 +157,7 @@ func (p *Provider) record(ctx context.Context, n *Node) error {
 // into the state, in place of the record of r's namespace, before the
 // scenario makes what r adds. An empty r drops that record; with no record
 // left and every node back, the state ends (saveLocked).
-func (p *Provider) RecordWorkload(r workloads.Record) error {
+func (p *provider) RecordWorkload(r workloads.Record) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
 	next := *p.state
@@ -173,7 +173,7 @@ func (p *Provider) RecordWorkload(r workloads.Record) error {
 }
 
 // forget drops name from the state once its kubelet is back.
-func (p *Provider) forget(name string) error {
+func (p *provider) forget(name string) error {
 	p.stateMu.Lock()
 	defer p.stateMu.Unlock()
 	next := *p.state
@@ -188,7 +188,7 @@ func (p *Provider) forget(name string) error {
 // saveLocked writes st to the state directory, or removes the directory
 // once st describes nothing left: no node to put back and no workload to
 // remove. The caller holds stateMu.
-func (p *Provider) saveLocked(st *State) error {
+func (p *provider) saveLocked(st *State) error {
 	if p.cfg.StateDir == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package existing_test
+package existing
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"sigs.k8s.io/skewtest/clusters/existing"
 	"sigs.k8s.io/skewtest/clusters/existing/internal/sshdtest"
 	"sigs.k8s.io/skewtest/clusters/storage"
 	"sigs.k8s.io/skewtest/clusters/workloads"
@@ -45,7 +44,7 @@ func writeKubeconfig(t *testing.T, path, current, server string) {
 
 // stateProvider is a provider with a state directory on a kubeconfig of
 // writeKubeconfig, current context "run"; it never reaches a node.
-func stateProvider(t *testing.T, context string) (*existing.Provider, existing.Config) {
+func stateProvider(t *testing.T, context string) (*provider, Config) {
 	t.Helper()
 	dir := t.TempDir()
 	key, kh := filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
@@ -55,15 +54,15 @@ func stateProvider(t *testing.T, context string) (*existing.Provider, existing.C
 	if err := os.WriteFile(kh, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := existing.Config{Kubeconfig: filepath.Join(dir, "kubeconfig"), Context: context, RunID: "run-1", StateDir: filepath.Join(dir, "state"),
-		SSH: existing.SSHConfig{KeyFile: key, KnownHostsFile: kh}}
+	cfg := Config{Kubeconfig: filepath.Join(dir, "kubeconfig"), Context: context, RunID: "run-1", StateDir: filepath.Join(dir, "state"),
+		SSH: SSHConfig{KeyFile: key, KnownHostsFile: kh}}
 	writeKubeconfig(t, cfg.Kubeconfig, "run", runServer)
 	// Up makes the state directory; these tests go no further than the
 	// state.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	p, err := existing.New(cfg)
+	p, err := newProvider(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestStateKeepsOneRecordPerWorkload(t *testing.T) {
 	}
 	namespaces := func() []string {
 		t.Helper()
-		st, err := existing.ReadState(cfg.StateDir)
+		st, err := readState(cfg.StateDir)
 		if err != nil {
 			t.Fatalf("the state: %v", err)
 		}
@@ -142,7 +141,7 @@ func TestCleanRefusesAnotherCluster(t *testing.T) {
 			// an API server that is not there: the bound keeps that short.
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			err := existing.Clean(ctx, cfg.StateDir)
+			err := cleanRunDir(ctx, cfg.StateDir)
 			if !errors.Is(err, workloads.ErrOtherCluster) {
 				t.Fatalf("Clean = %v, want ErrOtherCluster", err)
 			}
@@ -151,7 +150,7 @@ func TestCleanRefusesAnotherCluster(t *testing.T) {
 					t.Errorf("the refusal %q does not name %q", err, w)
 				}
 			}
-			st, rerr := existing.ReadState(cfg.StateDir)
+			st, rerr := readState(cfg.StateDir)
 			if rerr != nil || len(st.Workloads) != 1 {
 				t.Errorf("the state after the refusal: %+v, %v; want it kept", st, rerr)
 			}
@@ -165,7 +164,7 @@ func TestCleanRefusesAnotherCluster(t *testing.T) {
 func TestCleanLeavesAnOlderRecordOfFixedNames(t *testing.T) {
 	_, cfg := stateProvider(t, "")
 	older := `{"runID":"run-0","kubeconfig":"` + cfg.Kubeconfig + `","ssh":{},"nodes":[],"workload":{"namespace":"skewtest","madeNamespace":true,"statefulSet":"web"}}`
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, existing.StateFile), []byte(older), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, StateFile), []byte(older), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var log strings.Builder
@@ -173,7 +172,7 @@ func TestCleanLeavesAnOlderRecordOfFixedNames(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&log, nil)))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := existing.Clean(ctx, cfg.StateDir); err != nil {
+	if err := cleanRunDir(ctx, cfg.StateDir); err != nil {
 		t.Fatalf("Clean: %v", err)
 	}
 	if !strings.Contains(log.String(), "left alone") || !strings.Contains(log.String(), `\"namespace\":\"skewtest\"`) {

@@ -24,14 +24,14 @@ import (
 // vmHelperEnv tells the helper test it is the harness to kill.
 const vmHelperEnv = "SKEWTEST_VM_KILL_HELPER"
 
-func vmProvider(t *testing.T, stateDir string) (*Provider, *Node) {
+func vmProvider(t *testing.T, stateDir string) (*provider, *Node) {
 	t.Helper()
 	addr := vmnode.Addr(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := sshdtest.WriteKubeconfig(kc, "https://127.0.0.1:1"); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{
+	p, err := newProvider(Config{
 		Kubeconfig: kc, KubeletBinary: "/usr/local/bin/kubelet", RunID: "vm", StateDir: stateDir,
 		SSH:    SSHConfig{User: "root", KeyFile: os.Getenv(vmnode.KeyEnv), KnownHostsFile: os.Getenv(vmnode.KnownHostsEnv), Timeout: time.Minute},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
@@ -137,7 +137,7 @@ func TestKopsNodeInVM(t *testing.T) {
 	if err != nil || !left.Kept || left.SHA256 != orig.SHA256 {
 		t.Fatalf("after the kill: %+v, %v; want the own kubelet kept", left, err)
 	}
-	state, err := ReadState(killDir)
+	state, err := readState(killDir)
 	if err != nil || len(state.Nodes) != 1 || state.Nodes[0].OriginalSHA256 != orig.SHA256 {
 		t.Fatalf("state the killed run left: %+v, %v", state, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/version"
+
+	"sigs.k8s.io/skewtest/clusters/nodes"
 )
 
 func TestCovers(t *testing.T) {
@@ -142,5 +144,35 @@ func TestReproduced(t *testing.T) {
 	missed, _ := Judge(bug, v, nil, Observation{Detail: "unmounted"})
 	if !seen.Reproduced() || missed.Reproduced() {
 		t.Errorf("Reproduced(seen) = %v, Reproduced(not seen) = %v", seen.Reproduced(), missed.Reproduced())
+	}
+}
+
+// Check names each way an entry can be written wrong, and passes one
+// written right.
+func TestCheck(t *testing.T) {
+	good := Entry{Name: "leak", Kind: Fault, Status: Runs, Plants: "p", Checks: "c",
+		Expect: []Expectation{{From: "1.34", Outcome: KnownBug, Bug: "leak", Symptom: leakSymptom, Refs: []Ref{Issue(85476)}}, {Before: "1.34", Outcome: Clean}}}
+	if err := good.Check(); err != nil {
+		t.Fatalf("a well-formed entry: %v", err)
+	}
+	for want, mutate := range map[string]func(*Entry){
+		`kind ""`:                        func(e *Entry) { e.Kind = "" },
+		"says nothing of what it plants": func(e *Entry) { e.Plants = "" },
+		`status "later"`:                 func(e *Entry) { e.Status = "later" },
+		"does not run yet but says":      func(e *Entry) { e.Status, e.Needs = NotYet, []nodes.Capability{nodes.HostNode} },
+		`bound "one.two"`:                func(e *Entry) { e.Expect[1].Before = "one.two" },
+		"needs its name and a reference": func(e *Entry) { e.Expect[0].Refs = nil },
+		"names neither what it leaves":   func(e *Entry) { e.Expect[0].Symptom = Symptom{Logs: []string{"x"}} },
+		"a clean expectation has no":     func(e *Entry) { e.Expect[1].Symptom = leakSymptom },
+		"placeholders a trace must show": func(e *Entry) { e.Expect[0].Symptom.Traces = []Trace{{Kind: Dir, Path: "pods/" + OldUID + "/" + UID}} },
+		"2 expectations cover 1.37.2":    func(e *Entry) { e.Expect[1].Before = "" },
+		"reference {ID:#1 URL:}":         func(e *Entry) { e.Expect[0].Refs = []Ref{{ID: "#1"}} },
+	} {
+		e := good
+		e.Expect = append([]Expectation(nil), good.Expect...)
+		mutate(&e)
+		if err := e.Check(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: Check() = %v", want, err)
+		}
 	}
 }

@@ -62,7 +62,11 @@ func (e Entry) Check() error {
 			}
 		}
 	}
-	// Ranges do not overlap: each version has at most one expectation.
+	// Ranges do not overlap: each version has at most one expectation
+	// (Covers needs bounds that parse).
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	for _, v := range checkVersions {
 		n := 0
 		for _, x := range e.Expect {

@@ -1,6 +1,7 @@
 package reconstruction
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -118,4 +119,19 @@ func TestWrite(t *testing.T) {
 	if !strings.Contains(b.String(), "needs driver: a stall knob") {
 		t.Errorf("an entry waiting for the driver prints %q", b.String())
 	}
+}
+
+// A name registered twice (two files declaring one entry) stops the
+// package as it loads, and leaves the first registration alone.
+func TestAddEntryRefusesATwin(t *testing.T) {
+	first, _ := CatalogueEntry("reboot")
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `"reboot" registered twice`) {
+			t.Errorf("registering reboot again: %v", r)
+		}
+		if e, _ := CatalogueEntry("reboot"); e.Plants != first.Plants || len(registry.entries) != len(Catalogue()) {
+			t.Errorf("the twin changed the registry")
+		}
+	}()
+	addFault(catalogue.Entry{Name: "reboot", Plants: "a twin"}, Fault{})
 }

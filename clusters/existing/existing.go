@@ -398,11 +398,7 @@ func (p *provider) TestNodes(ctx context.Context) ([]nodes.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]nodes.Node, len(ns))
-	for i, n := range ns {
-		out[i] = n
-	}
-	return out, nil
+	return nodes.List(ns), nil
 }
 
 // Node returns the Node for name reached at address (host or host:port),

@@ -195,11 +195,7 @@ func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
 	if len(p.workers) == 0 {
 		return nil, fmt.Errorf("kind provider: no worker (Up has not completed)")
 	}
-	out := make([]nodes.Node, len(p.workers))
-	for i, w := range p.workers {
-		out[i] = w
-	}
-	return out, nil
+	return nodes.List(p.workers), nil
 }
 
 // Binaries implements the report's list of what the cluster runs.

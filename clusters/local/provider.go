@@ -215,11 +215,7 @@ func (p *Provider) TestNodes(context.Context) ([]nodes.Node, error) {
 	if len(p.nodes) == 0 {
 		return nil, fmt.Errorf("local provider: no node (Up has not completed)")
 	}
-	out := make([]nodes.Node, len(p.nodes))
-	for i, n := range p.nodes {
-		out[i] = n
-	}
-	return out, nil
+	return nodes.List(p.nodes), nil
 }
 
 // Binaries are the binaries this cluster runs (control plane, runtime),

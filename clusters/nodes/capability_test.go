@@ -47,3 +47,15 @@ func TestHasAll(t *testing.T) {
 		t.Errorf("nodes.HasAll(%v) accepts host-node, which it lacks", have)
 	}
 }
+
+// List keeps the nodes and their order.
+func TestList(t *testing.T) {
+	ns := []nodestest.Idle{{Name: "a"}, {Name: "b"}}
+	got := nodes.List(ns)
+	if len(got) != 2 || got[0].String() != "a" || got[1].String() != "b" {
+		t.Errorf("List(a, b) = %v", got)
+	}
+	if got := nodes.List([]nodestest.Idle(nil)); len(got) != 0 {
+		t.Errorf("List(nil) = %v", got)
+	}
+}

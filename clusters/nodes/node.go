@@ -101,3 +101,13 @@ type WithKubeletFeatureGates interface {
 	// stopped.
 	SetKubeletFeatureGates(ctx context.Context, gates map[string]bool) error
 }
+
+// List is ns as Node values, in their order: each provider keeps its own
+// node type and hands them out so from TestNodes.
+func List[T Node](ns []T) []Node {
+	out := make([]Node, len(ns))
+	for i, n := range ns {
+		out[i] = n
+	}
+	return out
+}

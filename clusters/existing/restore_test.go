@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	osexec "os/exec"
@@ -215,27 +216,7 @@ func TestKilledMidHopThenClean(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(out)
-	swapped := false
-	for sc.Scan() {
-		t.Logf("helper: %s", sc.Text())
-		if sc.Text() == "SWAPPED" {
-			swapped = true
-			break
-		}
-	}
-	if !swapped {
-		cmd.Wait()
-		t.Fatal("the helper never swapped")
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	werr := cmd.Wait()
-	var ee *osexec.ExitError
-	if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("helper ended with %v, want SIGKILL", werr)
-	}
+	killWhenSwapped(t, cmd, out)
 
 	// What the killed run left: the swapped binary, the unit stopped, the
 	// original kept, and the state naming it.
@@ -328,4 +309,32 @@ func TestKillHelper(t *testing.T) {
 
 func newBinaryAt(path, sum string) binaries.Binary {
 	return binaries.Binary{Component: "kubelet", Version: "v1.36.3", Path: path, SHA256: sum}
+}
+
+// killWhenSwapped waits for the helper run cmd to print SWAPPED on out
+// (its kubelet swapped mid-hop), SIGKILLs it there, and requires that it
+// died of the signal, as a harness killed mid-hop would.
+func killWhenSwapped(t *testing.T, cmd *osexec.Cmd, out io.Reader) {
+	t.Helper()
+	sc := bufio.NewScanner(out)
+	swapped := false
+	for sc.Scan() {
+		t.Logf("helper: %s", sc.Text())
+		if sc.Text() == "SWAPPED" {
+			swapped = true
+			break
+		}
+	}
+	if !swapped {
+		cmd.Wait()
+		t.Fatal("the helper never swapped")
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	var ee *osexec.ExitError
+	if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper ended with %v, want SIGKILL", werr)
+	}
 }

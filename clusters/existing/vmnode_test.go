@@ -3,7 +3,6 @@
 package existing
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,27 +105,7 @@ func TestKopsNodeInVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := time.Now()
-	sc := bufio.NewScanner(out)
-	swapped := false
-	for sc.Scan() {
-		t.Logf("helper: %s", sc.Text())
-		if sc.Text() == "SWAPPED" {
-			swapped = true
-			break
-		}
-	}
-	if !swapped {
-		cmd.Wait()
-		t.Fatal("the helper never swapped")
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	werr := cmd.Wait()
-	var ee *osexec.ExitError
-	if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("helper ended with %v, want SIGKILL", werr)
-	}
+	killWhenSwapped(t, cmd, out)
 	t.Logf("harness killed with SIGKILL mid-hop after %s", time.Since(s).Round(time.Millisecond))
 	st, err := n.driver.State(ctx)
 	if err != nil || st.ActiveState == "active" {

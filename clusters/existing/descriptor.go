@@ -30,6 +30,7 @@ var Descriptor = registry.Descriptor{
 	// Its CSI volumes come from STORAGE_CLASS; CSI_MODE's default is all
 	// it accepts, as before.
 	CSIModes: []string{string(csidriver.ModeTmpfs)},
+	NodeType: (*Node)(nil),
 	// Its nodes are someone else's: no capability a fault would use.
 	NodeCapabilities: nil,
 	GatesRefused:     "an existing cluster's kubelets keep their own configuration, and a hop swaps only the binary",

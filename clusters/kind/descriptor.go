@@ -31,6 +31,7 @@ var Descriptor = registry.Descriptor{
 	CSIModes:      []string{string(csidriver.ModeTmpfs)},
 	CleansHost:    true,
 	ClusterOnHost: true,
+	NodeType:      (*Node)(nil),
 	// Its nodes are the run's own containers, with the CSI driver it
 	// deploys; their kubelets read the configuration kubeadm wrote.
 	NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes},

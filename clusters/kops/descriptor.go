@@ -32,6 +32,7 @@ var Descriptor = registry.Descriptor{
 	// do not hold up local and kind runs for the hour a cluster can take;
 	// clean tells a live run by the process its state records (Inspect).
 	CleansHost: false,
+	NodeType:   (*Node)(nil),
 	// Its nodes are the run's own machines, with EBS volumes.
 	NodeCapabilities: []nodes.Capability{nodes.Disposable},
 	GatesRefused:     "kops writes its kubelets' configuration from the cluster spec, and a hop swaps only the binary",

@@ -28,6 +28,7 @@ var Descriptor = registry.Descriptor{
 	CleansHost:     true,
 	ClusterOnHost:  true,
 	KubeletsOnHost: true,
+	NodeType:       (*Node)(nil),
 	// Its nodes are this host, with skewtest's CSI driver as processes the
 	// harness controls and kubelets whose configuration it writes.
 	NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.SkewtestVolumes, nodes.BlockVolumes, nodes.HostNode,

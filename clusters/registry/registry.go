@@ -172,6 +172,9 @@ type Descriptor struct {
 	// have every capability it needs. CheckNodes holds them to the
 	// provider's node type and its other properties.
 	NodeCapabilities []nodes.Capability
+	// NodeType is a value of the type its TestNodes returns (a nil
+	// pointer will do): CheckNodes reads what it implements.
+	NodeType nodes.Node
 	// GatesRefused says why its kubelets cannot run with a plan entry's
 	// feature gates, for the error that refuses such a plan; empty when
 	// its nodes have nodes.KubeletFeatureGates.
@@ -268,14 +271,17 @@ func List(s string) []string {
 	return out
 }
 
-// CheckNodes checks the descriptor's NodeCapabilities against node, a
-// value of its node type (a nil pointer will do), and against its other
-// properties: what its node type implements is declared, a cluster it
-// makes has disposable nodes, only kubelets on this host make a host
-// node, block volumes come with the CSI driver's ebs mode, and a provider
-// without the gates capability says why. Each provider's tests call it.
-func (d Descriptor) CheckNodes(node nodes.Node) error {
-	if err := nodes.CheckCapabilities(d.NodeCapabilities, node); err != nil {
+// CheckNodes checks the descriptor's NodeCapabilities against its
+// NodeType and its other properties: what its node type implements is
+// declared, a cluster it makes has disposable nodes, only kubelets on this
+// host make a host node, block volumes come with the CSI driver's ebs
+// mode, and a provider without the gates capability says why. The
+// clusters package's tests call it for every registered provider.
+func (d Descriptor) CheckNodes() error {
+	if d.NodeType == nil {
+		return fmt.Errorf("provider %s: its descriptor names no NodeType", d.Name)
+	}
+	if err := nodes.CheckCapabilities(d.NodeCapabilities, d.NodeType); err != nil {
 		return fmt.Errorf("provider %s: %w", d.Name, err)
 	}
 	has := func(c nodes.Capability) bool { return slices.Contains(d.NodeCapabilities, c) }

@@ -13,8 +13,8 @@ import (
 func TestCheckNodes(t *testing.T) {
 	const refused = "its kubelets keep their own configuration"
 	good := Descriptor{Name: "p", CreatesCluster: true, KubeletsOnHost: true, CSIModes: []string{"tmpfs", "ebs"},
-		NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.HostNode, nodes.BlockVolumes}, GatesRefused: refused}
-	if err := good.CheckNodes(nodestest.Idle{}); err != nil {
+		NodeCapabilities: []nodes.Capability{nodes.Disposable, nodes.HostNode, nodes.BlockVolumes}, GatesRefused: refused, NodeType: nodestest.Idle{}}
+	if err := good.CheckNodes(); err != nil {
 		t.Fatalf("a descriptor whose capabilities agree: %v", err)
 	}
 	for _, c := range []struct {
@@ -27,6 +27,7 @@ func TestCheckNodes(t *testing.T) {
 		{"a host node without kubelets on the host", func(d *Descriptor) { d.KubeletsOnHost = false }, "host-node is declared true, but KubeletsOnHost is false"},
 		{"block volumes without the ebs mode", func(d *Descriptor) { d.CSIModes = []string{"tmpfs"} }, "block-volumes is declared true, but CSIModes holding ebs is false"},
 		{"no gates and no reason", func(d *Descriptor) { d.GatesRefused = "" }, "say why exactly when the capability is missing"},
+		{"no node type", func(d *Descriptor) { d.NodeType = nil }, "its descriptor names no NodeType"},
 		{"an interface capability the node lacks", func(d *Descriptor) {
 			d.NodeCapabilities = append(d.NodeCapabilities, nodes.KubeletFeatureGates)
 			d.GatesRefused = ""
@@ -35,7 +36,7 @@ func TestCheckNodes(t *testing.T) {
 		d := good
 		d.NodeCapabilities = append([]nodes.Capability(nil), good.NodeCapabilities...)
 		c.change(&d)
-		if err := d.CheckNodes(nodestest.Idle{}); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+		if err := d.CheckNodes(); err == nil || !strings.Contains(err.Error(), c.wantErr) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.wantErr)
 		}
 	}

@@ -59,6 +59,15 @@ func StartIn(cgroupDir, name, logFile, pidFile string, argv []string, env []stri
 		return nil, fmt.Errorf("open log for %s: %w", name, err)
 	}
 	fmt.Fprintf(lf, startMarker+" %s starting at %s: %s\n", name, time.Now().Format(time.RFC3339Nano), strings.Join(argv, " "))
+	if pidFile != "" {
+		// The shell that becomes the daemon records it first (see
+		// recordThenExec); a missing binary is still an error of Start.
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			lf.Close()
+			return nil, fmt.Errorf("start %s (%s): %w", name, argv[0], err)
+		}
+		argv = append([]string{"/bin/sh", "-c", recordThenExec, pidFile}, argv...)
+	}
 	cmd, err := startIn(cgroupDir, func() *exec.Cmd {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Stdout, cmd.Stderr = lf, lf
@@ -78,8 +87,14 @@ func StartIn(cgroupDir, name, logFile, pidFile string, argv []string, env []stri
 	}()
 	if pidFile != "" {
 		// Without its pid file a killed harness could not clean it up.
-		// With its start time and the boot's ID, so that KillPIDFile never
-		// kills a process that got the pid after a reboot or a wrap-around.
+		// The process wrote its pid there before it became the daemon;
+		// once it has, add its start time and the boot's ID, so that
+		// KillPIDFile never kills a process that got the pid after a
+		// reboot or a wrap-around.
+		if err := p.waitRecorded(); err != nil {
+			_ = p.Stop(time.Second)
+			return nil, fmt.Errorf("record pid of %s: %w", name, err)
+		}
 		rec := strconv.Itoa(cmd.Process.Pid)
 		if st, err := procfs.ReadStat(cmd.Process.Pid); err == nil {
 			rec += " " + strconv.FormatUint(st.StartTime, 10) + " " + bootID()
@@ -90,6 +105,38 @@ func StartIn(cgroupDir, name, logFile, pidFile string, argv []string, env []stri
 		}
 	}
 	return p, nil
+}
+
+// recordThenExec is how a daemon with a pid file starts: the shell that
+// becomes it writes its pid ($$, which exec keeps) into the pid file ($0)
+// and only then execs the daemon in its place. A harness killed at any
+// instant of a start therefore leaves no daemon without its pid file for
+// `skewtest clean`; and a shell whose pid file cannot be written, because
+// clean already removed the run directory, exits instead of starting it.
+const recordThenExec = `echo $$ > "$0" || exit 125; exec "$@"`
+
+// recordWait bounds how long Start waits for the started shell to write
+// its pid file, a few milliseconds on an idle host.
+const recordWait = 10 * time.Second
+
+// waitRecorded waits until the process has written its pid into its pid
+// file (recordThenExec), or has exited without doing so.
+func (p *Process) waitRecorded() error {
+	want := strconv.Itoa(p.PID())
+	deadline := time.Now().Add(recordWait)
+	for {
+		if b, err := os.ReadFile(p.PIDFile); err == nil && strings.TrimSpace(string(b)) == want {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("it exited before writing %s: %v; %s", p.PIDFile, p.err, TailFile(p.LogFile, 5))
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not hold pid %s after %s", p.PIDFile, want, recordWait)
+		}
+	}
 }
 
 // PID of the process.

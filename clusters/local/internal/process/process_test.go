@@ -657,3 +657,55 @@ func TestStartIn(t *testing.T) {
 		t.Errorf("StartIn into a directory that does not exist succeeded")
 	}
 }
+
+// The daemon's pid is in its pid file before the daemon's first
+// instruction: a harness killed mid-start leaves nothing that clean
+// cannot find.
+func TestStartRecordsThePIDBeforeTheDaemonRuns(t *testing.T) {
+	dir := t.TempDir()
+	pidFile, seen := filepath.Join(dir, "d.pid"), filepath.Join(dir, "seen")
+	p, err := Start("d", filepath.Join(dir, "d.log"), pidFile,
+		[]string{"/bin/sh", "-c", `cat "$1" > "$2"; echo $$ >> "$2"; exec sleep 60`, "sh", pidFile, seen}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(time.Second) })
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(seen)
+		if got = strings.Fields(string(b)); len(got) >= 2 {
+			break
+		}
+	}
+	// What the daemon read at its start: its own pid (the bare record,
+	// or already the full one), then its pid.
+	if len(got) < 2 || got[0] != strconv.Itoa(p.PID()) || got[len(got)-1] != strconv.Itoa(p.PID()) {
+		t.Errorf("the daemon (pid %d) saw %q in its pid file at its start, want its pid", p.PID(), got)
+	}
+}
+
+// The shell that becomes a daemon does not start it when its pid file
+// cannot be written (clean removed the run directory meanwhile).
+func TestRecordThenExecRefusesWithoutItsPIDFile(t *testing.T) {
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	cmd := exec.Command("/bin/sh", "-c", recordThenExec, filepath.Join(dir, "gone", "d.pid"), "touch", marker)
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+		t.Errorf("the shell without its pid file: %v, want exit 125", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the daemon ran without its pid file: %v", err)
+	}
+	cmd = exec.Command("/bin/sh", "-c", recordThenExec, filepath.Join(dir, "d.pid"), "touch", marker)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "d.pid")); strings.TrimSpace(string(b)) != strconv.Itoa(cmd.Process.Pid) {
+		t.Errorf("pid file %q, want the daemon's pid %d", b, cmd.Process.Pid)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the daemon did not run with its pid file written: %v", err)
+	}
+}

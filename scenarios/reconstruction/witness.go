@@ -22,6 +22,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/klient/wait"
 
 	"sigs.k8s.io/skewtest/clusters/conditions"
@@ -165,14 +167,16 @@ func (s *Scenario) witnessStart(ctx context.Context, sc *scenarios.StepContext, 
 	if err := s.node.StopKubelet(ctx); err != nil {
 		return fail(err)
 	}
-	// The stopped kubelet posts nothing more: a later heartbeat is the
-	// new one's.
+	// The stopped kubelet renews nothing more: a later renewal of the
+	// node's lease is the new one's. (Not the Ready condition's
+	// heartbeat: a kubelet that finds the node's status as it would
+	// write it posts none until its status changes, as v1.32's does
+	// after a restart of the same version seconds later.)
 	getNode := conditions.ResourcesNodes(s.res)
-	node, err := getNode(ctx, s.node.String())
+	before, err := leaseRenewed(ctx, s.cs, s.node.String())
 	if err != nil {
-		return fail(fmt.Errorf("read node %s: %w", s.node, err))
+		return fail(err)
 	}
-	before := readyHeartbeat(node)
 	if err := s.node.StartKubelet(ctx); err != nil {
 		return fail(err)
 	}
@@ -185,19 +189,20 @@ func (s *Scenario) witnessStart(ctx context.Context, sc *scenarios.StepContext, 
 	var scrape *kubeletmetrics.Scrape
 	var text, last string
 	// getNode keeps the node it read, for its heartbeat.
-	readyAt := conditions.NodeReadyAtWith(func(ctx context.Context, name string) (*corev1.Node, error) {
-		node, err = getNode(ctx, name)
-		return node, err
-	}, s.node.String(), s.hop.To, &last)
+	readyAt := conditions.NodeReadyAtWith(getNode, s.node.String(), s.hop.To, &last)
 	cond := func(ctx context.Context) (bool, error) {
 		if ready, _ := readyAt(ctx); !ready {
 			return false, nil
 		}
-		if beat := readyHeartbeat(node); !beat.After(before) {
-			last = fmt.Sprintf("node %s Ready, its last heartbeat %s not after the stopped kubelet's last (%s)", s.node, beat.UTC().Format(time.RFC3339), before.UTC().Format(time.RFC3339))
+		renewed, err := leaseRenewed(ctx, s.cs, s.node.String())
+		if err != nil {
+			last = err.Error()
 			return false, nil
 		}
-		var err error
+		if !renewed.After(before) {
+			last = fmt.Sprintf("node %s Ready, its lease last renewed %s, not after the stopped kubelet's last renewal", s.node, renewed.UTC().Format(time.RFC3339Nano))
+			return false, nil
+		}
 		if text, err = ln.KubeletLog(ctx); err != nil {
 			last = "the kubelet's log: " + err.Error()
 			return false, nil
@@ -229,13 +234,16 @@ func (s *Scenario) witnessStart(ctx context.Context, sc *scenarios.StepContext, 
 	return w, nil
 }
 
-// readyHeartbeat is the last heartbeat of node's Ready condition (zero
-// when it has none).
-func readyHeartbeat(node *corev1.Node) time.Time {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.LastHeartbeatTime.Time
-		}
+// leaseRenewed is when node's kubelet last renewed the node's lease
+// (kube-node-lease/<node>), which a running kubelet does every 10 s
+// whatever its status.
+func leaseRenewed(ctx context.Context, cs kubernetes.Interface, node string) (time.Time, error) {
+	l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read node %s's lease: %w", node, err)
 	}
-	return time.Time{}
+	if l.Spec.RenewTime == nil {
+		return time.Time{}, nil
+	}
+	return l.Spec.RenewTime.Time, nil
 }

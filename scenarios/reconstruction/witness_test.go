@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -28,7 +29,7 @@ import (
 )
 
 // restartNode is a node whose kubelet the witness restarts: each start
-// makes the fake API server's next heartbeat and scrape its own, and its
+// makes the fake API server's next lease renewal and scrape its own, and its
 // log the next of logs.
 type restartNode struct {
 	fakeNode
@@ -59,7 +60,7 @@ func (n *restartNode) KubeletLog(context.Context) (string, error) {
 }
 
 // fakeAPI serves what the witness reads of the API server: discovery, the
-// node with its Ready heartbeat, the workload's pods, and the kubelet's
+// node, its lease, the workload's pods, and the kubelet's
 // metrics through the node proxy, counters[i] after start i (counters[0]
 // for the hop's own start).
 type fakeAPI struct {
@@ -72,9 +73,9 @@ type fakeAPI struct {
 	values  map[string]int
 	running bool
 	kubelet int       // which start serves
-	beat    time.Time // the Ready condition's heartbeat
-	// beatAfter is how many reads of the node after a start show the
-	// stopped kubelet's heartbeat; staleScrapes counts the scrapes made
+	beat    time.Time // the node lease's last renewal
+	// beatAfter is how many reads of the lease after a start show the
+	// stopped kubelet's renewal; staleScrapes counts the scrapes made
 	// meanwhile.
 	beatAfter, pending, staleScrapes int
 }
@@ -106,14 +107,21 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: []string{"get", "list"}},
 		}})
 	case "/api/v1/nodes/node-1":
+		// The Ready heartbeat never moves, as on a v1.32 kubelet
+		// restarted on a node whose status it finds unchanged.
+		write(corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(time.Unix(0, 0))}}}})
+	case "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/node-1":
+		// The kubelet renews its lease whatever its status.
 		if a.pending > 0 {
 			if a.pending--; a.pending == 0 {
 				a.beat = a.beat.Add(time.Minute)
 			}
 		}
-		write(corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
-			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
-				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.NewTime(a.beat)}}}})
+		renew := metav1.NewMicroTime(a.beat)
+		write(coordinationv1.Lease{TypeMeta: metav1.TypeMeta{Kind: "Lease", APIVersion: "coordination.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "node-1", Namespace: "kube-node-lease"},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &renew}})
 	case "/api/v1/namespaces/" + witnessNamespace + "/pods":
 		list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 		if a.running {

@@ -156,7 +156,7 @@ func plantVolData(change volDataChange) func(context.Context, *Scenario, *scenar
 		if _, err := exec.Output(ctx, sc.Node, argv...); err != nil {
 			return err
 		}
-		sc.Note("%s %d vol_data.json files", change, len(files))
+		sc.Note("%d vol_data.json files %s", len(files), change)
 		s.notePlanted(sc, dirs)
 		return nil
 	}

@@ -1,8 +1,11 @@
 package reconstruction
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"math"
+	"slices"
+	"strings"
 
 	"sigs.k8s.io/skewtest/clusters/nodes"
 	"sigs.k8s.io/skewtest/scenarios/catalogue"
@@ -65,28 +68,20 @@ func Catalogue() []catalogue.Entry {
 	for _, e := range registry.entries {
 		out = append(out, e)
 	}
-	rank := func(e catalogue.Entry) (int, int) {
-		if e.Kind == catalogue.Shape {
-			if _, added := registry.shapes[e.Name]; added {
-				return 0, 1
-			}
-			return 0, 0
+	rank := func(e catalogue.Entry) int {
+		switch _, added := registry.shapes[e.Name]; {
+		case e.Kind == catalogue.Shape && !added:
+			return 0
+		case e.Kind == catalogue.Shape:
+			return 1
+		case e.Item == 0:
+			return math.MaxInt
+		default:
+			return 1 + e.Item
 		}
-		if e.Item == 0 {
-			return 1, int(^uint(0) >> 1)
-		}
-		return 1, e.Item
 	}
-	sort.Slice(out, func(i, j int) bool {
-		ki, ii := rank(out[i])
-		kj, ij := rank(out[j])
-		if ki != kj {
-			return ki < kj
-		}
-		if ii != ij {
-			return ii < ij
-		}
-		return out[i].Name < out[j].Name
+	slices.SortFunc(out, func(a, b catalogue.Entry) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -95,16 +90,6 @@ func Catalogue() []catalogue.Entry {
 func CatalogueEntry(name string) (catalogue.Entry, bool) {
 	e, ok := registry.entries[name]
 	return e, ok
-}
-
-// CatalogueNames lists every entry's name, sorted, for error messages.
-func CatalogueNames() []string {
-	var out []string
-	for name := range registry.entries {
-		out = append(out, name)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // What the implemented entries need of a provider's nodes

@@ -188,7 +188,6 @@ func (s *Scenario) witnessStart(ctx context.Context, sc *scenarios.StepContext, 
 	var w kubeletmetrics.WitnessStart
 	var scrape *kubeletmetrics.Scrape
 	var text, last string
-	// getNode keeps the node it read, for its heartbeat.
 	readyAt := conditions.NodeReadyAtWith(getNode, s.node.String(), s.hop.To, &last)
 	cond := func(ctx context.Context) (bool, error) {
 		if ready, _ := readyAt(ctx); !ready {

@@ -665,15 +665,17 @@ func TestStartRecordsThePIDBeforeTheDaemonRuns(t *testing.T) {
 	dir := t.TempDir()
 	pidFile, seen := filepath.Join(dir, "d.pid"), filepath.Join(dir, "seen")
 	p, err := Start("d", filepath.Join(dir, "d.log"), pidFile,
-		[]string{"/bin/sh", "-c", `cat "$1" > "$2"; echo $$ >> "$2"; exec sleep 60`, "sh", pidFile, seen}, nil)
+		[]string{"/bin/sh", "-c", `{ cat "$1"; echo $$; } > "$2.tmp" && mv "$2.tmp" "$2"; exec sleep 60`, "sh", pidFile, seen}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(time.Second) })
 	var got []string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		b, _ := os.ReadFile(seen)
-		if got = strings.Fields(string(b)); len(got) >= 2 {
+		// seen appears whole (renamed into place), once the daemon wrote
+		// what its pid file held and its own pid.
+		if b, err := os.ReadFile(seen); err == nil {
+			got = strings.Fields(string(b))
 			break
 		}
 	}
